@@ -1,0 +1,127 @@
+"""The three small interfaces the loop is built from: a model, a sandbox and a verifier.
+
+Everything else (OpenAI client, Docker/bubblewrap/local backends, ruff/mypy/pytest checks)
+is one implementation of one of these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+# --------------------------------------------------------------------------- model
+
+
+@dataclass
+class Completion:
+    """One finished answer from the model, with its timings (seconds, monotonic clock)."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    t_first_token: float | None = None
+    t_done: float | None = None
+
+
+class Model(Protocol):
+    """Something that turns chat messages into one completion."""
+
+    name: str
+
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        deadline: float,
+        on_text: Callable[[str], bool] | None = None,
+    ) -> Completion:
+        """Answer before `deadline` (time.monotonic()); `on_text` sees the text so far and
+        may return False to stop the stream early."""
+        ...
+
+
+# --------------------------------------------------------------------------- sandbox
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one command did inside a sandbox."""
+
+    exit_code: int | None
+    """The command's exit status; None when it was killed for its timeout."""
+    output: str
+    """stdout and stderr together, capped: head and tail kept, the middle elided."""
+    duration_s: float
+    timed_out: bool = False
+
+
+class Sandbox(Protocol):
+    """One isolated workspace where candidate code runs."""
+
+    backend: str
+    """"docker", "bwrap" or "local"."""
+    workspace: Path
+    """Host path of the writable workspace (a copy of the task's repo)."""
+    workdir: str
+    """The same workspace as commands inside the sandbox see it."""
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
+        """Run argv with cwd = workdir; kill the whole process tree after timeout_s."""
+        ...
+
+    def close(self) -> None:
+        """Stop everything still running and release the sandbox (not the workspace)."""
+        ...
+
+
+# --------------------------------------------------------------------------- verifier
+
+VerifierStatus = Literal["passed", "failed", "timeout", "error", "skipped"]
+
+
+@dataclass
+class VerifierResult:
+    """One verifier's verdict on one candidate."""
+
+    name: str
+    status: VerifierStatus
+    duration_s: float
+    summary: str
+    """Short, bounded text fit to be fed back to a model (empty when passed)."""
+    log: str = ""
+    """Full log, written to the attempt's directory by the caller."""
+    details: dict[str, object] = field(default_factory=dict)
+    """Machine-readable extras (per-test outcomes, new diagnostics)."""
+
+
+class Verifier(Protocol):
+    """One stage of the verification cascade."""
+
+    name: str
+
+    def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
+        """Judge the candidate now in `sandbox.workspace`."""
+        ...
+
+
+@dataclass
+class CheckSpec:
+    """What the verifiers need to know about the task, independent of the sandbox."""
+
+    changed_files: list[str]
+    """Repo-relative paths the candidate patch touched (for syntax, ruff, mypy)."""
+    fail_to_pass: list[str] = field(default_factory=list)
+    pass_to_pass: list[str] = field(default_factory=list)
+    test_cmd: str | None = None
+    """A shell test command (plain repositories); pytest node ids are preferred."""
+    timeout_s: float = 60.0
+    baseline: dict[str, object] = field(default_factory=dict)
+    """Per-verifier baseline diagnostics of the unpatched code, keyed by verifier name."""
