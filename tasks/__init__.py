@@ -1,0 +1,1 @@
+"""Tasks: loading task directories, importing public benchmarks, and the bundled examples."""
