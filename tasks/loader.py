@@ -1,9 +1,31 @@
-"""Load a task directory (`task.toml` + `repo/`) into a `Task`. Pure: reads files, nothing else."""
+"""Load a task directory (`task.toml` + `repo/`) into a `Task`. Pure: reads files, nothing else.
+
+task.toml keys (SPEC.md): `id`, `statement` | `statement_file`, `repo`, `fail_to_pass`,
+`pass_to_pass`, `gold_patch`, `test_patch`, and the `[verifiers]` table (`ruff`, `mypy`,
+`timeout_s`). Extensions of ours, all optional:
+
+- `test_cmd = "python -m pytest -q"`: a shell test command, used when there are no node ids.
+- `requirements = "requirements.txt"`: third-party packages the repo needs; the path is
+  looked up relative to the task directory first, then relative to the repo. Without the key,
+  a `requirements.txt` in the task directory is used when present.
+- `replay = "replay.jsonl"`: scripted answers for the bundled endpoint; default `replay.jsonl`
+  in the task directory when present.
+
+Every path in task.toml is relative and must stay inside the task directory (checked on the
+path's text: no absolute paths, no `..` climbing out; a symlink inside the directory is
+followed as it is).
+"""
 
 from __future__ import annotations
 
+import difflib
+import re
+import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from agent.errors import UsageError
 
 
 @dataclass
@@ -46,3 +68,321 @@ class Task:
     """The task directory, when the task came from one."""
     replay: Path | None = None
     """Scripted answers (replay.jsonl) for the bundled endpoint, when the task ships them."""
+
+
+TASK_FILE = "task.toml"
+"""The file that makes a directory a task directory."""
+
+TOP_KEYS = (
+    "id",
+    "statement",
+    "statement_file",
+    "repo",
+    "fail_to_pass",
+    "pass_to_pass",
+    "gold_patch",
+    "test_patch",
+    "verifiers",
+    "test_cmd",
+    "requirements",
+    "replay",
+)
+"""Keys allowed at the top level of task.toml."""
+
+VERIFIER_KEYS = ("ruff", "mypy", "timeout_s")
+"""Keys allowed in the `[verifiers]` table."""
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+@-]*$")
+
+
+def is_task_dir(path: Path) -> bool:
+    """True when `path` is a directory holding a task.toml file."""
+    return path.is_dir() and (path / TASK_FILE).is_file()
+
+
+def load_task(path: Path) -> Task:
+    """Read the task directory `path` (holding task.toml) and validate it; UsageError if bad."""
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or directory")
+    if not path.is_dir():
+        raise UsageError(f"{path}: not a directory")
+    toml_path = path / TASK_FILE
+    if not toml_path.is_file():
+        raise UsageError(
+            f"{path}: not a task directory (no {TASK_FILE}); "
+            "for a plain repository pass --statement"
+        )
+    root = path.resolve()
+    where = str(toml_path)
+    data = _read_toml(toml_path)
+    _check_keys(data, TOP_KEYS, where)
+
+    task_id = _opt_str(data, "id", where)
+    if task_id is None:
+        task_id = root.name
+    _check_id(task_id, where)
+
+    statement = _read_statement(data, root, where)
+    repo_rel = _opt_str(data, "repo", where) or "repo"
+    repo = root / _inside(repo_rel, "repo", where)
+    if not repo.is_dir():
+        raise UsageError(f"{where}: repo directory {repo_rel!r} not found in {path}")
+
+    fail_to_pass = _str_list(data, "fail_to_pass", where)
+    pass_to_pass = _str_list(data, "pass_to_pass", where)
+    test_cmd = _opt_str(data, "test_cmd", where)
+    if test_cmd is not None and not test_cmd.strip():
+        raise UsageError(f"{where}: 'test_cmd' is empty")
+    if not fail_to_pass and test_cmd is None:
+        raise UsageError(f"{where}: nothing to check: give 'fail_to_pass' tests or a 'test_cmd'")
+
+    gold_patch = _read_patch(data, "gold_patch", root, where)
+    test_patch = _read_patch(data, "test_patch", root, where)
+    verifiers = _verifiers(data.get("verifiers"), where)
+    requirements = _requirements(data, root, repo, where)
+    replay = _replay(data, root, where)
+    return Task(
+        id=task_id,
+        statement=statement,
+        repo=repo,
+        fail_to_pass=fail_to_pass,
+        pass_to_pass=pass_to_pass,
+        gold_patch=gold_patch,
+        test_patch=test_patch,
+        verifiers=verifiers,
+        test_cmd=test_cmd,
+        requirements=requirements,
+        root=root,
+        replay=replay,
+    )
+
+
+def task_from_repo(
+    repo: Path,
+    *,
+    statement: str,
+    fail_to_pass: list[str],
+    pass_to_pass: list[str],
+    test_cmd: str | None,
+    verifiers: VerifierOptions,
+    task_id: str | None = None,
+    requirements: Path | None = None,
+) -> Task:
+    """Build a task for a plain repository (no task.toml), validated like `load_task`."""
+    where = str(repo)
+    if not repo.exists():
+        raise UsageError(f"{repo}: no such file or directory")
+    if not repo.is_dir():
+        raise UsageError(f"{repo}: not a directory")
+    if not statement.strip():
+        raise UsageError(f"{where}: no statement: pass --statement TEXT or --statement-file F")
+    repo = repo.resolve()
+    if task_id is None:
+        task_id = repo.name
+    _check_id(task_id, where)
+    for name, items in (("fail_to_pass", fail_to_pass), ("pass_to_pass", pass_to_pass)):
+        for item in items:
+            _check_test_id(item, name, where)
+    if test_cmd is not None and not test_cmd.strip():
+        raise UsageError(f"{where}: the test command is empty")
+    if not fail_to_pass and test_cmd is None:
+        raise UsageError(f"{where}: nothing to check: pass --fail-to-pass or --test-cmd")
+    _check_verifier_values(verifiers, where)
+    if requirements is not None and not requirements.is_file():
+        raise UsageError(f"{where}: requirements file {requirements} not found")
+    return Task(
+        id=task_id,
+        statement=statement,
+        repo=repo,
+        fail_to_pass=list(fail_to_pass),
+        pass_to_pass=list(pass_to_pass),
+        verifiers=verifiers,
+        test_cmd=test_cmd,
+        requirements=requirements.resolve() if requirements is not None else None,
+    )
+
+
+def load_taskset(path: Path) -> list[Task]:
+    """Load every task directory directly under `path`, sorted by directory name."""
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or directory")
+    if not path.is_dir():
+        raise UsageError(f"{path}: not a directory of task directories")
+    if is_task_dir(path):
+        raise UsageError(f"{path}: is a single task directory, not a directory of task directories")
+    dirs = sorted(
+        (p for p in path.iterdir() if not p.name.startswith(".") and is_task_dir(p)),
+        key=lambda p: p.name,
+    )
+    if not dirs:
+        raise UsageError(f"{path}: no task directories (subdirectories with {TASK_FILE}) found")
+    tasks = [load_task(d) for d in dirs]
+    seen: dict[str, Path] = {}
+    for task, d in zip(tasks, dirs, strict=True):
+        if task.id in seen:
+            raise UsageError(f"{d}: task id {task.id!r} already used by {seen[task.id]}")
+        seen[task.id] = d
+    return tasks
+
+
+def _read_toml(toml_path: Path) -> dict[str, Any]:
+    try:
+        text = toml_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{toml_path}: cannot read: {exc}") from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{toml_path}: TOML syntax error: {exc}") from exc
+
+
+def _check_keys(table: dict[str, Any], known: tuple[str, ...], where: str) -> None:
+    unknown = [k for k in table if k not in known]
+    if not unknown:
+        return
+    parts = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        parts.append(f"{key!r}{hint}")
+    noun = "key" if len(unknown) == 1 else "keys"
+    raise UsageError(f"{where}: unknown {noun} {', '.join(parts)}; known: {', '.join(known)}")
+
+
+def _type_error(key: str, expected: str, value: object, where: str) -> UsageError:
+    return UsageError(f"{where}: {key!r} must be {expected}, not {type(value).__name__}")
+
+
+def _opt_str(data: dict[str, Any], key: str, where: str) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _type_error(key, "a string", value, where)
+    return value
+
+
+def _str_list(data: dict[str, Any], key: str, where: str) -> list[str]:
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise _type_error(key, "a list of strings", value, where)
+    for item in value:
+        if not isinstance(item, str):
+            raise _type_error(key, "a list of strings", item, where)
+        _check_test_id(item, key, where)
+    return list(value)
+
+
+def _check_test_id(item: str, key: str, where: str) -> None:
+    if not item.strip():
+        raise UsageError(f"{where}: {key!r} holds an empty test id")
+    if item.startswith("-"):
+        raise UsageError(f"{where}: {key!r} holds {item!r}, which looks like an option")
+
+
+def _check_id(task_id: str, where: str) -> None:
+    if not _ID_RE.match(task_id):
+        raise UsageError(
+            f"{where}: bad task id {task_id!r} "
+            "(use letters, digits and . _ - + @, starting with a letter or digit)"
+        )
+
+
+def _inside(rel: str, key: str, where: str) -> Path:
+    """The relative path `rel` from task.toml, checked not to leave the task directory."""
+    if not rel.strip():
+        raise UsageError(f"{where}: {key!r} is empty")
+    posix = PurePosixPath(rel.replace("\\", "/"))
+    if posix.is_absolute() or Path(rel).is_absolute() or re.match(r"^[A-Za-z]:", rel):
+        raise UsageError(f"{where}: {key!r} must be relative to the task directory, not {rel!r}")
+    depth = 0
+    for part in posix.parts:
+        depth += -1 if part == ".." else 0 if part == "." else 1
+        if depth < 0:
+            raise UsageError(f"{where}: {key!r} = {rel!r} points outside the task directory")
+    return Path(*posix.parts) if posix.parts else Path(".")
+
+
+def _read_text(path: Path, key: str, where: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{where}: {key!r} file {path.name} is not UTF-8 text") from exc
+    except OSError as exc:
+        raise UsageError(f"{where}: cannot read {key!r} file {path}: {exc.strerror}") from exc
+
+
+def _read_statement(data: dict[str, Any], root: Path, where: str) -> str:
+    inline = _opt_str(data, "statement", where)
+    file_rel = _opt_str(data, "statement_file", where)
+    if inline is not None and file_rel is not None:
+        raise UsageError(f"{where}: give 'statement' or 'statement_file', not both")
+    if file_rel is not None:
+        file = root / _inside(file_rel, "statement_file", where)
+        if not file.is_file():
+            raise UsageError(f"{where}: statement_file {file_rel!r} not found")
+        inline = _read_text(file, "statement_file", where)
+    if inline is None or not inline.strip():
+        raise UsageError(f"{where}: no statement: set 'statement' or 'statement_file'")
+    return inline
+
+
+def _read_patch(data: dict[str, Any], key: str, root: Path, where: str) -> str | None:
+    rel = _opt_str(data, key, where)
+    if rel is None:
+        return None
+    file = root / _inside(rel, key, where)
+    if not file.is_file():
+        raise UsageError(f"{where}: {key} file {rel!r} not found")
+    return _read_text(file, key, where)
+
+
+def _verifiers(table: object, where: str) -> VerifierOptions:
+    options = VerifierOptions()
+    if table is None:
+        return options
+    if not isinstance(table, dict):
+        raise _type_error("verifiers", "a table", table, where)
+    _check_keys(table, VERIFIER_KEYS, f"{where} [verifiers]")
+    for key in ("ruff", "mypy"):
+        if key in table:
+            value = table[key]
+            if not isinstance(value, bool):
+                raise _type_error(f"verifiers.{key}", "true or false", value, where)
+            setattr(options, key, value)
+    if "timeout_s" in table:
+        value = table["timeout_s"]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _type_error("verifiers.timeout_s", "a number of seconds", value, where)
+        options.timeout_s = float(value)
+    _check_verifier_values(options, where)
+    return options
+
+
+def _check_verifier_values(options: VerifierOptions, where: str) -> None:
+    t = options.timeout_s
+    if not t > 0 or t == float("inf"):
+        raise UsageError(f"{where}: verifiers.timeout_s must be a positive number, not {t}")
+
+
+def _requirements(data: dict[str, Any], root: Path, repo: Path, where: str) -> Path | None:
+    rel = _opt_str(data, "requirements", where)
+    if rel is None:
+        default = root / "requirements.txt"
+        return default if default.is_file() else None
+    inner = _inside(rel, "requirements", where)
+    for base in (root, repo):
+        if (base / inner).is_file():
+            return base / inner
+    raise UsageError(f"{where}: requirements file {rel!r} not found in the task dir or repo")
+
+
+def _replay(data: dict[str, Any], root: Path, where: str) -> Path | None:
+    rel = _opt_str(data, "replay", where)
+    if rel is None:
+        default = root / "replay.jsonl"
+        return default if default.is_file() else None
+    file = root / _inside(rel, "replay", where)
+    if not file.is_file():
+        raise UsageError(f"{where}: replay file {rel!r} not found")
+    return file
