@@ -1,0 +1,305 @@
+"""Tests for tasks/loader.py (task.toml validation) and the bundled example tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.errors import UsageError
+from tasks.loader import (
+    Task,
+    VerifierOptions,
+    is_task_dir,
+    load_task,
+    load_taskset,
+    task_from_repo,
+)
+
+
+def make_task(
+    root: Path, toml: str, files: dict[str, str] | None = None, repo: bool = True
+) -> Path:
+    """Write a task directory under `root` with the given task.toml text and extra files."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "task.toml").write_text(toml, encoding="utf-8")
+    if repo:
+        (root / "repo").mkdir(exist_ok=True)
+    for name, text in (files or {}).items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+MINIMAL = 'statement = "fix it"\nfail_to_pass = ["tests/test_a.py"]\n'
+
+
+def error_of(path: Path) -> str:
+    with pytest.raises(UsageError) as info:
+        load_task(path)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_minimal_task_defaults(tmp_path: Path) -> None:
+    task = load_task(make_task(tmp_path / "gcd", MINIMAL))
+    assert task.id == "gcd"
+    assert task.statement == "fix it"
+    assert task.repo == (tmp_path / "gcd" / "repo").resolve()
+    assert task.root == (tmp_path / "gcd").resolve()
+    assert task.fail_to_pass == ["tests/test_a.py"]
+    assert task.pass_to_pass == []
+    assert task.gold_patch is None and task.test_patch is None
+    assert task.verifiers == VerifierOptions()
+    assert task.test_cmd is None and task.requirements is None and task.replay is None
+
+
+def test_full_task(tmp_path: Path) -> None:
+    toml = """
+id = "my-task"
+statement_file = "ISSUE.md"
+repo = "src"
+fail_to_pass = ["tests/test_a.py::test_x"]
+pass_to_pass = ["tests/test_b.py"]
+gold_patch = "gold.diff"
+test_patch = "sub/tests.diff"
+test_cmd = "python -m pytest -q"
+requirements = "reqs.txt"
+replay = "answers.jsonl"
+[verifiers]
+ruff = false
+mypy = true
+timeout_s = 12
+"""
+    files = {
+        "ISSUE.md": "The issue.\n",
+        "gold.diff": "--- a/x\n+++ b/x\n",
+        "sub/tests.diff": "tests\n",
+        "src/reqs.txt": "attrs\n",
+        "answers.jsonl": "{}\n",
+    }
+    root = make_task(tmp_path / "t", toml, files, repo=False)
+    task = load_task(root)
+    assert task.id == "my-task"
+    assert task.statement == "The issue.\n"
+    assert task.repo == root.resolve() / "src"
+    assert task.pass_to_pass == ["tests/test_b.py"]
+    assert task.gold_patch == "--- a/x\n+++ b/x\n"
+    assert task.test_patch == "tests\n"
+    assert task.test_cmd == "python -m pytest -q"
+    assert task.requirements == root.resolve() / "src" / "reqs.txt"
+    assert task.replay == root.resolve() / "answers.jsonl"
+    assert task.verifiers == VerifierOptions(ruff=False, mypy=True, timeout_s=12.0)
+
+
+def test_auto_detected_requirements_and_replay(tmp_path: Path) -> None:
+    files = {"requirements.txt": "attrs\n", "replay.jsonl": "{}\n"}
+    root = make_task(tmp_path / "t", MINIMAL, files)
+    task = load_task(root)
+    assert task.requirements == root.resolve() / "requirements.txt"
+    assert task.replay == root.resolve() / "replay.jsonl"
+
+
+def test_test_cmd_alone_is_enough(tmp_path: Path) -> None:
+    task = load_task(make_task(tmp_path / "t", 'statement = "s"\ntest_cmd = "make test"\n'))
+    assert task.fail_to_pass == [] and task.test_cmd == "make test"
+
+
+def test_missing_path_and_not_a_directory(tmp_path: Path) -> None:
+    assert "no such file" in error_of(tmp_path / "nope")
+    (tmp_path / "file").write_text("x")
+    assert "not a directory" in error_of(tmp_path / "file")
+
+
+def test_plain_repo_is_not_a_task_dir(tmp_path: Path) -> None:
+    message = error_of(tmp_path)
+    assert "not a task directory (no task.toml)" in message
+    assert "--statement" in message
+    assert not is_task_dir(tmp_path)
+    assert is_task_dir(make_task(tmp_path / "t", MINIMAL))
+
+
+def test_toml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    message = error_of(make_task(tmp_path / "t", 'statement = "s"\nfail_to_pass = [\n"a" "b"]\n'))
+    assert "TOML syntax error" in message and "line 3" in message
+
+
+def test_unknown_key_suggests_closest(tmp_path: Path) -> None:
+    message = error_of(make_task(tmp_path / "t", MINIMAL + 'pass_to_pas = ["x"]\n'))
+    assert "unknown key 'pass_to_pas'" in message
+    assert "did you mean 'pass_to_pass'" in message
+
+
+def test_unknown_verifier_key(tmp_path: Path) -> None:
+    message = error_of(make_task(tmp_path / "t", MINIMAL + "[verifiers]\ntimeout = 5\n"))
+    assert "'timeout'" in message and "did you mean 'timeout_s'" in message
+
+
+def test_several_unknown_keys_all_named(tmp_path: Path) -> None:
+    message = error_of(make_task(tmp_path / "t", MINIMAL + "zzz = 1\nqqq = 2\n"))
+    assert "'zzz'" in message and "'qqq'" in message
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        ("id = 3\n", "'id' must be a string"),
+        ('pass_to_pass = "tests"\n', "'pass_to_pass' must be a list of strings"),
+        ("pass_to_pass = [1]\n", "'pass_to_pass' must be a list of strings"),
+        ('repo = ["r"]\n', "'repo' must be a string"),
+        ('verifiers = "on"\n', "'verifiers' must be a table"),
+        ('[verifiers]\nruff = "yes"\n', "'verifiers.ruff' must be true or false"),
+        ("[verifiers]\nmypy = 1\n", "'verifiers.mypy' must be true or false"),
+        ('[verifiers]\ntimeout_s = "5"\n', "'verifiers.timeout_s' must be a number"),
+        ("[verifiers]\ntimeout_s = true\n", "'verifiers.timeout_s' must be a number"),
+        ("[verifiers]\ntimeout_s = 0\n", "must be a positive number"),
+        ("[verifiers]\ntimeout_s = -1.5\n", "must be a positive number"),
+        ("[verifiers]\ntimeout_s = nan\n", "must be a positive number"),
+        ('pass_to_pass = ["--co"]\n', "looks like an option"),
+        ('id = "a/b"\n', "bad task id"),
+    ],
+)
+def test_wrong_types(tmp_path: Path, extra: str, fragment: str) -> None:
+    # Put table content last so it does not swallow the top-level keys.
+    assert fragment in error_of(make_task(tmp_path / "t", MINIMAL + extra))
+
+
+def test_missing_repo(tmp_path: Path) -> None:
+    message = error_of(make_task(tmp_path / "t", MINIMAL, repo=False))
+    assert "repo directory 'repo' not found" in message
+
+
+@pytest.mark.parametrize("key", ["gold_patch", "test_patch"])
+def test_missing_patch_files(tmp_path: Path, key: str) -> None:
+    message = error_of(make_task(tmp_path / "t", MINIMAL + f'{key} = "x.diff"\n'))
+    assert f"{key} file 'x.diff' not found" in message
+
+
+def test_statement_rules(tmp_path: Path) -> None:
+    no_statement = 'fail_to_pass = ["t"]\n'
+    assert "no statement" in error_of(make_task(tmp_path / "a", no_statement))
+    blank = 'statement = "  "\nfail_to_pass = ["t"]\n'
+    assert "no statement" in error_of(make_task(tmp_path / "b", blank))
+    both = MINIMAL + 'statement_file = "I.md"\n'
+    assert "not both" in error_of(make_task(tmp_path / "c", both, {"I.md": "x"}))
+    missing = 'statement_file = "I.md"\nfail_to_pass = ["t"]\n'
+    assert "statement_file 'I.md' not found" in error_of(make_task(tmp_path / "d", missing))
+
+
+def test_nothing_to_check(tmp_path: Path) -> None:
+    message = error_of(make_task(tmp_path / "t", 'statement = "s"\nfail_to_pass = []\n'))
+    assert "fail_to_pass" in message and "test_cmd" in message
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("gold_patch", "../outside.diff"),
+        ("gold_patch", "/etc/passwd"),
+        ("repo", "a/../../x"),
+        ("statement_file", "../../ISSUE.md"),
+        ("replay", "../r.jsonl"),
+        ("requirements", "../requirements.txt"),
+    ],
+)
+def test_paths_must_stay_inside(tmp_path: Path, key: str, value: str) -> None:
+    (tmp_path / "outside.diff").write_text("x")
+    (tmp_path / "r.jsonl").write_text("x")
+    (tmp_path / "requirements.txt").write_text("x")
+    toml = 'fail_to_pass = ["t"]\n' + f'{key} = "{value}"\n'
+    if key != "statement_file":
+        toml = 'statement = "s"\n' + toml
+    message = error_of(make_task(tmp_path / "t", toml))
+    assert "outside the task directory" in message or "must be relative" in message
+
+
+def test_inner_dotdot_that_stays_inside_is_fine(tmp_path: Path) -> None:
+    toml = MINIMAL + 'gold_patch = "x/../gold.diff"\n'
+    root = make_task(tmp_path / "t", toml, {"gold.diff": "g", "x/keep": ""})
+    assert load_task(root).gold_patch == "g"
+
+
+def test_missing_explicit_requirements_and_replay(tmp_path: Path) -> None:
+    message = error_of(make_task(tmp_path / "a", MINIMAL + 'requirements = "r.txt"\n'))
+    assert "requirements file 'r.txt' not found" in message
+    message = error_of(make_task(tmp_path / "b", MINIMAL + 'replay = "r.jsonl"\n'))
+    assert "replay file 'r.jsonl' not found" in message
+
+
+def test_task_from_repo(tmp_path: Path) -> None:
+    repo = tmp_path / "myrepo"
+    repo.mkdir()
+    task = task_from_repo(
+        repo,
+        statement="fix",
+        fail_to_pass=["tests/test_x.py"],
+        pass_to_pass=[],
+        test_cmd=None,
+        verifiers=VerifierOptions(timeout_s=5),
+    )
+    assert isinstance(task, Task)
+    assert task.id == "myrepo" and task.repo == repo.resolve() and task.root is None
+    named = task_from_repo(
+        repo,
+        statement="fix",
+        fail_to_pass=[],
+        pass_to_pass=[],
+        test_cmd="make test",
+        verifiers=VerifierOptions(),
+        task_id="custom",
+    )
+    assert named.id == "custom" and named.test_cmd == "make test"
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"repo": "missing"}, "no such file"),
+        ({"statement": " "}, "no statement"),
+        ({"fail_to_pass": []}, "nothing to check"),
+        ({"test_cmd": ""}, "test command is empty"),
+        ({"verifiers": VerifierOptions(timeout_s=0)}, "positive number"),
+        ({"task_id": "../x"}, "bad task id"),
+        ({"fail_to_pass": ["-k"]}, "looks like an option"),
+    ],
+)
+def test_task_from_repo_errors(tmp_path: Path, change: dict[str, object], fragment: str) -> None:
+    (tmp_path / "r").mkdir()
+    args: dict[str, object] = {
+        "repo": tmp_path / "r",
+        "statement": "fix",
+        "fail_to_pass": ["t.py"],
+        "pass_to_pass": [],
+        "test_cmd": None,
+        "verifiers": VerifierOptions(),
+    }
+    if change.get("repo") == "missing":
+        change = {"repo": tmp_path / "missing"}
+    args.update(change)
+    with pytest.raises(UsageError, match=fragment):
+        task_from_repo(**args)  # type: ignore[arg-type]
+
+
+def test_load_taskset(tmp_path: Path) -> None:
+    make_task(tmp_path / "set" / "b", MINIMAL)
+    make_task(tmp_path / "set" / "a", MINIMAL)
+    (tmp_path / "set" / "not-a-task").mkdir()
+    (tmp_path / "set" / "README.md").write_text("x")
+    tasks = load_taskset(tmp_path / "set")
+    assert [t.id for t in tasks] == ["a", "b"]
+
+
+def test_load_taskset_errors(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="no such file"):
+        load_taskset(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match="no task directories"):
+        load_taskset(tmp_path / "empty")
+    make_task(tmp_path / "single", MINIMAL)
+    with pytest.raises(UsageError, match="single task directory"):
+        load_taskset(tmp_path / "single")
+    make_task(tmp_path / "dup" / "a", 'id = "same"\n' + MINIMAL)
+    make_task(tmp_path / "dup" / "b", 'id = "same"\n' + MINIMAL)
+    with pytest.raises(UsageError, match="already used"):
+        load_taskset(tmp_path / "dup")
