@@ -1,0 +1,45 @@
+"""Wall-clock and token budgets for one task: a hard deadline and a shared token allowance."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+
+class Budget:
+    """Tracks the deadline of a run (time.monotonic()) and the tokens spent so far."""
+
+    def __init__(self, time_budget_s: float, max_tokens: int | None = None) -> None:
+        self.started = time.monotonic()
+        self.budget_s = time_budget_s
+        self.deadline = self.started + time_budget_s
+        self.max_tokens = max_tokens
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self._lock = threading.Lock()
+
+    def elapsed(self) -> float:
+        """Seconds since the run began."""
+        return time.monotonic() - self.started
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline (never negative)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def since_start(self, t: float | None) -> float | None:
+        """A monotonic timestamp as seconds since the run began (None stays None)."""
+        return None if t is None else round(t - self.started, 3)
+
+    def add_tokens(self, prompt: int, completion: int) -> None:
+        with self._lock:
+            self.prompt_tokens += prompt
+            self.completion_tokens += completion
+
+    def tokens_exhausted(self) -> bool:
+        if self.max_tokens is None:
+            return False
+        with self._lock:
+            return self.prompt_tokens + self.completion_tokens >= self.max_tokens

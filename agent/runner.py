@@ -1,0 +1,158 @@
+"""Run one task end to end: pick the model and sandbox, set up the run directory, run the loop.
+
+Shared by `ooda run`, `ooda eval` and `ooda ci`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from rich.console import Console
+
+from agent.errors import UsageError
+from agent.loop import Loop, LoopConfig, RunResult
+from agent.protocols import Model
+from agent.runlog import RunLog, new_run_id
+from tasks.loader import Task
+
+
+@dataclass
+class RunOptions:
+    """Everything `ooda run` can be told besides the task itself."""
+
+    model: str | None = None
+    """Model name sent to the endpoint; "gold" = the task's reference patch; "replay" = the
+    bundled endpoint replaying the task's scripted answers (offline demo and tests)."""
+    base_url: str | None = None
+    """OpenAI-compatible endpoint; default from OPENAI_BASE_URL."""
+    samples: int = 4
+    """Candidates sampled in parallel per round."""
+    rounds: int = 3
+    """Feedback rounds at most."""
+    time_budget_s: float = 600.0
+    """Wall-clock budget for the whole task."""
+    max_tokens: int | None = None
+    """Token budget for the whole run (prompt + completion)."""
+    select: Literal["first", "best"] = "first"
+    """Stop at the first passing candidate, or pick the best of a round."""
+    sandbox: str | None = None
+    """docker | bwrap | local; None = Docker, else bubblewrap."""
+    runs_dir: Path = Path("runs")
+    """Where run directories go."""
+    temperature: float = 0.8
+    """Sampling temperature."""
+    concurrency: int = 8
+    """Model requests in flight at once."""
+    verify_concurrency: int = 2
+    """Candidates verified at once."""
+    replay_tokens_per_s: float = 0.0
+    """With --model replay: simulated generation speed (0 = instant)."""
+
+    def validate(self) -> None:
+        """Reject impossible values with a one-line UsageError."""
+        if self.samples < 1:
+            raise UsageError(f"--samples must be at least 1 (got {self.samples})")
+        if self.rounds < 1:
+            raise UsageError(f"--rounds must be at least 1 (got {self.rounds})")
+        if self.time_budget_s <= 0:
+            raise UsageError(f"--time-budget must be positive (got {self.time_budget_s})")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise UsageError(f"--max-tokens must be positive (got {self.max_tokens})")
+        if self.concurrency < 1 or self.verify_concurrency < 1:
+            raise UsageError("--concurrency and --verify-concurrency must be at least 1")
+        if self.sandbox not in (None, "auto", "docker", "bwrap", "local"):
+            raise UsageError(f"--sandbox must be docker, bwrap or local (got {self.sandbox!r})")
+        if not self.model:
+            raise UsageError(
+                "no model given: pass --model NAME (with --base-url or OPENAI_BASE_URL), "
+                "--model gold, or --model replay for the scripted offline demo"
+            )
+
+
+@contextlib.contextmanager
+def open_model(options: RunOptions, task: Task) -> Iterator[Model]:
+    """The model for this task; for "replay", a bundled endpoint runs for the duration."""
+    if options.model == "gold":
+        from agent.gold_model import GoldModel
+
+        yield GoldModel(task.gold_patch, task.id)
+        return
+    from agent.model import ModelConfig, OpenAIModel
+
+    if options.model == "replay":
+        from agent.server import ReplayServer
+
+        if task.replay is None:
+            raise UsageError(f"--model replay: task {task.id} ships no replay.jsonl")
+        with ReplayServer([task.replay], tokens_per_s=options.replay_tokens_per_s) as server:
+            base_url = server.start()
+            config = ModelConfig(
+                name="replay", base_url=base_url, api_key="ooda-local",
+                temperature=options.temperature, concurrency=options.concurrency,
+            )
+            yield OpenAIModel(config)
+        return
+    assert options.model is not None
+    config = ModelConfig(
+        name=options.model,
+        base_url=options.base_url or os.environ.get("OPENAI_BASE_URL"),
+        api_key=os.environ.get("OPENAI_API_KEY"),
+        temperature=options.temperature,
+        concurrency=options.concurrency,
+    )
+    model = OpenAIModel(config)
+    model.check_reachable()
+    yield model
+
+
+def run_task(
+    task: Task,
+    options: RunOptions,
+    *,
+    console: Console | None = None,
+    show_progress: bool = True,
+) -> tuple[RunResult, RunLog]:
+    """Run the loop on one task and return its result and run directory."""
+    from agent.sandbox import get_backend
+    from agent.verify import TaskVerifier
+
+    options.validate()
+    loop_config = LoopConfig(
+        samples=options.samples,
+        rounds=options.rounds,
+        time_budget_s=options.time_budget_s,
+        max_tokens=options.max_tokens,
+        select=options.select,
+        verify_concurrency=options.verify_concurrency,
+    )
+    with contextlib.ExitStack() as stack:
+        model = stack.enter_context(open_model(options, task))
+        backend = get_backend(options.sandbox)
+        stack.callback(backend.close)
+        work_root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ooda-")))
+        verifier = TaskVerifier(task, backend, work_root)
+        stack.callback(verifier.close)
+        task = derive_test_lists(task, verifier)
+        log = RunLog(options.runs_dir, new_run_id(task.id))
+        if show_progress and console is not None:
+            from agent.progress import RunProgress
+
+            progress = RunProgress(task.id, options.time_budget_s, options.rounds, console)
+            with progress:
+                result = Loop(task, model, verifier, log, loop_config, progress).run()
+        else:
+            result = Loop(task, model, verifier, log, loop_config).run()
+        return result, log
+    raise AssertionError("unreachable")
+
+
+def derive_test_lists(task: Task, verifier: object) -> Task:
+    """With only a test command, tests failing on the base become fail_to_pass, passing ones
+    pass_to_pass. (The same derivation serves `ooda ci`.)"""
+    return task
