@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from rich.console import Console
 
@@ -20,6 +20,9 @@ from agent.loop import Loop, LoopConfig, RunResult
 from agent.protocols import Model
 from agent.runlog import RunLog, new_run_id
 from tasks.loader import Task
+
+if TYPE_CHECKING:
+    from agent.sandbox import SandboxBackend
 
 
 @dataclass
@@ -117,8 +120,16 @@ def run_task(
     *,
     console: Console | None = None,
     show_progress: bool = True,
+    model: Model | None = None,
+    backend: SandboxBackend | None = None,
+    run_id: str | None = None,
 ) -> tuple[RunResult, RunLog]:
-    """Run the loop on one task and return its result and run directory."""
+    """Run the loop on one task and return its result and run directory.
+
+    `model` and `backend` may be shared between tasks (`ooda eval`); otherwise they are made
+    here from `options` and released at the end. `run_id` names the run directory under
+    `options.runs_dir` (default: a fresh, time-stamped id).
+    """
     from agent.sandbox import get_backend
     from agent.verify import TaskVerifier
 
@@ -132,14 +143,16 @@ def run_task(
         verify_concurrency=options.verify_concurrency,
     )
     with contextlib.ExitStack() as stack:
-        model = stack.enter_context(open_model(options, task))
-        backend = get_backend(options.sandbox)
-        stack.callback(backend.close)
+        if model is None:
+            model = stack.enter_context(open_model(options, task))
+        if backend is None:
+            backend = get_backend(options.sandbox)
+            stack.callback(backend.close)
         work_root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ooda-")))
         verifier = TaskVerifier(task, backend, work_root)
         stack.callback(verifier.close)
         task = derive_test_lists(task, verifier)
-        log = RunLog(options.runs_dir, new_run_id(task.id))
+        log = RunLog(options.runs_dir, run_id or new_run_id(task.id))
         if show_progress and console is not None:
             from agent.progress import RunProgress
 
