@@ -1,0 +1,157 @@
+"""The verification cascade: one module per stage (syntax, ruff, mypy, pytest), each behind the
+`Verifier` protocol of agent/protocols.py, run cheapest first by verifiers/cascade.py.
+
+This package module holds only what several stages share: bounded text for summaries, the
+changed Python files, and baseline-relative diagnostics (a candidate is charged only with the
+diagnostics the unpatched code did not already have). It imports no stage module, so stages
+can import it without cycles.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+PYTHON_SUFFIXES = (".py", ".pyi")
+SUMMARY_LIMIT = 2000
+"""Most characters a summary fed back to the model may hold."""
+
+_LINE_REF = re.compile(r"\bline \d+\b")
+
+
+def clip(text: str, limit: int = SUMMARY_LIMIT) -> str:
+    """`text` cut to at most `limit` characters (the head kept, the cut marked)."""
+    if len(text) <= limit:
+        return text
+    marker = " [...]"
+    return text[: max(limit - len(marker), 0)] + marker
+
+
+def tail(text: str, limit: int = SUMMARY_LIMIT) -> str:
+    """The last `limit` characters of `text` (the cut marked)."""
+    if len(text) <= limit:
+        return text
+    marker = "[...] "
+    return marker + text[len(text) - max(limit - len(marker), 0) :]
+
+
+def python_files(workspace: Path, changed: Sequence[str]) -> list[str]:
+    """The changed .py/.pyi files that exist as regular files inside `workspace`, deduplicated."""
+    root = os.path.realpath(workspace)
+    found: list[str] = []
+    for path in dict.fromkeys(changed):
+        if not path.endswith(PYTHON_SUFFIXES):
+            continue
+        full = os.path.join(root, path)
+        real = os.path.realpath(full)
+        if os.path.commonpath([root, real]) != root or os.path.islink(full):
+            continue
+        if os.path.isfile(real):
+            found.append(path)
+    return found
+
+
+def relative_to_workdir(filename: str, workdir: str) -> str:
+    """A tool's file name as a repo-relative POSIX path (tools print absolute ones sometimes)."""
+    path = PurePosixPath(filename)
+    if path.is_absolute():
+        try:
+            return path.relative_to(workdir).as_posix()
+        except ValueError:
+            return filename
+    text = path.as_posix()
+    return text[2:] if text.startswith("./") else text
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One ruff or mypy finding."""
+
+    file: str
+    line: int
+    column: int
+    code: str
+    message: str
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """Identity across versions of the file: line numbers ignored, also inside messages."""
+        return (self.file, self.code, _LINE_REF.sub("line N", self.message))
+
+    def render(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}: {self.code} {self.message}"
+
+
+@dataclass
+class Baseline:
+    """Diagnostics of the unpatched code, per file, for one tool.
+
+    Files are added as they are first needed (a candidate's changed files), so one baseline
+    can be grown lazily and shared by all candidates of a task."""
+
+    files: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
+    """file -> the keys of its diagnostics on the base (a file absent from the base: [])."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """file -> why the tool could not check it on the base (crash, timeout)."""
+
+    def missing(self, paths: Iterable[str]) -> list[str]:
+        """The paths this baseline knows nothing about yet."""
+        return [p for p in paths if p not in self.files and p not in self.failed]
+
+    def merge(self, other: Baseline) -> None:
+        self.files.update(other.files)
+        self.failed.update(other.failed)
+
+    def subset(self, paths: Iterable[str]) -> Baseline:
+        wanted = set(paths)
+        return Baseline(
+            files={p: v for p, v in self.files.items() if p in wanted},
+            failed={p: v for p, v in self.failed.items() if p in wanted},
+        )
+
+
+def baseline_from(
+    files: Sequence[str], diagnostics: Iterable[Diagnostic], *, failure: str | None = None
+) -> Baseline:
+    """A Baseline covering `files`: their diagnostics, or `failure` for each when the run failed."""
+    if failure is not None:
+        return Baseline(failed={p: failure for p in files})
+    found: dict[str, list[tuple[str, str, str]]] = {p: [] for p in files}
+    for diag in diagnostics:
+        found.setdefault(diag.file, []).append(diag.key)
+    return Baseline(files=found)
+
+
+def new_diagnostics(found: Sequence[Diagnostic], base: Baseline | None) -> list[Diagnostic]:
+    """The diagnostics in `found` that the base did not already have (compared as multisets of
+    (file, code, message); line numbers ignored). Files the base could not be checked for are
+    not charged to the candidate."""
+    if base is None:
+        return list(found)
+    remaining: Counter[tuple[str, str, str]] = Counter()
+    for keys in base.files.values():
+        remaining.update(keys)
+    fresh: list[Diagnostic] = []
+    for diag in found:
+        if diag.file in base.failed:
+            continue
+        if remaining[diag.key] > 0:
+            remaining[diag.key] -= 1
+        else:
+            fresh.append(diag)
+    return fresh
+
+
+def render_diagnostics(tool: str, fresh: Sequence[Diagnostic], total: int) -> str:
+    """The bounded summary of new diagnostics fed back to the model."""
+    head = f"{tool}: {len(fresh)} new error(s) in the changed files"
+    if total > len(fresh):
+        head += f" ({total - len(fresh)} already present before the change not counted)"
+    lines = [head + ":"] + [d.render() for d in fresh[:30]]
+    if len(fresh) > 30:
+        lines.append(f"... and {len(fresh) - 30} more")
+    return clip("\n".join(lines))

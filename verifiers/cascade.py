@@ -1,0 +1,86 @@
+"""Run the verifiers in order, cheapest first, stopping at the first stage that does not pass.
+
+syntax (host, milliseconds) -> ruff (sandbox, fast) -> mypy (sandbox, seconds) -> pytest (the
+task's tests). A deadline shrinks each stage's timeout; a stage that raises is reported as an
+"error" result, except agent.errors.InfraError, which propagates (the sandbox itself broke).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+from collections.abc import Callable, Sequence
+
+from agent.errors import InfraError
+from agent.protocols import CheckSpec, Sandbox, Verifier, VerifierResult
+from verifiers import clip
+from verifiers.mypy_check import MypyVerifier
+from verifiers.pytest_check import PytestVerifier
+from verifiers.ruff_check import RuffVerifier
+from verifiers.syntax import SyntaxVerifier
+
+CONTINUE = frozenset({"passed", "skipped"})
+"""Stage statuses after which the cascade goes on."""
+
+Prepare = Callable[[Verifier, CheckSpec], None]
+"""Called before a stage runs, e.g. to fill check.baseline[verifier.name] lazily."""
+
+
+def default_verifiers(ruff: bool = True, mypy: bool = True) -> list[Verifier]:
+    """The cascade in order: syntax, ruff (optional), mypy (optional), pytest."""
+    stages: list[Verifier] = [SyntaxVerifier()]
+    if ruff:
+        stages.append(RuffVerifier())
+    if mypy:
+        stages.append(MypyVerifier())
+    stages.append(PytestVerifier())
+    return stages
+
+
+def run_cascade(
+    sandbox: Sandbox,
+    check: CheckSpec,
+    verifiers: Sequence[Verifier],
+    *,
+    deadline: float | None = None,
+    prepare: Prepare | None = None,
+) -> list[VerifierResult]:
+    """Run each verifier until one does not pass; return the results of those that ran.
+
+    `deadline` is a time.monotonic() instant: each stage gets at most the time left (and at
+    most check.timeout_s); when none is left the next stage is reported as "timeout"."""
+    results: list[VerifierResult] = []
+    for verifier in verifiers:
+        stage_check = check
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                message = "the time budget ran out before this stage could run"
+                results.append(VerifierResult(verifier.name, "timeout", 0.0, message, message))
+                break
+            stage_check = dataclasses.replace(check, timeout_s=min(check.timeout_s, left))
+        result = _run_stage(sandbox, stage_check, verifier, prepare)
+        results.append(result)
+        if result.status not in CONTINUE:
+            break
+    return results
+
+
+def _run_stage(
+    sandbox: Sandbox, check: CheckSpec, verifier: Verifier, prepare: Prepare | None
+) -> VerifierResult:
+    start = time.monotonic()
+    try:
+        if prepare is not None:
+            prepare(verifier, check)
+        result = verifier.verify(sandbox, check)
+    except InfraError:
+        raise
+    except Exception as exc:  # a verifier bug must not take the loop down
+        log = traceback.format_exc()
+        summary = clip(f"the {verifier.name} verifier crashed: {type(exc).__name__}: {exc}")
+        return VerifierResult(verifier.name, "error", time.monotonic() - start, summary, log)
+    if result.duration_s <= 0:
+        result.duration_s = time.monotonic() - start
+    return result

@@ -1,0 +1,115 @@
+"""Ruff stage: `python3 -m ruff check` on the changed Python files, inside the sandbox.
+
+`--isolated` pins ruff's default rule set whatever configuration the repository carries, and
+`--output-format json` gives a structured report. Only diagnostics the unpatched code did not
+already have are charged to the candidate (see verifiers.Baseline).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from agent.protocols import CheckSpec, Sandbox, VerifierResult, VerifierStatus
+from verifiers import (
+    Baseline,
+    Diagnostic,
+    baseline_from,
+    new_diagnostics,
+    python_files,
+    relative_to_workdir,
+    render_diagnostics,
+    tail,
+)
+
+RUFF_ARGV = (
+    "python3",
+    "-m",
+    "ruff",
+    "check",
+    "--isolated",
+    "--output-format",
+    "json",
+    "--no-cache",
+    "--target-version",
+    "py311",
+    "--",
+)
+
+
+class ToolFailure(Exception):
+    """The tool itself failed (crash, bad output, timeout) instead of judging the code."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+def run_ruff(sandbox: Sandbox, files: list[str], timeout_s: float) -> tuple[list[Diagnostic], str]:
+    """Ruff's diagnostics for `files` and its raw output; ToolFailure when ruff broke."""
+    result = sandbox.run([*RUFF_ARGV, *files], timeout_s=timeout_s)
+    if result.timed_out:
+        raise ToolFailure(f"ruff did not finish within {timeout_s:.0f}s", timed_out=True)
+    if result.exit_code not in (0, 1):
+        raise ToolFailure(f"ruff failed (exit code {result.exit_code}):\n{tail(result.output)}")
+    start = result.output.find("[")
+    try:
+        items = json.loads(result.output[start:]) if start >= 0 else None
+    except json.JSONDecodeError:
+        items = None
+    if not isinstance(items, list):
+        raise ToolFailure(f"ruff printed no JSON report:\n{tail(result.output)}")
+    diags = []
+    for item in items:
+        location = item.get("location") or {}
+        diags.append(
+            Diagnostic(
+                file=relative_to_workdir(str(item.get("filename", "")), sandbox.workdir),
+                line=int(location.get("row") or 0),
+                column=int(location.get("column") or 0),
+                code=str(item.get("code") or item.get("name") or "ruff"),
+                message=str(item.get("message", "")),
+            )
+        )
+    return diags, result.output
+
+
+class RuffVerifier:
+    """Fails when ruff finds an error in the changed files that the base code did not have."""
+
+    name = "ruff"
+
+    def baseline(self, sandbox: Sandbox, check: CheckSpec) -> Baseline:
+        """Ruff's findings on the unpatched workspace for check.changed_files."""
+        files = python_files(sandbox.workspace, check.changed_files)
+        if not files:
+            return baseline_from(check.changed_files, [])
+        try:
+            diags, _ = run_ruff(sandbox, files, check.timeout_s)
+        except ToolFailure as exc:
+            return baseline_from(files, [], failure=str(exc))
+        return baseline_from(check.changed_files, diags)
+
+    def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
+        start = time.monotonic()
+        files = python_files(sandbox.workspace, check.changed_files)
+        if not files:
+            return VerifierResult(self.name, "passed", 0.0, "", "no Python file changed")
+        base = check.baseline.get(self.name)
+        base = base if isinstance(base, Baseline) else None
+        try:
+            found, output = run_ruff(sandbox, files, check.timeout_s)
+        except ToolFailure as exc:
+            status: VerifierStatus = "timeout" if exc.timed_out else "error"
+            return VerifierResult(self.name, status, time.monotonic() - start, str(exc), str(exc))
+        fresh = new_diagnostics(found, base)
+        details: dict[str, object] = {
+            "files": files,
+            "new": [d.render() for d in fresh],
+            "baseline_counted": base is not None,
+        }
+        duration = time.monotonic() - start
+        if not fresh:
+            return VerifierResult(self.name, "passed", duration, "", output, details)
+        summary = render_diagnostics("ruff", fresh, len(found))
+        return VerifierResult(self.name, "failed", duration, summary, output, details)
