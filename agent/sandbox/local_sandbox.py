@@ -33,7 +33,9 @@ class LocalSandbox:
         base["HOME"] = str(self.workspace)
         base["PYTHONDONTWRITEBYTECODE"] = "1"
         argv = [sys.executable if a == "python3" else a for a in argv]
-        return run_process(argv, cwd=self.workspace, env={**base, **(env or {})}, timeout_s=timeout_s)
+        return run_process(
+            argv, cwd=self.workspace, env={**base, **(env or {})}, timeout_s=timeout_s
+        )
 
     def close(self) -> None:
         pass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -9,6 +10,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import cast
 
 from agent.protocols import ExecResult
 from agent.sandbox.output import DEFAULT_CAP_BYTES, CappedBuffer
@@ -36,7 +38,7 @@ def run_process(
     )
     buffer = CappedBuffer(cap_bytes)
     assert proc.stdout is not None
-    stdout = proc.stdout
+    stdout = cast(io.BufferedReader, proc.stdout)
 
     def pump() -> None:
         for chunk in iter(lambda: stdout.read1(65536), b""):

@@ -1,0 +1,427 @@
+"""Build the sandbox root filesystem and Docker image offline, cached under $OODA_HOME.
+
+Recipe: `debootstrap --variant=minbase --include=python3 bookworm` (cached as the "base"), then
+the verifier toolchain (pytest, ruff, mypy, pinned to the host's installed versions) installed
+from wheels the host downloads into a wheelhouse, a non-root user (uid 1000), precompiled
+bytecode. The finished tree `rootfs-<hash>` is bound read-only as `/` by the bwrap backend and
+`docker import`ed as `ooda-sandbox:<hash>` for the Docker backend, so both run one toolchain.
+The hash covers everything in the recipe; a changed pin gives a new tag and a new build.
+Third-party requirements are installed (wheels only) into `reqs/<sha256>/site`, bound at
+/opt/ooda-reqs by bwrap and baked into a derived Docker image.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.metadata
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from agent.errors import InfraError
+
+Log = Callable[[str], None]
+
+RECIPE_VERSION = "1"
+SUITE = "bookworm"
+PYTHON_VERSION = "3.11"
+TOOLCHAIN = ("pytest", "ruff", "mypy")
+IMAGE_REPO = "ooda-sandbox"
+SANDBOX_UID = 1000
+SITE_DIR = f"/usr/local/lib/python{PYTHON_VERSION}/dist-packages"
+REQS_MOUNT = "/opt/ooda-reqs"
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+MARKER = ".ooda-ready"
+TRIM = (
+    "var/cache/apt/*.bin", "var/cache/apt/archives/*.deb", "var/lib/apt/lists/*_*",
+    "usr/share/doc/*", "usr/share/man/*", "usr/share/info/*", "usr/share/locale/*",
+)
+"""Globs (relative to the rootfs) debootstrap leaves behind that no verifier needs."""
+
+
+def ooda_home() -> Path:
+    """Where the wheelhouse, root filesystems and locks live ($OODA_HOME, ~/.cache/ooda)."""
+    env = os.environ.get("OODA_HOME")
+    return Path(env) if env else Path.home() / ".cache" / "ooda"
+
+
+def toolchain_pins() -> list[str]:
+    """pytest/ruff/mypy pinned to the versions installed on the host, so verdicts agree."""
+    pins = []
+    for name in TOOLCHAIN:
+        try:
+            pins.append(f"{name}=={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            pins.append(name)
+    return pins
+
+
+def _arch() -> str:
+    machine = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
+def _debian_arch() -> str:
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(_arch(), _arch())
+
+
+def recipe_hash() -> str:
+    """Short hash of everything that goes into the image; part of the tag and rootfs name."""
+    parts = [RECIPE_VERSION, SUITE, PYTHON_VERSION, _arch(), *toolchain_pins()]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def image_tag() -> str:
+    return f"{IMAGE_REPO}:{recipe_hash()}"
+
+
+def rootfs_path() -> Path:
+    return ooda_home() / f"rootfs-{recipe_hash()}"
+
+
+def rootfs_ready() -> bool:
+    return (rootfs_path() / MARKER).is_file()
+
+
+def requirements_sha(requirements: Path) -> str:
+    return hashlib.sha256(requirements.read_bytes()).hexdigest()[:16]
+
+
+def requirements_tag(requirements: Path) -> str:
+    return f"{IMAGE_REPO}:{recipe_hash()}-req-{requirements_sha(requirements)}"
+
+
+def stderr_log(message: str) -> None:
+    print(f"ooda sandbox: {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@contextlib.contextmanager
+def _locked(name: str) -> Iterator[None]:
+    """An exclusive advisory lock, so concurrent ooda processes build each thing once."""
+    locks = ooda_home() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _run(argv: list[str], what: str, **kwargs: Any) -> None:
+    proc = subprocess.run(
+        argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False, **kwargs
+    )
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise InfraError(f"{what} failed (exit {proc.returncode}):\n{tail}")
+
+
+def _require_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise InfraError(f"{what} needs root: run scripts/setup.sh or `ooda sandbox build` as root")
+
+
+def _remove_tree(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+
+
+def _mirror() -> str:
+    """OODA_DEBIAN_MIRROR, else the host's own Debian mirror from apt's sources, else Debian's."""
+    env = os.environ.get("OODA_DEBIAN_MIRROR")
+    if env:
+        return env
+    sources = [Path("/etc/apt/sources.list"), *Path("/etc/apt/sources.list.d").glob("*")]
+    for source in sources:
+        try:
+            text = source.read_text()
+        except OSError:
+            continue
+        for match in re.finditer(r"(?:URIs:|deb)\s+(?:\[[^\]]*\]\s+)?(\S+/debian)/?\s", text):
+            return match.group(1)
+    return DEFAULT_MIRROR
+
+
+def _wheel_platforms() -> list[str]:
+    """manylinux tags a bookworm (glibc 2.36) system accepts; pip does not expand them itself."""
+    arch = _arch()
+    tags = [f"manylinux_2_{minor}_{arch}" for minor in range(36, 16, -1)]
+    tags.append(f"manylinux2014_{arch}")
+    if arch == "x86_64":
+        tags += ["manylinux2010_x86_64", "manylinux1_x86_64"]
+    return tags
+
+
+def _target_args() -> list[str]:
+    args = ["--only-binary=:all:", "--python-version", PYTHON_VERSION, "--implementation", "cp"]
+    for tag in _wheel_platforms():
+        args += ["--platform", tag]
+    return args
+
+
+def _pip(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args]
+
+
+def fetch_wheels(specs: list[str], log: Log) -> Path:
+    """Make sure the wheelhouse holds wheels for `specs` (and deps) for the sandbox's Python."""
+    wheelhouse = ooda_home() / "wheelhouse"
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    offline = _pip("download", "--quiet", "--no-index", "--find-links", str(wheelhouse),
+                   "--dest", str(wheelhouse), *_target_args(), *specs)
+    if subprocess.run(offline, capture_output=True, check=False).returncode == 0:
+        return wheelhouse
+    log(f"downloading wheels on the host: {' '.join(specs)}")
+    _run(_pip("download", "--quiet", "--dest", str(wheelhouse), *_target_args(), *specs),
+         "pip download (the sandbox installs wheels only, for Python 3.11 on Linux)")
+    return wheelhouse
+
+
+def install_wheels(specs: list[str], target: Path, log: Log) -> None:
+    """pip-install `specs` from the wheelhouse into `target` (the sandbox never sees a network)."""
+    wheelhouse = fetch_wheels(specs, log)
+    _run(_pip("install", "--quiet", "--no-index", "--find-links", str(wheelhouse), "--target",
+              str(target), "--no-compile", "--no-warn-script-location", *_target_args(), *specs),
+         "pip install into the sandbox")
+
+
+# --------------------------------------------------------------------------- rootfs
+
+
+def _build_base(log: Log) -> Path:
+    """debootstrap minbase + python3, cached: it is the slow step (about a minute and a half)."""
+    base = ooda_home() / f"base-{SUITE}-{_debian_arch()}"
+    if (base / MARKER).is_file():
+        return base
+    if shutil.which("debootstrap") is None:
+        raise InfraError("debootstrap is missing: apt-get install debootstrap (scripts/setup.sh)")
+    tmp = base.with_name(base.name + f".tmp-{os.getpid()}")
+    _remove_tree(tmp)
+    mirror = _mirror()
+    log(f"debootstrap {SUITE} (minbase + python3) from {mirror}; this takes a minute or two")
+    _run(["debootstrap", "--variant=minbase", "--include=python3", f"--arch={_debian_arch()}",
+          SUITE, str(tmp), mirror], "debootstrap")
+    for junk in TRIM:
+        for path in tmp.glob(junk):
+            _remove_tree(path)
+    (tmp / MARKER).write_text(f"{SUITE}\n")
+    _remove_tree(base)
+    tmp.rename(base)
+    return base
+
+
+def _fix_scripts(bin_dir: Path, dest: Path) -> None:
+    """Move console scripts pip wrote under --target into /usr/local/bin, shebangs pointed at
+    the sandbox's own python3."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for script in sorted(bin_dir.iterdir()):
+        data = script.read_bytes()
+        if data.startswith(b"#!"):
+            body = data.split(b"\n", 1)[1] if b"\n" in data else b""
+            data = b"#!/usr/bin/python3\n" + body
+        target = dest / script.name
+        target.write_bytes(data)
+        target.chmod(0o755)
+    shutil.rmtree(bin_dir)
+
+
+def _add_user(root: Path) -> None:
+    uid = SANDBOX_UID
+    with open(root / "etc/passwd", "a") as passwd:
+        passwd.write(f"ooda:x:{uid}:{uid}:ooda sandbox:/tmp:/usr/sbin/nologin\n")
+    with open(root / "etc/group", "a") as group:
+        group.write(f"ooda:x:{uid}:\n")
+
+
+def build_rootfs(*, force: bool = False, log: Log = stderr_log) -> Path:
+    """The finished root filesystem for this recipe, built when missing (or when `force`)."""
+    final = rootfs_path()
+    with _locked("rootfs"):
+        if not force and (final / MARKER).is_file():
+            return final
+        _require_root("building the sandbox root filesystem")
+        started = time.monotonic()
+        old_umask = os.umask(0o022)
+        try:
+            if force:
+                _remove_tree(ooda_home() / f"base-{SUITE}-{_debian_arch()}")
+            base = _build_base(log)
+            tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
+            _remove_tree(tmp)
+            _run(["cp", "-a", "--reflink=auto", str(base), str(tmp)], "copying the base rootfs")
+            (tmp / MARKER).unlink()
+            pins = toolchain_pins()
+            log(f"installing the verifier toolchain: {' '.join(pins)}")
+            site = tmp / SITE_DIR.lstrip("/")
+            install_wheels(pins, site, log)
+            if (site / "bin").is_dir():
+                _fix_scripts(site / "bin", tmp / "usr/local/bin")
+            _add_user(tmp)
+            for mount_point in ("work", REQS_MOUNT.lstrip("/")):
+                (tmp / mount_point).mkdir(parents=True, exist_ok=True)
+            log("precompiling bytecode")
+            _run(["chroot", str(tmp), "/usr/bin/python3", "-m", "compileall", "-q", SITE_DIR],
+                 "compiling the toolchain's bytecode")
+            (tmp / MARKER).write_text(image_tag() + "\n" + "\n".join(pins) + "\n")
+            old = final.with_name(final.name + f".old-{os.getpid()}")
+            if final.exists():
+                final.rename(old)
+            tmp.rename(final)
+            _remove_tree(old)
+        finally:
+            os.umask(old_umask)
+        log(f"root filesystem ready in {time.monotonic() - started:.0f} s: {final}")
+        return final
+
+
+def requirements_site(requirements: Path, log: Log = stderr_log) -> Path:
+    """A directory holding the repo's third-party packages (wheels only), cached by content."""
+    site = ooda_home() / "reqs" / f"{recipe_hash()}-{requirements_sha(requirements)}"
+    with _locked("reqs"):
+        if (site / MARKER).is_file():
+            return site
+        tmp = site.with_name(site.name + f".tmp-{os.getpid()}")
+        _remove_tree(tmp)
+        log(f"installing the repo's requirements from {requirements}")
+        install_wheels(["-r", str(requirements.resolve())], tmp, log)
+        _remove_tree(tmp / "bin")
+        if sys.version_info[:2] == (3, 11):
+            subprocess.run([sys.executable, "-m", "compileall", "-q", "-d", REQS_MOUNT, str(tmp)],
+                           capture_output=True, check=False)
+        for path in [tmp, *tmp.rglob("*")]:
+            if not path.is_symlink():
+                path.chmod(0o755 if path.is_dir() else (path.stat().st_mode | 0o444))
+        (tmp / MARKER).write_text(requirements.read_text())
+        _remove_tree(site)
+        tmp.rename(site)
+        return site
+
+
+# --------------------------------------------------------------------------- docker
+
+
+def _tar_stream(directory: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        ["tar", "--numeric-owner", "-C", str(directory), "-cf", "-", "."],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )
+
+
+def image_exists(client: Any, tag: str) -> bool:
+    import docker.errors
+
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def ensure_docker_image(client: Any, *, force: bool = False, log: Log = stderr_log) -> str:
+    """Import the rootfs into Docker as `ooda-sandbox:<hash>` unless it is already there."""
+    tag = image_tag()
+    root = build_rootfs(force=force, log=log)
+    with _locked("docker-image"):
+        if not force and image_exists(client, tag):
+            return tag
+        log(f"importing {tag} into Docker")
+        started = time.monotonic()
+        tar = _tar_stream(root)
+        changes = [
+            "LABEL ooda=1",
+            f"LABEL ooda.recipe={recipe_hash()}",
+            f"ENV PATH={SANDBOX_PATH}",
+            "ENV LANG=C.UTF-8",
+            f"USER {SANDBOX_UID}:{SANDBOX_UID}",
+            "WORKDIR /work",
+            'CMD ["sleep", "infinity"]',
+        ]
+        try:
+            repo, _, version = tag.partition(":")
+            client.api.import_image(src=tar.stdout, repository=repo, tag=version, changes=changes)
+        finally:
+            if tar.stdout is not None:
+                tar.stdout.close()
+            tar.wait()
+        if not image_exists(client, tag):
+            raise InfraError(f"docker import of {tag} did not produce the image")
+        log(f"image {tag} imported in {time.monotonic() - started:.0f} s")
+        return tag
+
+
+def ensure_requirements_image(client: Any, requirements: Path, log: Log = stderr_log) -> str:
+    """The base image plus the repo's requirements at /opt/ooda-reqs, cached by their sha256."""
+    base = ensure_docker_image(client, log=log)
+    tag = requirements_tag(requirements)
+    site = requirements_site(requirements, log)
+    with _locked("docker-image"):
+        if image_exists(client, tag):
+            return tag
+        log(f"baking the requirements into {tag}")
+        container = client.api.create_container(
+            base, command=["true"], labels={"ooda": "1", **owner_labels()}
+        )
+        try:
+            tar = _tar_stream(site)
+            try:
+                client.api.put_archive(container["Id"], REQS_MOUNT, tar.stdout)
+            finally:
+                if tar.stdout is not None:
+                    tar.stdout.close()
+                tar.wait()
+            repo, _, version = tag.partition(":")
+            client.api.commit(container["Id"], repository=repo, tag=version,
+                              changes=[f"LABEL ooda.requirements={requirements_sha(requirements)}"])
+        finally:
+            client.api.remove_container(container["Id"], force=True)
+        return tag
+
+
+def _process_start(pid: int) -> str:
+    """The kernel's start time of `pid` (field 22 of /proc/PID/stat), to tell reused pids apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner_labels() -> dict[str, str]:
+    """Labels saying which host process owns a container, for cleanup_leftovers."""
+    return {
+        "ooda.owner_pid": str(os.getpid()),
+        "ooda.owner_start": _process_start(os.getpid()),
+        "ooda.owner_host": platform.node(),
+        "ooda.created": f"{time.time():.0f}",
+    }
+
+
+def owner_alive(labels: dict[str, str]) -> bool:
+    """Whether the process named by a container's owner labels still runs (on this host)."""
+    if labels.get("ooda.owner_host", platform.node()) != platform.node():
+        return True
+    try:
+        pid = int(labels.get("ooda.owner_pid", ""))
+    except ValueError:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    start = labels.get("ooda.owner_start")
+    return not start or _process_start(pid) == start
