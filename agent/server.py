@@ -288,6 +288,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_json(self, status: int, body: object, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
+        self.server.state.count_status(status)  # before the client can see the answer
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -296,7 +297,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()
-        self.server.state.count_status(status)
 
     def _send_error(
         self, status: int, message: str, kind: str, headers: dict[str, str] | None = None
@@ -500,12 +500,12 @@ class _Handler(BaseHTTPRequestHandler):
             }
             return b"data: " + json.dumps(body).encode() + b"\n\n"
 
+        self.server.state.count_status(200)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        self.server.state.count_status(200)
         self._write_chunk(chunk({"role": "assistant", "content": ""}, None))
         for n, piece in enumerate(self._paced(tokens)):
             if fault.kind == "drop" and n >= 2:
