@@ -571,6 +571,8 @@ def _apply_diff(ws: _Workspace, block: _DiffBlock) -> bool:
         if not fd.hunks:
             raise EditError(f"{what} ({path}): no hunks (lines starting with @@) found")
         content = ws.get(path)
+        if content is None and all(not h.old for h in fd.hunks):
+            fd.old_path = None  # `--- a/new.py` with only `@@ -0,0` hunks: a creation too
         if fd.old_path is None:
             if content is not None and content.strip():
                 raise EditError(

@@ -373,6 +373,10 @@ class OpenAIModel:
         except ModelError:
             raise
         except Exception as err:
+            import openai
+
+            if not isinstance(err, openai.OpenAIError | _StreamBroken):
+                raise  # a bug (in on_text, say), not the endpoint's doing
             raise self._give_up(err, failures, max_attempts, deadline) from err
 
     def _give_up(
@@ -459,6 +463,8 @@ class OpenAIModel:
         deadline: float,
         on_text: Callable[[str], bool] | None,
     ) -> ModelCompletion:
+        import openai
+
         stream = self._create(client, messages, deadline)
         text = ""
         t_first: float | None = None
@@ -466,23 +472,29 @@ class OpenAIModel:
         usage: Any = None
         stopped = False
         try:
-            for chunk in stream:
-                if getattr(chunk, "usage", None) is not None:
-                    usage = chunk.usage
-                if chunk.choices:
-                    choice = chunk.choices[0]
-                    piece = choice.delta.content if choice.delta is not None else None
-                    if piece:
-                        if t_first is None:
-                            t_first = time.monotonic()
-                        text += piece
-                        if on_text is not None and on_text(text) is False:
-                            stopped = True
-                            break
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
-                if time.monotonic() >= deadline:
-                    raise ModelDeadline("deadline reached while the answer streamed", text)
+            try:
+                for chunk in stream:
+                    if getattr(chunk, "usage", None) is not None:
+                        usage = chunk.usage
+                    if chunk.choices:
+                        choice = chunk.choices[0]
+                        piece = choice.delta.content if choice.delta is not None else None
+                        if piece:
+                            if t_first is None:
+                                t_first = time.monotonic()
+                            text += piece
+                            if on_text is not None and on_text(text) is False:
+                                stopped = True
+                                break
+                        if choice.finish_reason:
+                            finish = choice.finish_reason
+                    if finish is None and time.monotonic() >= deadline:
+                        raise ModelDeadline("deadline reached while the answer streamed", text)
+            except openai.APIConnectionError:
+                if finish is None:
+                    raise
+                # only the usage chunk and [DONE] are missing: keep the answer
+                log.debug("%s: stream broke off after its finish_reason", self.name)
         finally:
             stream.close()
         if not stopped and finish is None:

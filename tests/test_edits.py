@@ -425,3 +425,9 @@ def test_create_empty_file(tmp_path: Path) -> None:
     result = parse("pkg/__init__.py\n<<<<<<< SEARCH\n=======\n>>>>>>> REPLACE\n")
     assert result.files == {"pkg/__init__.py": ""}
     assert git_apply(tmp_path, {"m.py": GCD}, result.patch)["pkg/__init__.py"] == ""
+
+
+def test_diff_with_a_path_header_and_zero_hunk_creates_a_missing_file() -> None:
+    answer = "```diff\n--- a/new.py\n+++ b/new.py\n@@ -0,0 +1,1 @@\n+A = 1\n```\n"
+    result = parse(answer)
+    assert result.files == {"new.py": "A = 1\n"} and "--- /dev/null" in result.patch

@@ -226,3 +226,13 @@ def test_not_found_is_not_retried(scripts: Path) -> None:
         with pytest.raises(ModelError, match="HTTP 404"):
             complete(model)
         assert server.stats["status"] == {"404": 1}
+
+
+def test_a_bug_in_on_text_is_not_disguised_as_a_model_error(scripts: Path) -> None:
+    def broken(text: str) -> bool:
+        raise KeyError("bug")
+
+    with ReplayServer([scripts]) as server:
+        with pytest.raises(KeyError):
+            complete(model_for(server.base_url), on_text=broken)
+        assert server.stats["chat_requests"] == 1
