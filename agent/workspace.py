@@ -47,8 +47,8 @@ CONFIG_NAMES = frozenset(
     }
 )
 TOOL_MODULES = frozenset(
-    {"pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "ruff", "mypy", "mypyc",
-     "mypy_extensions", "typing_extensions", "junitparser", "pathspec", "pygments", "tomli"}
+    "pytest _pytest py pluggy iniconfig packaging ruff mypy mypyc mypy_extensions "
+    "typing_extensions junitparser pathspec pygments tomli".split()
 )
 """Modules the verifiers import in the sandbox: a new top-level module may not shadow them."""
 SHADOWED = TOOL_MODULES | frozenset(sys.stdlib_module_names)

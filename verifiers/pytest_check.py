@@ -47,7 +47,10 @@ OUTCOME_RANK = {"passed": 0, "xfailed": 1, "skipped": 2, "failed": 3, "error": 4
 """When one test has several report entries (call + teardown error), the worst wins."""
 FAILING = frozenset({"failed", "error"})
 
-_NOT_FOUND = re.compile(r"^ERROR: (?:not found|file or directory not found): (.+?)\s*$", re.M)
+_NOT_FOUND = re.compile(
+    r"^ERROR: (?:not found: |file or directory not found: |found no collectors for )(.+?)\s*$",
+    re.M,
+)
 _PYTHON = re.compile(r"^(?:.*/)?python(?:3(?:\.\d+)?)?$")
 _SHELL_CHARS = set("|&;<>()$`\\\n*?")
 _ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -55,6 +58,8 @@ _ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 class TestRunError(Exception):
     """A test run that produced no usable report (timeout, crash, usage error)."""
+
+    __test__ = False
 
 
 # --------------------------------------------------------------------------- the report
@@ -75,6 +80,8 @@ class _PytestReport(JUnitXml):
 @dataclass
 class TestRun:
     """What one pytest run did, read from its JUnit report."""
+
+    __test__ = False
 
     outcomes: dict[str, str] = field(default_factory=dict)
     """pytest node id -> passed | failed | error | skipped | xfailed."""
@@ -252,22 +259,31 @@ def run_pytest_ids(sandbox: Sandbox, ids: Sequence[str], timeout_s: float) -> Te
     not_found: list[str] = []
     extra: list[str] = []
     commands: list[str] = []
+    carried: dict[str, str] = {}
+    messages: dict[str, str] = {}
     for _attempt in range(3):
         run = run_pytest(sandbox, extra + wanted, deadline - time.monotonic(), known_files=known)
         commands += run.commands
-        if run.timed_out or run.outcomes or run.exit_code != 4:
+        if run.timed_out or run.exit_code != 4:
             break
         missing = _not_found(run.output, sandbox.workdir, wanted)
         if missing:
+            # keep what the first run learnt about them (a collection error, say)
             not_found += missing
             wanted = [i for i in wanted if i not in missing]
-        elif not extra and "unrecognized arguments" in run.output:
+            carried.update(run.outcomes)
+            messages.update(run.messages)
+        elif not extra and not run.outcomes and "unrecognized arguments" in run.output:
             # the repository's addopts need a plugin that is not loaded: drop them
             extra = ["-o", "addopts="]
         else:
             break
         if not wanted or time.monotonic() >= deadline:
             break
+    for node, outcome in carried.items():
+        run.outcomes.setdefault(node, outcome)
+    for node, message in messages.items():
+        run.messages.setdefault(node, message)
     run.not_found = not_found
     run.commands = commands
     return run
