@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 
 ReadFile = Callable[[str], str | None]
 
-__all__ = ["EditError", "ParsedEdits", "parse_edits", "partial_answer_is_hopeless"]
+__all__ = [
+    "EditError",
+    "ParsedEdits",
+    "make_patch",
+    "parse_edits",
+    "partial_answer_is_hopeless",
+]
 
 
 class EditError(Exception):
@@ -639,24 +645,33 @@ def _diff_lines(path: str, old: str | None, new: str) -> Iterator[str]:
             yield line + "\n\\ No newline at end of file\n"
 
 
+def make_patch(files: dict[str, str], read_base: ReadFile) -> str:
+    """One `git apply`-able diff turning the base files (`read_base(path)`, None when
+    absent) into `files` (path -> full new content); files left as they were are skipped,
+    so the patch is empty when nothing changed."""
+    chunks: list[str] = []
+    for path, new in files.items():
+        old = read_base(path)
+        if new != old:
+            chunks.extend(_diff_lines(path, old, new))
+    return "".join(chunks)
+
+
 def parse_edits(answer: str, read_file: ReadFile) -> ParsedEdits:
     """Apply the answer's SEARCH/REPLACE blocks and ```diff blocks (in any mix, in order,
     each against the content the previous ones left) and return the resulting patch."""
     ws = _apply_all(answer, read_file)
-    files: dict[str, str] = {}
-    chunks: list[str] = []
-    for path in ws.order:
-        old, new = ws.base[path], ws.current[path]
-        if new is None or new == old:
-            continue
-        files[path] = new
-        chunks.extend(_diff_lines(path, old, new))
+    files = {
+        path: new
+        for path in ws.order
+        if (new := ws.current[path]) is not None and new != ws.base[path]
+    }
     if not files:
         raise EditError(
             "the edits change nothing: every REPLACE part is identical to its SEARCH part; "
             "make the change that fixes the problem"
         )
-    return ParsedEdits(patch="".join(chunks), files=files)
+    return ParsedEdits(patch=make_patch(files, ws.base.get), files=files)
 
 
 def partial_answer_is_hopeless(answer_so_far: str, read_file: ReadFile) -> str | None:

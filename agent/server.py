@@ -669,7 +669,7 @@ def serve_forever(
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve until interrupted (Ctrl-C). `on_ready(base_url)` is called once listening;
-    by default the base URL is logged."""
+    by default the base URL is printed on standard output."""
     server = ReplayServer(
         scripts,
         host=host,
@@ -688,7 +688,8 @@ def serve_forever(
     if on_ready is not None:
         on_ready(base_url)
     else:
-        log.warning("serving %d scripted task(s) at %s", len(server.tasks), base_url)
+        tasks = len(server.tasks)
+        print(f"ooda serve: {tasks} scripted task(s) at {base_url} (Ctrl-C stops)", flush=True)
     try:
         while True:
             time.sleep(3600)

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.edits import EditError, ParsedEdits, parse_edits, partial_answer_is_hopeless
+from agent.edits import (
+    EditError,
+    ParsedEdits,
+    make_patch,
+    parse_edits,
+    partial_answer_is_hopeless,
+)
 
 GCD = """\
 def gcd(a, b):
@@ -431,3 +437,12 @@ def test_diff_with_a_path_header_and_zero_hunk_creates_a_missing_file() -> None:
     answer = "```diff\n--- a/new.py\n+++ b/new.py\n@@ -0,0 +1,1 @@\n+A = 1\n```\n"
     result = parse(answer)
     assert result.files == {"new.py": "A = 1\n"} and "--- /dev/null" in result.patch
+
+
+def test_make_patch_from_full_contents(tmp_path: Path) -> None:
+    base = {"m.py": GCD, "same.py": "S = 1\n"}
+    files = {"m.py": GCD.replace("a % b", "a % b  # step"), "same.py": "S = 1\n", "n.py": "N\n"}
+    patch = make_patch(files, base.get)
+    assert "same.py" not in patch and "new file mode" in patch
+    assert git_apply(tmp_path, base, patch) == {**base, **files}
+    assert make_patch({"m.py": GCD}, base.get) == ""
