@@ -1,0 +1,63 @@
+"""Shared by the sandbox test files: real backends opened once per session, skipped when this
+machine lacks them unless OODA_REQUIRE_SANDBOXES=1 (then a missing backend fails the test)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.errors import InfraError
+from agent.protocols import ExecResult, Sandbox
+from agent.sandbox import SandboxBackend, get_backend
+
+REQUIRED = os.environ.get("OODA_REQUIRE_SANDBOXES") == "1"
+_backends: dict[str, SandboxBackend | str] = {}
+
+
+def backend_or_skip(name: str) -> SandboxBackend:
+    """The real backend `name` (built on first use), or skip/fail saying why it is missing."""
+    if name not in _backends:
+        try:
+            _backends[name] = get_backend(name)
+        except InfraError as exc:
+            _backends[name] = str(exc)
+    got = _backends[name]
+    if isinstance(got, str):
+        if REQUIRED:
+            pytest.fail(f"OODA_REQUIRE_SANDBOXES=1 but the {name} sandbox is unavailable: {got}")
+        pytest.skip(f"{name} sandbox unavailable: {got}")
+    return got
+
+
+def open_sandbox(name: str, workspace: Path, requirements: Path | None = None) -> Iterator[Sandbox]:
+    """Fixture body: a sandbox of backend `name` over `workspace`, closed afterwards."""
+    workspace.mkdir(parents=True, exist_ok=True)
+    box = backend_or_skip(name).open(workspace, requirements=requirements)
+    try:
+        yield box
+    finally:
+        box.close()
+
+
+def py(box: Sandbox, source: str, timeout_s: float = 30.0) -> ExecResult:
+    """Run Python source as the candidate inside the sandbox."""
+    return box.run(["python3", "-c", source], timeout_s=timeout_s)
+
+
+def host_processes_with(marker: str) -> list[str]:
+    """Command lines of host processes (containers' included) whose argv contains `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(f"{entry.name}: {cmdline}")
+    return found
