@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -303,3 +311,127 @@ def test_load_taskset_errors(tmp_path: Path) -> None:
     make_task(tmp_path / "dup" / "b", 'id = "same"\n' + MINIMAL)
     with pytest.raises(UsageError, match="already used"):
         load_taskset(tmp_path / "dup")
+
+
+# --- the bundled example tasks -------------------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "tasks" / "examples"
+EXAMPLE_NAMES = ["interval_merge", "median", "word_count"]
+SEARCH_REPLACE = re.compile(
+    r"^(?P<path>[^\n]+)\n<<<<<<< SEARCH\n(?P<search>.*?)=======\n(?P<replace>.*?)>>>>>>> REPLACE$",
+    re.MULTILINE | re.DOTALL,
+)
+FENCED_DIFF = re.compile(r"^```diff\n(?P<diff>.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+def git_apply(repo: Path, patch: str, *, check: bool = False) -> bool:
+    """`git apply [--check]` in `repo` (never an enclosing git repo); True when it applies."""
+    env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(repo.parent))
+    args = ["git", "apply", "--check", "-"] if check else ["git", "apply", "-"]
+    done = subprocess.run(args, cwd=repo, input=patch, env=env, capture_output=True, text=True)
+    return done.returncode == 0
+
+
+def run_tests(repo: Path, tests: list[str]) -> str:
+    """Host pytest on `tests` in `repo`: "passed" or "failed"."""
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTEST_ADDOPTS", None)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
+    done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=60)
+    return "passed" if done.returncode == 0 and "skipped" not in done.stdout else "failed"
+
+
+def outcome(task: Task, answer: str | None, gold: bool = False) -> str:
+    """What a replayed answer does to a copy of the task's repo.
+
+    A small stand-in for the real edit parser and verifier: "no_match" (an edit does not
+    apply), "no_op" (nothing changes), "syntax" (a Python file no longer compiles), or the
+    pytest result of fail_to_pass + pass_to_pass, "passed" or "failed".
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp) / "repo"
+        shutil.copytree(task.repo, work)
+        before = {p: p.read_text() for p in work.rglob("*.py")}
+        if gold:
+            assert task.gold_patch is not None and git_apply(work, task.gold_patch)
+        for block in SEARCH_REPLACE.finditer(answer or ""):
+            target = work / block["path"].strip()
+            text = target.read_text()
+            if block["search"] not in text:
+                return "no_match"
+            target.write_text(text.replace(block["search"], block["replace"], 1))
+        for block in FENCED_DIFF.finditer(answer or ""):
+            if not git_apply(work, block["diff"]):
+                return "no_match"
+        after = {p: p.read_text() for p in work.rglob("*.py")}
+        if answer is not None and after == before:
+            return "no_op"
+        for path, text in after.items():
+            try:
+                compile(text, str(path), "exec")
+            except SyntaxError:
+                return "syntax"
+        return run_tests(work, task.fail_to_pass + task.pass_to_pass)
+
+
+def read_replay(task: Task) -> list[dict[str, object]]:
+    assert task.replay is not None
+    lines = task.replay.read_text(encoding="utf-8").splitlines()
+    entries = [json.loads(line) for line in lines if line.strip()]
+    for entry in entries:
+        assert isinstance(entry, dict) and set(entry) <= {"round", "answer", "contains"}
+        assert isinstance(entry["answer"], str) and entry["answer"].strip()
+        assert isinstance(entry.get("round", 1), int) and entry.get("round", 1) >= 1
+        assert isinstance(entry.get("contains", ""), str)
+    return entries
+
+
+def test_examples_load() -> None:
+    tasks = load_taskset(EXAMPLES)
+    assert [t.id for t in tasks] == EXAMPLE_NAMES
+    for task in tasks:
+        assert task.gold_patch is not None and task.replay is not None
+        assert task.fail_to_pass and task.pass_to_pass
+        assert git_apply(task.repo, task.gold_patch, check=True), task.id
+        assert (EXAMPLES / "README.md").is_file()
+
+
+def test_examples_clean_under_ruff_and_mypy(tmp_path: Path) -> None:
+    for name in EXAMPLE_NAMES:
+        repo = tmp_path / name
+        shutil.copytree(EXAMPLES / name / "repo", repo)
+        for tool in (
+            ["ruff", "check", "--isolated", "--no-cache", "."],
+            ["mypy", "--strict", "--no-incremental", "--cache-dir", os.devnull, "."],
+        ):
+            done = subprocess.run(
+                [sys.executable, "-m", *tool], capture_output=True, text=True, cwd=repo
+            )
+            assert done.returncode == 0, (name, done.stdout)
+
+
+def test_examples_buggy_fail_gold_pass_and_replays_behave() -> None:
+    jobs: list[tuple[str, int, Task, str | None, bool]] = []
+    for task in load_taskset(EXAMPLES):
+        jobs.append((task.id, 0, task, None, False))  # the buggy repo
+        jobs.append((task.id, 0, task, None, True))  # the gold patch
+        for entry in read_replay(task):
+            round_ = entry.get("round", 1)
+            assert isinstance(round_, int) and isinstance(entry["answer"], str)
+            jobs.append((task.id, round_, task, entry["answer"], False))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda job: outcome(job[2], job[3], job[4]), jobs))
+    by_round: dict[tuple[str, int], list[str]] = {}
+    for (task_id, round_, _, answer, gold), result in zip(jobs, results, strict=True):
+        if answer is None:
+            assert result == ("passed" if gold else "failed"), (task_id, gold, result)
+        else:
+            by_round.setdefault((task_id, round_), []).append(result)
+    wrong_kinds = {"no_op", "no_match", "syntax", "failed"}
+    # median: solvable only through feedback, every kind of wrong answer in round 1.
+    assert sorted(by_round["median", 1]) == sorted(wrong_kinds)
+    assert by_round["median", 2] == ["passed"]
+    for name in ("word_count", "interval_merge"):
+        assert "passed" in by_round[name, 1], by_round
+        assert len(wrong_kinds & set(by_round[name, 1])) >= 2, by_round
+        assert set(by_round[name, 2]) == {"passed"}

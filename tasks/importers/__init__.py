@@ -1,0 +1,20 @@
+"""Importers: public benchmarks (QuixBugs, HumanEvalFix) → self-contained task directories."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from tasks.importers.humanevalfix import import_humanevalfix
+from tasks.importers.quixbugs import import_quixbugs
+
+Importer = Callable[..., list[Path]]
+"""`(src, dest, *, only=None, overwrite=False) -> task dirs written`."""
+
+IMPORTERS: dict[str, Importer] = {
+    "quixbugs": import_quixbugs,
+    "humanevalfix": import_humanevalfix,
+}
+"""Importers by the KIND name of `ooda tasks import KIND SRC DEST`."""
+
+__all__ = ["IMPORTERS", "Importer", "import_humanevalfix", "import_quixbugs"]
