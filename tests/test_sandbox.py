@@ -8,9 +8,12 @@ backend selection and leftover cleanup.
 from __future__ import annotations
 
 import contextlib
+import http.server
 import importlib.metadata
+import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +21,7 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import backend_or_skip, open_sandbox, py
 
+from agent.doctor import diagnose
 from agent.errors import UsageError
 from agent.protocols import Sandbox
 from agent.sandbox import build_image, cleanup_leftovers, get_backend, image
@@ -151,3 +155,36 @@ def test_docker_close_survives_a_dead_container(tmp_path: Path) -> None:
         assert result.exit_code == 125 and "unusable" in result.output
         box.close()
         box.close()
+
+
+def test_doctor_reports_every_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Models(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            body = json.dumps({"data": [{"id": "tiny-coder"}]}).encode()
+            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{server.server_port}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        checks = {check.name: check for check in diagnose()}
+        assert list(checks) == ["docker engine", "sandbox image", "bubblewrap",
+                                "sandbox rootfs", "model endpoint", "api key"]
+        assert checks["model endpoint"].ok and "tiny-coder" in checks["model endpoint"].detail
+        assert checks["api key"].ok
+        assert all(check.ok or check.fix for check in checks.values())
+        monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        monkeypatch.delenv("OPENAI_API_KEY")
+        checks = {check.name: check for check in diagnose()}
+        assert not checks["model endpoint"].ok and "unreachable" in checks["model endpoint"].detail
+        assert not checks["api key"].ok and checks["api key"].fix
+    finally:
+        server.shutdown()
+        server.server_close()
