@@ -22,12 +22,15 @@ from typing import Any, Literal
 
 from agent import edits, prompts
 from agent.budget import Budget
+from agent.errors import InfraError, UsageError
 from agent.protocols import Model
 from agent.runlog import RunLog
 from agent.verify import TaskVerifier, Verdict
 from tasks.loader import Task
 
-AttemptStatus = Literal["pending", "passed", "failed", "invalid_edit", "timeout", "cancelled", "error"]
+AttemptStatus = Literal[
+    "pending", "passed", "failed", "invalid_edit", "timeout", "cancelled", "error"
+]
 FINISHED = ("passed", "failed", "invalid_edit", "timeout", "cancelled", "error")
 # How far a failed attempt got: later stages make better parents for the next round.
 STAGE_RANK = {"pytest": 4, "mypy": 3, "ruff": 2, "syntax": 1}
@@ -138,6 +141,8 @@ class Loop:
         self._sha_done: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self._verify_slots = threading.BoundedSemaphore(max(1, config.verify_concurrency))
+        self.fatal: InfraError | UsageError | None = None
+        """An error that every candidate would meet (endpoint down, key rejected): ends the run."""
 
     # ------------------------------------------------------------------ the loop
 
@@ -160,6 +165,8 @@ class Loop:
                 winner = self._run_round(pool, batch)
                 if winner is not None:
                     break
+                if self.fatal is not None:
+                    break
                 if self.stop.is_set() and time.monotonic() >= self.work_deadline:
                     reason = "budget"
                     break
@@ -174,8 +181,12 @@ class Loop:
         if winner is not None:
             reason = "passed"
             self.log.write_final_diff(winner.patch)
+        if self.fatal is not None:
+            status, reason = "error", str(self.fatal)
         summary = self._summary(status, reason, winner, rounds_used)
         self.log.write_summary(summary)
+        if self.fatal is not None:
+            raise self.fatal
         return RunResult(status, reason, winner, list(self.attempts), rounds_used, summary)
 
     def _plan_round(self, round_no: int, parents: list[Attempt | None]) -> list[Attempt]:
@@ -233,8 +244,13 @@ class Loop:
             completion = self.model.complete(
                 attempt.messages,
                 deadline=self.work_deadline,
-                on_text=lambda text: not self.stop.is_set(),
+                on_text=self._stream_watcher(attempt),
             )
+        except (InfraError, UsageError) as exc:
+            self.fatal = exc
+            self.stop.set()
+            self._finish(attempt, "error", str(exc))
+            return
         except TimeoutError as exc:
             self._finish(attempt, "timeout", f"generation: {exc}")
             return
@@ -248,7 +264,10 @@ class Loop:
         attempt.completion_tokens = completion.completion_tokens
         self.budget.add_tokens(completion.prompt_tokens, completion.completion_tokens)
         self.log.write_attempt_file(attempt.attempt_id, "answer.md", completion.text)
-        if self.stop.is_set():
+        if completion.stopped_early and attempt.reason:
+            self._finish(attempt, "invalid_edit", attempt.reason, feedback=attempt.reason)
+            return
+        if self.stop.is_set() or completion.stopped_early:
             self._finish(attempt, "cancelled", "another candidate passed or the budget ran out")
             return
         if not self._make_patch(attempt):
@@ -259,17 +278,43 @@ class Loop:
             return
         self._verify(attempt)
 
-    def _make_patch(self, attempt: Attempt) -> bool:
-        base = self.task.repo
+    def _stream_watcher(self, attempt: Attempt) -> Callable[[str], bool]:
+        """on_text hook: stop a stream once the run is over or its edits cannot apply."""
+        checked_blocks = 0
+
+        def keep_going(text: str) -> bool:
+            nonlocal checked_blocks
+            if self.stop.is_set():
+                return False
+            blocks = text.count(">>>>>>> REPLACE")
+            if blocks > checked_blocks:  # re-parse only when another block is complete
+                checked_blocks = blocks
+                problem = edits.partial_answer_is_hopeless(text, self._reader_for(attempt))
+                if problem:
+                    attempt.reason = f"stopped while streaming: {problem}"
+                    return False
+            return True
+
+        return keep_going
+
+    def _reader_for(self, attempt: Attempt) -> Callable[[str], str | None]:
+        """Reads files as this attempt sees them: the original, with its parent's edits."""
         parent = attempt.parent
         # An invalid edit was never applied: its child starts again from the original files.
         parent_files = parent.files if parent and parent.status != "invalid_edit" else {}
+        base = self.task.repo
 
-        def read_current(path: str) -> str | None:
+        def read(path: str) -> str | None:
             return parent_files[path] if path in parent_files else _read_text(base / path)
 
+        return read
+
+    def _make_patch(self, attempt: Attempt) -> bool:
+        base = self.task.repo
+        parent = attempt.parent
+        parent_files = parent.files if parent and parent.status != "invalid_edit" else {}
         try:
-            parsed = edits.parse_edits(attempt.answer, read_current)
+            parsed = edits.parse_edits(attempt.answer, self._reader_for(attempt))
             files = {**parent_files, **parsed.files}
             attempt.files = files
             attempt.patch = edits.make_patch(files, lambda p: _read_text(base / p))
@@ -325,6 +370,10 @@ class Loop:
                 )
             attempt.verdict = verdict
             self._finish(attempt, verdict.status, verdict.reason, feedback=verdict.feedback)
+        except InfraError as exc:  # the sandbox is broken for every candidate
+            self.fatal = exc
+            self.stop.set()
+            self._finish(attempt, "error", str(exc))
         except Exception as exc:
             self._finish(attempt, "error", f"verification failed: {_one_line(exc)}")
             raise
@@ -348,7 +397,9 @@ class Loop:
         failed = [a for a in batch if a.status in ("failed", "invalid_edit", "timeout")]
         if not failed:
             return [None]
-        failed.sort(key=lambda a: (a.duplicate_of is not None, -STAGE_RANK.get(a.failed_stage(), 0)))
+        failed.sort(
+            key=lambda a: (a.duplicate_of is not None, -STAGE_RANK.get(a.failed_stage(), 0))
+        )
         return list(failed)
 
     def _sibling_digest(self, parents: list[Attempt | None]) -> list[str]:
@@ -419,11 +470,12 @@ def _pick_best(passing: list[Attempt], everyone: list[Attempt]) -> Attempt:
 
     def size(a: Attempt) -> int:
         return sum(
-            1 for line in a.patch.splitlines()
+            1
+            for line in a.patch.splitlines()
             if line[:1] in "+-" and not line.startswith(("+++", "---"))
         )
 
-    return min(passing, key=lambda a: (size(a), -votes[a.patch_sha256], a.t_verified or 0.0))
+    return min(passing, key=lambda a: (size(a), -votes[a.patch_sha256 or ""], a.t_verified or 0.0))
 
 
 def _trim_history(messages: list[dict[str, str]], keep_exchanges: int = 2) -> list[dict[str, str]]:

@@ -393,13 +393,13 @@ class OpenAIModel:
             )
         if _retryable(err) and (n < max_attempts or time.monotonic() >= deadline):
             return ModelDeadline(f"deadline reached after {tries}; last error: {_describe(err)}")
-        if isinstance(err, openai.AuthenticationError):
-            return ModelError(
+        if isinstance(err, openai.AuthenticationError):  # the same for every sample: bad input
+            return UsageError(
                 f"{self.base_url} rejected the API key (HTTP 401: {_status_message(err)}); "
                 "set OPENAI_API_KEY to a key this endpoint accepts"
             )
         if isinstance(err, openai.NotFoundError):
-            return ModelError(
+            return UsageError(
                 f"HTTP 404 from {self.base_url}: {_status_message(err)} "
                 f"(check the model name {self.name!r} and the base URL)"
             )

@@ -96,9 +96,13 @@ def relevant_files(task: Task) -> list[str]:
 def _mentioned(rel: str, statement: str) -> bool:
     module = rel[:-3].replace("/", ".")
     stem = Path(rel).stem
-    return rel in statement or module in statement or (
-        stem not in {"__init__", "main", "utils"} and re.search(rf"\b{re.escape(stem)}\b", statement)
-        is not None
+    return (
+        rel in statement
+        or module in statement
+        or (
+            stem not in {"__init__", "main", "utils"}
+            and re.search(rf"\b{re.escape(stem)}\b", statement) is not None
+        )
     )
 
 
@@ -109,7 +113,9 @@ def _imported_by(test_path: Path, rel: str) -> bool:
         return False
     module = rel[:-3].replace("/", ".").removesuffix(".__init__")
     last = module.rsplit(".", 1)[-1]
-    pattern = rf"^\s*(from\s+[\w.]*\b{re.escape(last)}\b\s+import|import\s+[\w.]*\b{re.escape(last)}\b)"
+    pattern = (
+        rf"^\s*(from\s+[\w.]*\b{re.escape(last)}\b\s+import|import\s+[\w.]*\b{re.escape(last)}\b)"
+    )
     return re.search(pattern, text, re.M) is not None
 
 

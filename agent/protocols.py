@@ -23,6 +23,9 @@ class Completion:
     completion_tokens: int = 0
     t_first_token: float | None = None
     t_done: float | None = None
+    stopped_early: bool = False
+    """True when on_text asked to stop: the text is incomplete."""
+    finish_reason: str | None = None
 
 
 class Model(Protocol):

@@ -96,8 +96,11 @@ def open_model(options: RunOptions, task: Task) -> Iterator[Model]:
         with ReplayServer([task.replay], tokens_per_s=options.replay_tokens_per_s) as server:
             base_url = server.start()
             config = ModelConfig(
-                name="replay", base_url=base_url, api_key="ooda-local",
-                temperature=options.temperature, concurrency=options.concurrency,
+                name="replay",
+                base_url=base_url,
+                api_key="ooda-local",
+                temperature=options.temperature,
+                concurrency=options.concurrency,
             )
             yield OpenAIModel(config)
         return

@@ -1,0 +1,228 @@
+"""Unit tests of the loop with a fake model and a fake verifier (no network, no sandbox)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agent.loop import Loop, LoopConfig
+from agent.protocols import Completion, VerifierResult
+from agent.runlog import RunLog
+from agent.verify import Verdict
+from tasks.loader import Task
+
+BUGGY = "def add(a, b):\n    return a - b\n"
+
+
+def edit(old: str, new: str) -> str:
+    return f"calc.py\n<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE\n"
+
+
+RIGHT = edit("    return a - b", "    return a + b")
+WRONG = edit("    return a - b", "    return a * b")
+NO_MATCH = edit("    return b - a", "    return a + b")
+
+
+class FakeModel:
+    """Answers by round: round -> list of answers, cycled; records concurrency."""
+
+    name = "fake"
+
+    def __init__(self, answers: dict[int, list[str]], delay_s: float = 0.0) -> None:
+        self.answers = answers
+        self.delay_s = delay_s
+        self.counters: dict[int, int] = {}
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        deadline: float,
+        on_text: Callable[[str], bool] | None = None,
+    ) -> Completion:
+        round_no = sum(1 for m in messages if m["role"] == "user")
+        with self.lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            options = self.answers.get(round_no) or self.answers[max(self.answers)]
+            i = self.counters.get(round_no, 0)
+            self.counters[round_no] = i + 1
+        try:
+            t0 = time.monotonic()
+            time.sleep(min(self.delay_s, max(0.0, deadline - t0)))
+            if time.monotonic() >= deadline:
+                raise TimeoutError("deadline")
+            return Completion(options[i % len(options)], 10, 20, t0, time.monotonic())
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+
+class FakeVerifier:
+    """Passes a patch that contains `a + b`; counts verifications."""
+
+    backend_name = "fake"
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def verify(
+        self, patch: str, *, log_dir: Path | None = None, deadline: float | None = None
+    ) -> Verdict:
+        with self.lock:
+            self.calls += 1
+        time.sleep(self.delay_s)
+        ok = "+    return a + b" in patch
+        result = VerifierResult(
+            "pytest",
+            "passed" if ok else "failed",
+            0.01,
+            "" if ok else "tests/test_calc.py::test_add: assert -1 == 3",
+        )
+        return Verdict(
+            status="passed" if ok else "failed",
+            reason="all checks passed" if ok else "pytest: 1 test failed",
+            results=[result],
+            feedback=result.summary,
+            changed_files=["calc.py"],
+        )
+
+
+@pytest.fixture
+def task(tmp_path: Path) -> Task:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "calc.py").write_text(BUGGY)
+    return Task(
+        id="calc", statement="add() subtracts", repo=repo, fail_to_pass=["tests/test_calc.py"]
+    )
+
+
+def run_loop(
+    task: Task, model: FakeModel, verifier: FakeVerifier, tmp_path: Path, **config: object
+):
+    log = RunLog(tmp_path / "runs", "run1")
+    loop = Loop(task, model, verifier, log, LoopConfig(**config))  # type: ignore[arg-type]
+    result = loop.run()
+    lines = [json.loads(x) for x in (log.dir / "attempts.jsonl").read_text().splitlines()]
+    summary = json.loads((log.dir / "run.json").read_text())
+    return result, lines, summary, log
+
+
+def test_first_right_answer_wins_and_run_files_hold_contract_fields(
+    task: Task, tmp_path: Path
+) -> None:
+    result, lines, summary, log = run_loop(
+        task, FakeModel({1: [RIGHT]}), FakeVerifier(), tmp_path, samples=1
+    )
+    assert result.status == "passed"
+    assert summary["winner"] == "r1c1"
+    for key in (
+        "run_id",
+        "task_id",
+        "status",
+        "reason",
+        "model",
+        "samples",
+        "rounds_used",
+        "wall_s",
+        "budget_s",
+        "winner",
+        "attempts",
+        "tokens",
+    ):
+        assert key in summary
+    for key in (
+        "attempt_id",
+        "round",
+        "parent_id",
+        "model",
+        "t_start_s",
+        "t_first_token_s",
+        "t_generated_s",
+        "t_verified_s",
+        "prompt_tokens",
+        "completion_tokens",
+        "patch_sha256",
+        "duplicate_of",
+        "status",
+        "verifiers",
+    ):
+        assert key in lines[0]
+    assert (log.dir / "final.diff").read_text().count("+    return a + b") == 1
+    assert (log.dir / "attempts" / "r1c1" / "answer.md").exists()
+
+
+def test_wrong_first_round_is_solved_through_feedback(task: Task, tmp_path: Path) -> None:
+    model = FakeModel({1: [WRONG, NO_MATCH, "I think it is fine."], 2: [RIGHT]})
+    result, lines, summary, _ = run_loop(task, model, FakeVerifier(), tmp_path, samples=3, rounds=3)
+    assert result.status == "passed"
+    assert result.winner is not None and result.winner.round == 2
+    by_id = {line["attempt_id"]: line for line in lines}
+    parent = by_id[result.winner.attempt_id]["parent_id"]
+    assert parent is not None and by_id[parent]["status"] in ("failed", "invalid_edit")
+    statuses = {line["status"] for line in lines if line["round"] == 1}
+    assert statuses == {"failed", "invalid_edit"}
+
+
+def test_child_of_failed_parent_continues_from_its_patch(task: Task, tmp_path: Path) -> None:
+    fix_on_top = edit("    return a * b", "    return a + b")
+    model = FakeModel({1: [WRONG], 2: [fix_on_top]})
+    result, _, _, _ = run_loop(task, model, FakeVerifier(), tmp_path, samples=1, rounds=2)
+    assert result.status == "passed"
+    assert "-    return a - b" in result.winner.patch  # relative to the original file
+
+
+def test_identical_patches_are_verified_once(task: Task, tmp_path: Path) -> None:
+    verifier = FakeVerifier(delay_s=0.2)
+    model = FakeModel({1: [WRONG]})
+    result, lines, _, _ = run_loop(task, model, verifier, tmp_path, samples=4, rounds=1)
+    assert result.status == "failed"
+    assert verifier.calls == 1
+    dups = [line for line in lines if line["duplicate_of"]]
+    assert len(dups) == 3 and all(line["status"] == "failed" for line in dups)
+
+
+def test_candidates_generate_in_parallel(task: Task, tmp_path: Path) -> None:
+    model = FakeModel({1: [WRONG]}, delay_s=0.3)
+    run_loop(task, model, FakeVerifier(), tmp_path, samples=4, rounds=1)
+    assert model.max_in_flight == 4
+
+
+def test_budget_ends_the_run(task: Task, tmp_path: Path) -> None:
+    model = FakeModel({1: [WRONG]}, delay_s=5.0)
+    start = time.monotonic()
+    result, _, summary, _ = run_loop(
+        task, model, FakeVerifier(), tmp_path, samples=2, time_budget_s=1.0
+    )
+    assert time.monotonic() - start < 3.0
+    assert result.status == "failed" and summary["reason"] == "budget"
+
+
+def test_select_best_prefers_smallest_diff(task: Task, tmp_path: Path) -> None:
+    bigger = edit(
+        "def add(a, b):\n    return a - b", "def add(a, b):\n    # fixed\n    return a + b"
+    )
+    model = FakeModel({1: [bigger, RIGHT, RIGHT]})
+    result, _, _, _ = run_loop(
+        task, model, FakeVerifier(), tmp_path, samples=3, rounds=1, select="best"
+    )
+    assert result.winner is not None and "# fixed" not in result.winner.patch
+
+
+def test_token_budget_stops_new_rounds(task: Task, tmp_path: Path) -> None:
+    model = FakeModel({1: [WRONG]})
+    result, _, summary, _ = run_loop(
+        task, model, FakeVerifier(), tmp_path, samples=1, rounds=5, max_tokens=25
+    )
+    assert summary["reason"] == "tokens" and summary["rounds_used"] == 1
