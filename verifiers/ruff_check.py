@@ -1,7 +1,9 @@
 """Ruff stage: `python3 -m ruff check` on the changed Python files, inside the sandbox.
 
-`--isolated` pins ruff's default rule set whatever configuration the repository carries, and
-`--output-format json` gives a structured report. Only diagnostics the unpatched code did not
+`--isolated` ignores whatever configuration the repository carries and `--select` pins the
+rule set to ruff's classic defaults (pyflakes and the error-level pycodestyle rules: real
+mistakes, not style), so the verdict does not move with ruff versions (whose default sets
+grow). `--output-format json` gives a structured report. Only diagnostics the unpatched code did not
 already have are charged to the candidate (see verifiers.Baseline).
 """
 
@@ -22,6 +24,8 @@ from verifiers import (
     tail,
 )
 
+RULES = "E4,E7,E9,F"
+"""Ruff's long-standing default selection: import, statement and syntax errors, pyflakes."""
 RUFF_ARGV = (
     "python3",
     "-m",
@@ -31,6 +35,8 @@ RUFF_ARGV = (
     "--output-format",
     "json",
     "--no-cache",
+    "--select",
+    RULES,
     "--target-version",
     "py311",
     "--",
