@@ -6,6 +6,7 @@ Shared by `ooda run`, `ooda eval` and `ooda ci`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import tempfile
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from tasks.loader import Task
 
 if TYPE_CHECKING:
     from agent.sandbox import SandboxBackend
+    from agent.verify import TaskVerifier
 
 
 @dataclass
@@ -154,7 +156,7 @@ def run_task(
         work_root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ooda-")))
         verifier = TaskVerifier(task, backend, work_root)
         stack.callback(verifier.close)
-        task = derive_test_lists(task, verifier)
+        task = verifier.task = derive_test_lists(task, verifier)
         log = RunLog(options.runs_dir, run_id or new_run_id(task.id))
         if show_progress and console is not None:
             from agent.progress import RunProgress
@@ -168,7 +170,24 @@ def run_task(
     raise AssertionError("unreachable")
 
 
-def derive_test_lists(task: Task, verifier: object) -> Task:
-    """With only a test command, tests failing on the base become fail_to_pass, passing ones
-    pass_to_pass. (The same derivation serves `ooda ci`.)"""
-    return task
+def derive_test_lists(task: Task, verifier: TaskVerifier) -> Task:
+    """With only a test command, the tests that fail on the base become fail_to_pass and the
+    ones that pass pass_to_pass (shared by `ooda run` and `ooda ci`).
+
+    A command that is not a pytest run, or a base run that hangs or leaves no report, keeps the
+    task graded by the command's exit code alone."""
+    from verifiers.pytest_check import TestRunError
+
+    if task.fail_to_pass or not task.test_cmd:
+        return task
+    try:
+        outcomes = verifier.run_base_tests(task.test_cmd)
+    except (ValueError, TestRunError):
+        return task
+    failing = sorted(t for t, outcome in outcomes.items() if outcome in ("failed", "error"))
+    passing = sorted(t for t, outcome in outcomes.items() if outcome == "passed")
+    if not failing:
+        raise UsageError(
+            f"every test of {task.test_cmd!r} passes on the unpatched code: nothing to fix"
+        )
+    return dataclasses.replace(task, fail_to_pass=failing, pass_to_pass=passing)
