@@ -101,7 +101,12 @@ def is_task_dir(path: Path) -> bool:
 
 
 def load_task(path: Path) -> Task:
-    """Read the task directory `path` (holding task.toml) and validate it; UsageError if bad."""
+    """Read the task directory `path` (holding task.toml) and validate it; UsageError if bad.
+
+    `path` may also name the task.toml file itself.
+    """
+    if path.name == TASK_FILE and path.is_file():
+        path = path.parent
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
     if not path.is_dir():

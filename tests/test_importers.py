@@ -248,6 +248,9 @@ def test_only_selects_and_checks_names(tmp_path: Path) -> None:
 
 
 def test_bad_sources(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UsageError, match="not a directory"):
+        import_quixbugs(QUIXBUGS, tmp_path / "file", only=["gcd"])
     with pytest.raises(UsageError, match="not a directory"):
         import_quixbugs(tmp_path / "missing", tmp_path / "out")
     with pytest.raises(UsageError, match="not a QuixBugs checkout"):

@@ -109,6 +109,11 @@ def test_auto_detected_requirements_and_replay(tmp_path: Path) -> None:
     assert task.replay == root.resolve() / "replay.jsonl"
 
 
+def test_task_toml_path_names_its_directory(tmp_path: Path) -> None:
+    root = make_task(tmp_path / "gcd", MINIMAL)
+    assert load_task(root / "task.toml").id == "gcd"
+
+
 def test_test_cmd_alone_is_enough(tmp_path: Path) -> None:
     task = load_task(make_task(tmp_path / "t", 'statement = "s"\ntest_cmd = "make test"\n'))
     assert task.fail_to_pass == [] and task.test_cmd == "make test"
