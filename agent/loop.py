@@ -460,7 +460,9 @@ class Loop:
                 "completion": self.budget.completion_tokens,
             },
             "time_to_first_pass_s": self.budget.since_start(winner.t_verified) if winner else None,
-            "sandbox": getattr(self.verifier, "backend_name", None),
+            "sandbox": getattr(getattr(self.verifier, "backend", None), "name", None),
+            "fail_to_pass": list(self.task.fail_to_pass),
+            "pass_to_pass": list(self.task.pass_to_pass),
         }
 
 

@@ -45,7 +45,7 @@ class RunProgress:
             self.round = max(self.round, attempt.round)
             if state in ("passed", "failed", "invalid_edit", "timeout", "error"):
                 line = Text(f"  {attempt.attempt_id:<7} ", style="dim")
-                line.append(f"{state:<12}", style=STATE_STYLE.get(state, ""))
+                line.append(f"{state:<13}", style=STATE_STYLE.get(state, ""))
                 line.append(attempt.reason.splitlines()[0][:100] if attempt.reason else "")
                 self._live.console.print(line)
         self._live.update(self._render())
