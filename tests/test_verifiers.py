@@ -410,3 +410,25 @@ def test_full_cascade_on_a_real_repo(repo: Path, tmp_path: Path) -> None:
     results = run_cascade(LocalSandbox(repo), check, default_verifiers(True, False))
     assert [(r.name, r.status) for r in results] == [("syntax", "passed"), ("ruff", "failed")]
     assert "F401" in results[-1].summary
+
+
+def test_mypy_that_cannot_run_on_the_base_either_is_skipped(tmp_path: Path) -> None:
+    config = {"mypy.ini": "[mypy]\nplugins = no_such_plugin_module\n"}
+    base = LocalSandbox(write(tmp_path / "base", {**config, "m.py": "x = 1\n"}))
+    cand = LocalSandbox(write(tmp_path / "cand", {**config, "m.py": "x = 2\n"}))
+    mypy = MypyVerifier()
+    check = CheckSpec(changed_files=["m.py"])
+    check.baseline["mypy"] = mypy.baseline(base, check)
+    assert check.baseline["mypy"].failed  # type: ignore[attr-defined]
+    assert mypy.verify(cand, check).status == "skipped"
+    check.baseline["mypy"] = Baseline(files={"m.py": []})
+    assert mypy.verify(cand, check).status == "failed"
+    assert mypy.verify(cand, CheckSpec(changed_files=["m.py"])).status == "error"
+
+
+def test_tool_paths_are_made_repo_relative() -> None:
+    from verifiers import relative_to_workdir
+
+    assert relative_to_workdir("/ws/pkg/m.py", "/ws") == "pkg/m.py"
+    assert relative_to_workdir("./pkg/m.py", "/ws") == "pkg/m.py"
+    assert relative_to_workdir("/private/ws/pkg/m.py", "/ws", ["m.py", "pkg/m.py"]) == "pkg/m.py"

@@ -55,14 +55,18 @@ def python_files(workspace: Path, changed: Sequence[str]) -> list[str]:
     return found
 
 
-def relative_to_workdir(filename: str, workdir: str) -> str:
-    """A tool's file name as a repo-relative POSIX path (tools print absolute ones sometimes)."""
+def relative_to_workdir(filename: str, workdir: str, files: Sequence[str] = ()) -> str:
+    """A tool's file name as a repo-relative POSIX path (tools print absolute ones sometimes,
+    possibly through a resolved symlink: then the longest of `files` it ends with is used)."""
     path = PurePosixPath(filename)
     if path.is_absolute():
-        try:
-            return path.relative_to(workdir).as_posix()
-        except ValueError:
-            return filename
+        for root in dict.fromkeys([workdir, os.path.realpath(workdir)]):
+            try:
+                return path.relative_to(root).as_posix()
+            except ValueError:
+                pass
+        suffixes = [f for f in files if filename.endswith("/" + f)]
+        return max(suffixes, key=len) if suffixes else filename
     text = path.as_posix()
     return text[2:] if text.startswith("./") else text
 

@@ -61,16 +61,19 @@ def run_mypy(sandbox: Sandbox, files: list[str], timeout_s: float) -> tuple[list
             continue
         diags.append(
             Diagnostic(
-                file=relative_to_workdir(str(item.get("file", "")), sandbox.workdir),
+                file=relative_to_workdir(str(item.get("file", "")), sandbox.workdir, files),
                 line=int(item.get("line") or 0),
                 column=int(item.get("column") or 0),
                 code=str(item.get("code") or "mypy"),
                 message=str(item.get("message", "")),
             )
         )
-    if result.exit_code == 0 or (parsed and result.exit_code in (1, 2)):
+    if result.exit_code == 0 or (parsed and result.exit_code == 1):
         return diags, result.output
-    raise ToolFailure(f"mypy failed (exit code {result.exit_code}):\n{tail(result.output)}")
+    # exit code 2: a blocking error (bad configuration, a plugin that does not load, a module
+    # found twice, a crash); the syntax stage has already caught syntax errors
+    shown = "\n".join(d.render() for d in diags) or result.output
+    raise ToolFailure(f"mypy failed (exit code {result.exit_code}):\n{tail(shown)}")
 
 
 class MypyVerifier:

@@ -292,7 +292,7 @@ def run_pytest_ids(sandbox: Sandbox, ids: Sequence[str], timeout_s: float) -> Te
 def _not_found(output: str, workdir: str, wanted: Sequence[str]) -> list[str]:
     missing = []
     for match in _NOT_FOUND.finditer(output):
-        path = normalize_id(relative_to_workdir(match.group(1), workdir.rstrip("/")))
+        path = normalize_id(relative_to_workdir(match.group(1), workdir.rstrip("/"), wanted))
         if path in wanted:
             missing.append(path)
     return missing

@@ -70,7 +70,7 @@ def run_ruff(sandbox: Sandbox, files: list[str], timeout_s: float) -> tuple[list
         location = item.get("location") or {}
         diags.append(
             Diagnostic(
-                file=relative_to_workdir(str(item.get("filename", "")), sandbox.workdir),
+                file=relative_to_workdir(str(item.get("filename", "")), sandbox.workdir, files),
                 line=int(location.get("row") or 0),
                 column=int(location.get("column") or 0),
                 code=str(item.get("code") or item.get("name") or "ruff"),
