@@ -95,6 +95,17 @@ def test_timeout_gives_timed_out_result(any_box: Sandbox) -> None:
     assert after.exit_code == 0 and after.output == "again\n"
 
 
+def test_close_ends_a_running_command(box: Sandbox) -> None:
+    closer = threading.Timer(1.0, box.close)
+    closer.start()
+    started = time.monotonic()
+    result = box.run(["sleep", "30"], timeout_s=30)
+    closer.join()
+    assert time.monotonic() - started < 10
+    assert result.exit_code != 0
+    assert box.run(["true"], timeout_s=10).exit_code == 125  # closed sandboxes refuse
+
+
 @pytest.mark.parametrize("name", ISOLATED)
 def test_requirements_are_installed_offline(name: str, tmp_path: Path) -> None:
     requirements = tmp_path / "requirements.txt"

@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -205,6 +206,7 @@ class BwrapSandbox:
         else:
             self._lease = Lease(workspace, os.getuid(), os.getgid())
         self._closed = False
+        self._one_at_a_time = threading.Lock()  # each run ends by killing the uid's processes
 
     def _argv(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
         root, work = str(self.rootfs), str(self.workspace.resolve())
@@ -237,17 +239,21 @@ class BwrapSandbox:
         env: Mapping[str, str] | None = None,
         cap_bytes: int = DEFAULT_CAP_BYTES,
     ) -> ExecResult:
-        if self._closed:
-            return ExecResult(125, "sandbox unusable: it was closed", 0.0)
-        result = run_process(self._argv(argv, env or {}), cwd="/", env=HOST_ENV,
-                             timeout_s=timeout_s, cap_bytes=cap_bytes)
-        if self._uid is not None:
-            _sweep_uid(self._uid.uid)
-        return result
+        with self._one_at_a_time:
+            if self._closed:
+                return ExecResult(125, "sandbox unusable: it was closed", 0.0)
+            result = run_process(self._argv(argv, env or {}), cwd="/", env=HOST_ENV,
+                                 timeout_s=timeout_s, cap_bytes=cap_bytes)
+            if self._uid is not None:
+                _sweep_uid(self._uid.uid)
+            return result
 
     def close(self) -> None:
         self._closed = True
-        self._lease.release()
         if self._uid is not None:
-            self._uid.release()
-            self._uid = None
+            _sweep_uid(self._uid.uid)  # ends a command still running in another thread
+        with self._one_at_a_time:
+            self._lease.release()
+            if self._uid is not None:
+                self._uid.release()
+                self._uid = None

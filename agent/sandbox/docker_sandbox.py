@@ -185,6 +185,8 @@ class DockerSandbox:
         self.workspace = workspace
         self._api = client.api
         self._broken: str | None = None
+        self._closed = False
+        self._one_at_a_time = threading.Lock()  # each run ends by killing every other process
         self._env = dict(BASE_ENV)
         if with_requirements:
             self._env["PYTHONPATH"] = image.REQS_MOUNT
@@ -227,9 +229,17 @@ class DockerSandbox:
         env: Mapping[str, str] | None = None,
         cap_bytes: int = DEFAULT_CAP_BYTES,
     ) -> ExecResult:
+        with self._one_at_a_time:
+            return self._run(argv, timeout_s, env or {}, cap_bytes)
+
+    def _run(
+        self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str], cap_bytes: int
+    ) -> ExecResult:
         import docker.errors
 
         start = time.monotonic()
+        if self._closed:
+            return ExecResult(125, "sandbox unusable: it was closed", 0.0)
         if self._broken:
             return ExecResult(125, f"sandbox unusable: {self._broken}", 0.0)
         command = ["/usr/bin/python3", "-I", "-S", "-c", SUPERVISOR, f"{timeout_s:.3f}",
@@ -237,7 +247,7 @@ class DockerSandbox:
         try:
             exec_id = self._api.exec_create(
                 self.container_id, command, stdout=True, stderr=True, stdin=False, tty=False,
-                environment={**self._env, **(env or {})}, workdir=self.workdir, user=self._user,
+                environment={**self._env, **env}, workdir=self.workdir, user=self._user,
             )["Id"]
             stream = self._api.exec_start(exec_id, stream=True)
         except docker.errors.DockerException as exc:
@@ -261,7 +271,11 @@ class DockerSandbox:
             stream.close()
             reader.join(5.0)
             return ExecResult(None, buffer.text(), time.monotonic() - start, timed_out=True)
-        code = self._exit_code(exec_id)
+        try:
+            code = self._exit_code(exec_id)
+        except docker.errors.DockerException as exc:  # closed or killed meanwhile
+            self._broken = self._broken or f"the container went away ({exc})"
+            code = 125
         duration = time.monotonic() - start
         if code == 124 and duration >= timeout_s:
             return ExecResult(None, buffer.text(), duration, timed_out=True)
@@ -287,8 +301,8 @@ class DockerSandbox:
     def close(self) -> None:
         import docker.errors
 
-        if self._broken != "closed":
-            self._broken = "closed"
+        if not self._closed:
+            self._closed = True
             try:
                 self._api.remove_container(self.container_id, force=True)
             except docker.errors.DockerException:

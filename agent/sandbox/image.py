@@ -331,9 +331,12 @@ def image_exists(client: Any, tag: str) -> bool:
 
 
 def ensure_docker_image(client: Any, *, force: bool = False, log: Log = stderr_log) -> str:
-    """Import the rootfs into Docker as `ooda-sandbox:<hash>` unless it is already there."""
+    """Import the rootfs into Docker as `ooda-sandbox:<hash>` unless it is already there
+    (`force`: import again; the rootfs itself is rebuilt only by build_rootfs(force=True))."""
     tag = image_tag()
-    root = build_rootfs(force=force, log=log)
+    if not force and image_exists(client, tag):
+        return tag
+    root = build_rootfs(log=log)
     with _locked("docker-image"):
         if not force and image_exists(client, tag):
             return tag
