@@ -329,6 +329,8 @@ def sandbox_name() -> str | None:
     try:
         backend = get_backend(None)
     except InfraError as exc:
+        if os.environ.get("OODA_REQUIRE_SANDBOXES") == "1":
+            pytest.fail(f"OODA_REQUIRE_SANDBOXES=1 but no sandbox works: {exc}")
         pytest.skip(f"no sandbox on this machine: {exc}")
     name = backend.name
     backend.close()
