@@ -22,7 +22,7 @@ import pytest
 from sandbox_helpers import backend_or_skip, open_sandbox, py
 
 from agent.doctor import diagnose
-from agent.errors import UsageError
+from agent.errors import InfraError, UsageError
 from agent.protocols import Sandbox
 from agent.sandbox import build_image, cleanup_leftovers, get_backend, image
 
@@ -125,6 +125,14 @@ def test_get_backend_names() -> None:
     auto = get_backend()  # Docker answers here, so auto picks it
     assert auto.name == "docker"
     auto.close()
+
+
+def test_auto_falls_back_to_bwrap_without_docker(monkeypatch: pytest.MonkeyPatch) -> None:
+    backend_or_skip("bwrap")
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(InfraError, match="Docker engine not answering"):
+        get_backend("docker")
+    assert get_backend("auto").name == "bwrap"
 
 
 def test_build_image_is_cached() -> None:
