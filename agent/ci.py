@@ -76,6 +76,8 @@ class CiOptions:
     review: bool = False
     push_branch: bool = False
     task_id: str | None = None
+    requirements: Path | None = None
+    """Third-party packages the repository's tests need in the sandbox (requirements.txt)."""
     verifiers: VerifierOptions = field(default_factory=VerifierOptions)
 
 
@@ -225,8 +227,11 @@ class RepoFiles:
 
 
 def reproduce(task: Task, backend: SandboxBackend) -> FailureReport:
-    """Run the task's test command on the base in the sandbox (the derivation shared with
-    `ooda run --test-cmd`) and report what failed."""
+    """Run the task's test command on the base in the sandbox, through the derivation shared
+    with `ooda run --test-cmd` (`agent.runner.derive_test_lists`), and report what failed.
+
+    A command that is not a pytest run gives no per-test outcomes: the report then has no
+    test ids, and candidates are graded by the command's exit status."""
     from agent.runner import derive_test_lists
     from agent.verify import TaskVerifier
 
@@ -236,26 +241,12 @@ def reproduce(task: Task, backend: SandboxBackend) -> FailureReport:
             derived = derive_test_lists(task, verifier)
         finally:
             verifier.close()
-    failures = [
-        FailedTest(test_id, bound(message, MESSAGE_CHARS))
-        for test_id, message in _derived_messages(derived).items()
-    ]
-    known = {f.test_id for f in failures}
-    failures += [FailedTest(t, "") for t in derived.fail_to_pass if t not in known]
     return FailureReport(
         fail_to_pass=list(derived.fail_to_pass),
         pass_to_pass=list(derived.pass_to_pass),
-        failures=[f for f in failures if f.test_id in derived.fail_to_pass],
+        failures=[FailedTest(t, "") for t in derived.fail_to_pass],
         source=f"`{task.test_cmd}`",
     )
-
-
-def _derived_messages(task: Task) -> dict[str, str]:
-    """Failure text per test id, when the derivation kept it on the task."""
-    messages = getattr(task, "failure_messages", None)
-    if isinstance(messages, Mapping):
-        return {str(k): str(v) for k, v in messages.items()}
-    return {}
 
 
 # --------------------------------------------------------------------------- statement
@@ -265,16 +256,20 @@ def build_statement(
     report: FailureReport, event: PullRequestEvent, test_cmd: str | None = None
 ) -> str:
     """The issue text given to the model: the pull request, then each failure (bounded)."""
-    lines = [
-        f"The CI tests of this repository fail: {len(report.fail_to_pass)} failing test(s) "
-        f"(from {report.source}). Fix the code so that they pass; do not edit the tests.",
-    ]
+    if report.fail_to_pass:
+        head = (f"The CI tests of this repository fail: {len(report.fail_to_pass)} failing "
+                f"test(s) (from {report.source}). Fix the code so that they pass; do not edit "
+                "the tests.")
+    else:
+        head = (f"The CI test command {report.source} fails. Fix the code so that it passes; "
+                "do not edit the tests.")
+    lines = [head]
     if event.number or event.title:
         lines += ["", f"Pull request{f' #{event.number}' if event.number else ''}: "
                   f"{(event.title or '').strip()}"]
         if event.body and event.body.strip():
             lines += ["", bound(event.body.strip(), PR_BODY_CHARS)]
-    lines += ["", "Failing tests:"]
+    lines += ["", "Failing tests:"] if report.failures else []
     used = 0
     shown = 0
     for failure in report.failures:
@@ -390,7 +385,11 @@ def render_comment(
         lines.append("### ooda: suggested fix for the failing tests (verified)")
     else:
         lines.append("### ooda: no verified fix for the failing tests")
-    lines += ["", f"**What failed** ({len(report.fail_to_pass)} test(s), from {report.source}):"]
+    if report.fail_to_pass:
+        lines += ["", f"**What failed** ({len(report.fail_to_pass)} test(s), "
+                      f"from {report.source}):"]
+    else:
+        lines += ["", f"**What failed**: {report.source} (no per-test report)."]
     for failure in report.failures[:COMMENT_TESTS]:
         first = next((ln.strip() for ln in failure.message.splitlines() if ln.strip()), "")
         lines.append(f"- `{failure.test_id}`" + (f": {_inline(first, 160)}" if first else ""))
@@ -498,7 +497,7 @@ def run_ci(
     _check_inputs(ci, repo)
     run_options.validate()
     event = event_from_env(env)
-    branch = current_branch(repo, event, env) if (repo / ".git").exists() else None
+    branch = current_branch(repo, event, env)
     if branch and branch.startswith(BRANCH_PREFIX):
         reason = f"branch {branch} is an ooda fix branch: not running on it"
         return CiOutcome("skipped", reason, {}, ci.out, "", [], skipped=reason)
@@ -517,6 +516,7 @@ def run_ci(
         test_cmd=ci.test_cmd,
         verifiers=ci.verifiers,
         task_id=ci.task_id,
+        requirements=ci.requirements,
     ) if ci.test_cmd else None
 
     with _backend_scope(run_options, backend) as the_backend:
@@ -526,7 +526,7 @@ def run_ci(
             assert task is not None
             say(f"Reproducing the failure with `{ci.test_cmd}` in the sandbox...")
             report = (reproduce_fn or reproduce)(task, the_backend)
-        if not report.fail_to_pass:
+        if not report.fail_to_pass and not ci.test_cmd:
             raise UsageError(f"no failing test in {report.source}: nothing to fix")
         statement = build_statement(report, event, ci.test_cmd)
         task = task_from_repo(
@@ -537,6 +537,7 @@ def run_ci(
             test_cmd=ci.test_cmd,
             verifiers=ci.verifiers,
             task_id=ci.task_id,
+            requirements=ci.requirements,
         )
         if run_task_fn is None:
             from agent.runner import run_task

@@ -89,6 +89,10 @@ def ci(
     task_id: Annotated[
         str | None, typer.Option("--task-id", help="Task id (default: the repository's name).")
     ] = None,
+    requirements: Annotated[
+        Path | None,
+        typer.Option("--requirements", help="requirements.txt the tests need in the sandbox."),
+    ] = None,
     no_ruff: Annotated[bool, typer.Option("--no-ruff", help="Skip the ruff verifier.")] = False,
     no_mypy: Annotated[bool, typer.Option("--no-mypy", help="Skip the mypy verifier.")] = False,
     verifier_timeout: Annotated[
@@ -120,6 +124,7 @@ def ci(
         review=review,
         push_branch=push_branch,
         task_id=task_id,
+        requirements=requirements,
         verifiers=verifiers,
     )
     run_options = RunOptions(

@@ -319,8 +319,11 @@ def current_branch(repo: Path, event: PullRequestEvent, env: Mapping[str, str]) 
     for value in (env.get("GITHUB_HEAD_REF"), event.head_branch, env.get("GITHUB_REF_NAME")):
         if value:
             return value
-    done = git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
-    return done.stdout.strip() or None if done.returncode == 0 else None
+    try:
+        done = git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    except InfraError:  # no git at all: no branch to go by
+        return None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
 
 
 def push_fix_branch(repo: Path, patch: str, message: str) -> str:
