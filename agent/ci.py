@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
-from agent.errors import UsageError
+from agent.errors import InfraError, UsageError
 from agent.github import (
     BRANCH_PREFIX,
     COMMENT_MARKER,
@@ -505,7 +505,7 @@ def run_ci(
     if ci.post == "github":
         target = target_from_env(ci.pr, event, env)
     if ci.push_branch:
-        git(repo, "rev-parse", "--verify", "HEAD")
+        _check_pushable(repo)
     ci.out.mkdir(parents=True, exist_ok=True)
 
     task = task_from_repo(
@@ -550,11 +550,17 @@ def run_ci(
 
     outcome = _write_outputs(ci, report, result, log.dir)
     if result.winner is not None and ci.push_branch:
-        title = f"ooda: fix {len(report.fail_to_pass)} failing test(s)"
-        outcome.branch = push_fix_branch(repo, result.winner.patch, title)
-        outcome.comment = render_comment(report, result, branch=outcome.branch, run_dir=log.dir)
-        write_atomic(ci.out / "comment.md", outcome.comment)
-        say(f"Pushed the fix as branch {outcome.branch}.")
+        title = f"ooda: fix {len(report.fail_to_pass) or 'the'} failing test(s)"
+        try:
+            outcome.branch = push_fix_branch(repo, result.winner.patch, title)
+        except InfraError as exc:  # the suggestion stands; the comment says how to apply it
+            outcome.warnings.append(f"fix branch not pushed: {exc}")
+            say(f"[yellow]Fix branch not pushed:[/yellow] {exc}")
+        else:
+            outcome.comment = render_comment(report, result, branch=outcome.branch,
+                                             run_dir=log.dir)
+            write_atomic(ci.out / "comment.md", outcome.comment)
+            say(f"Pushed the fix as branch {outcome.branch}.")
     if target is not None:
         _post(target, ci, event, repo, outcome, say)
     write_json_atomic(ci.out / "result.json", outcome.as_json())
@@ -575,6 +581,21 @@ def _check_inputs(ci: CiOptions, repo: Path) -> None:
         raise UsageError(f"--post must be 'github' (got {ci.post!r})")
     if ci.review and ci.post != "github":
         raise UsageError("--review posts review suggestions: it needs --post github")
+
+
+def _check_pushable(repo: Path) -> None:
+    """--push-branch needs a git checkout with a commit and an `origin` to push to."""
+    checks = [
+        (("rev-parse", "--verify", "--quiet", "HEAD"), "is not a git checkout with a commit"),
+        (("remote", "get-url", "origin"), "has no 'origin' remote to push to"),
+    ]
+    for args, problem in checks:
+        try:
+            ok = git(repo, *args, check=False).returncode == 0
+        except InfraError:
+            ok = False
+        if not ok:
+            raise UsageError(f"--push-branch: {repo} {problem}")
 
 
 @contextlib.contextmanager

@@ -138,7 +138,8 @@ def invoke(argv: list[str], capsys: pytest.CaptureFixture[str],
     """Run `ooda ci ...` through the real entry point (exit codes, one-line errors)."""
     import agent.cli as cli
 
-    if not any(c.name == "ci" for c in cli.app.registered_commands):
+    names = {c.name or getattr(c.callback, "__name__", "") for c in cli.app.registered_commands}
+    if "ci" not in names:
         from agent.cli_ci import ci
 
         cli.app.command("ci")(ci)  # until agent/cli.py registers it
@@ -381,6 +382,18 @@ def test_push_branch_in_a_temporary_clone(
     assert sh(origin, "git", "rev-parse", f"{outcome.branch}~1").strip() == head
     assert sh(repo, "git", "status", "--porcelain") == "" and snapshot(repo) == before
     assert sh(repo, "git", "branch", "--list", "ooda-fix/*") == ""
+
+
+def test_push_branch_problems(repo: Path, tmp_path: Path) -> None:
+    options = CiOptions(repo=repo, junit=[junit_of(repo, tmp_path / "r.xml")],
+                        out=tmp_path / "out", push_branch=True)
+    with pytest.raises(UsageError, match="no 'origin' remote"):
+        fake_ci(options, tmp_path)
+    sh(repo, "git", "remote", "add", "origin", str(tmp_path / "gone.git"))
+    outcome, _ = fake_ci(options, tmp_path)  # the push fails: a warning, the fix still stands
+    assert outcome.exit_code == 0 and outcome.branch is None
+    assert "fix branch not pushed" in outcome.warnings[0]
+    assert (tmp_path / "out" / "suggestion.diff").is_file()
 
 
 def test_does_not_run_on_its_own_branches(
