@@ -276,6 +276,8 @@ class DockerSandbox:
         except docker.errors.DockerException as exc:  # closed or killed meanwhile
             self._broken = self._broken or f"the container went away ({exc})"
             code = 125
+        if code is None:  # the engine never reported an exit status
+            code = 125
         duration = time.monotonic() - start
         if code == 124 and duration >= timeout_s:
             return ExecResult(None, buffer.text(), duration, timed_out=True)
