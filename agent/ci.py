@@ -391,7 +391,7 @@ def render_comment(
     else:
         lines += ["", f"**What failed**: {report.source} (no per-test report)."]
     for failure in report.failures[:COMMENT_TESTS]:
-        first = next((ln.strip() for ln in failure.message.splitlines() if ln.strip()), "")
+        first = _headline(failure.message)
         lines.append(f"- `{failure.test_id}`" + (f": {_inline(first, 160)}" if first else ""))
     if len(report.failures) > COMMENT_TESTS:
         lines.append(f"- ... and {len(report.failures) - COMMENT_TESTS} more")
@@ -429,6 +429,13 @@ def render_comment(
         lines += ["", f"<sub>ooda run `{run_dir.name}`</sub>"]
     text = "\n".join(lines) + "\n"
     return text if len(text) <= MAX_COMMENT_CHARS else text[: MAX_COMMENT_CHARS - 40] + "\n...\n"
+
+
+def _headline(message: str) -> str:
+    """The line of a failure that says most: pytest's first `E` line, else the first one."""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    errors = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
+    return errors[0] if errors else (lines[0] if lines else "")
 
 
 def _verifier_marks(attempt: Attempt) -> str:
