@@ -159,21 +159,24 @@ def bar_chart(items: Sequence[tuple[str, float]], *, title: str, x_label: str, y
         return H - MB - (H - MT - MB) * y / y_hi
 
     parts = _axes([], y_ticks, x_label, y_label, y_percent, lambda x: 0.0, y_of)
+    bar = min(slot * 0.6, 56.0)
     for i, (label, value) in enumerate(items):
-        x = ML + slot * i + slot * 0.2
+        mid = ML + slot * (i + 0.5)
         top = y_of(value)
-        parts.append(f'<rect x="{x:.1f}" y="{top:.1f}" width="{slot * 0.6:.1f}" '
+        parts.append(f'<rect x="{mid - bar / 2:.1f}" y="{top:.1f}" width="{bar:.1f}" '
                      f'height="{H - MB - top:.1f}" fill="{COLORS["line"]}"/>')
         shown = fmt_pct(value) if y_percent else fmt_num(value)
-        parts.append(f'<text x="{x + slot * 0.3:.1f}" y="{top - 4:.1f}" text-anchor="middle" '
+        parts.append(f'<text x="{mid:.1f}" y="{top - 4:.1f}" text-anchor="middle" '
                      f'font-size="11">{shown}</text>')
-        parts.append(f'<text x="{x + slot * 0.3:.1f}" y="{H - MB + 16}" text-anchor="middle" '
+        parts.append(f'<text x="{mid:.1f}" y="{H - MB + 16}" text-anchor="middle" '
                      f'font-size="11">{_e(label)}</text>')
     return _svg(parts, title)
 
 
-def stacked_bar(parts_in: Mapping[str, float], *, title: str, unit: str = "s") -> str:
+def stacked_bar(parts_in: Mapping[str, float], *, title: str, unit: str = "s",
+                labels: Mapping[str, str] | None = None) -> str:
     """One horizontal bar split into named parts, with a legend (e.g. where time went)."""
+    labels = labels or {}
     total = sum(max(0.0, v) for v in parts_in.values())
     parts: list[str] = []
     x, y, width, height = float(ML), 40, W - ML - MR, 36
@@ -193,9 +196,13 @@ def stacked_bar(parts_in: Mapping[str, float], *, title: str, unit: str = "s") -
         share = max(0.0, value) / total if total > 0 else 0.0
         parts.append(f'<rect x="{ML}" y="{ly - 11}" width="12" height="12" '
                      f'fill="{COLORS.get(name, "#757575")}"/>')
-        parts.append(f'<text x="{ML + 18}" y="{ly}" font-size="12">{_e(name)}: '
-                     f"{value:,.1f} {unit} ({100 * share:.0f}%)</text>")
-    return _svg(parts, title)
+        parts.append(f'<text x="{ML + 18}" y="{ly}" font-size="12">'
+                     f"{_e(labels.get(name, name))}: {value:,.1f} {unit} "
+                     f"({100 * share:.0f}%)</text>")
+    height = y + height + 30 + 22 * len(parts_in)
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" '
+            f'viewBox="0 0 {W} {height}" role="img" aria-label="{_e(title)}">'
+            f"<title>{_e(title)}</title>{''.join(parts)}</svg>")
 
 
 def timeline(attempts: Sequence[Mapping[str, Any]], *, title: str) -> str:
@@ -205,8 +212,8 @@ def timeline(attempts: Sequence[Mapping[str, Any]], *, title: str) -> str:
                for a in rows] + [1e-9])
     x_ticks = nice_ticks(top)
     x_hi = x_ticks[-1]
-    height = max(H, MT + MB + 14 * len(rows))
-    row_h = (height - MT - MB) / max(1, len(rows))
+    row_h = 20.0
+    height = MT + MB + row_h * max(1, len(rows))
 
     def x_of(x: float) -> float:
         return ML + (W - ML - MR) * x / x_hi
@@ -266,6 +273,10 @@ def _cards(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     return cards
 
 
+BREAKDOWN = {"generation": "generation", "verification": "verifiers running",
+             "queueing": "queueing & setup"}
+"""Legend labels of the time breakdown."""
+
 TASK_COLUMNS = ("task", "status", "attempts", "rounds", "n/c", "first pass (s)", "tokens",
                 "last failed", "wall (s)")
 
@@ -315,11 +326,10 @@ def eval_html(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) 
     out += [
         "<h2>Charts</h2>", '<div class="charts">',
         "<figure>" + step_chart(curve, title="Resolved rate against wall-clock budget",
-                                x_label="budget per task (s)", y_label="tasks resolved",
-                                x_max=float(budget) if isinstance(budget, int | float) else None)
+                                x_label="budget per task (s)", y_label="tasks resolved")
         + f"<figcaption>Fraction of all {total} tasks whose first passing candidate came "
-          "within t seconds: the resolved rate a budget of t would have given.</figcaption>"
-          "</figure>",
+          "within t seconds: the resolved rate a budget of t would have given (the run's "
+          f"budget was {fmt_num(budget)} s).</figcaption></figure>",
         "<figure>" + bar_chart([(f"k={k}", v) for k, v in pass_k], title="pass@k",
                                x_label="k candidates", y_label="pass@k")
         + "<figcaption>Unbiased pass@k (Chen et al. 2021) from the candidates verified per "
@@ -329,10 +339,12 @@ def eval_html(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) 
         + "<figcaption>Among solved tasks, the share solved within t seconds.</figcaption>"
           "</figure>",
         "<figure>" + stacked_bar(summary.get("time_breakdown_s") or {},
-                                 title="Where the candidates' time went")
-        + "<figcaption>Candidate-seconds: generating, verifiers running, and queueing "
-          "(waiting for a verification slot or a duplicate's verdict, sandbox setup). "
-          "Candidates overlap, so the sum exceeds the wall clock.</figcaption></figure>",
+                                 title="Where the candidates' time went", labels=BREAKDOWN)
+        + "<figcaption>Candidate-seconds: generating (t_generated - t_start), then verifying "
+          "(t_verified - t_generated), split into the verifiers running and the rest: "
+          "queueing for a verification slot or a duplicate's verdict, sandbox and workspace "
+          "setup, baselines. Candidates overlap, so the sum exceeds the wall clock."
+          "</figcaption></figure>",
         "</div>",
     ]
     out += ["<h2>pass@k</h2><table><tr><th>k</th><th>pass@k</th></tr>",
@@ -383,7 +395,7 @@ def eval_markdown(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any
     breakdown = summary.get("time_breakdown_s") or {}
     if breakdown:
         lines.append("- **candidate time**: " + ", ".join(
-            f"{k} {fmt_num(v)} s" for k, v in breakdown.items()))
+            f"{BREAKDOWN.get(k, k)} {fmt_num(v)} s" for k, v in breakdown.items()))
     lines.append("")
     gold = summary.get("gold_failures")
     if gold:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
@@ -134,6 +136,14 @@ def run_fake(opts: ev.EvalOptions, runner: FakeRunner) -> ev.EvalOutcome:
                        backend=FakeBackend(), model=model)  # type: ignore[arg-type]
 
 
+def assert_svgs_parse(html: str) -> None:
+    """Every inline SVG chart is well-formed XML."""
+    charts = re.findall(r"<svg.*?</svg>", html, re.S)
+    assert charts
+    for chart in charts:
+        ElementTree.fromstring(chart)
+
+
 def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
@@ -187,6 +197,7 @@ def test_eval_writes_results_summary_predictions_report(tmp_path: Path) -> None:
     assert preds[0]["model_patch"].startswith("--- a/mod.py") and preds[1]["model_patch"] == ""
     html = (out.eval_dir / "report.html").read_text()
     assert html.count("<svg") >= 4 and "t5" in html and "<script" not in html
+    assert_svgs_parse(html)
     md = (out.eval_dir / "report.md").read_text()
     assert "| task | status |" in md and "| t2 | unresolved |" in md
 
@@ -291,6 +302,7 @@ def test_report_rerenders_from_files(tmp_path: Path) -> None:
     run_dir = out.eval_dir / "tasks" / "b"
     ev.rerender_report(run_dir)
     assert "<svg" in (run_dir / "report.html").read_text()
+    assert_svgs_parse((run_dir / "report.html").read_text())
     assert "| r1c2 | passed |" in (run_dir / "report.md").read_text()
     with pytest.raises(UsageError):
         ev.rerender_report(tmp_path / "set")
