@@ -13,6 +13,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from agent.cli_ci import ci as ci_command
 from agent.errors import InfraError, UsageError
 
 app = typer.Typer(
@@ -27,6 +28,7 @@ tasks_app = typer.Typer(help="Work with task sets: import public benchmarks.", n
 sandbox_app = typer.Typer(help="Manage the sandbox image.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(sandbox_app, name="sandbox")
+app.command("ci")(ci_command)
 
 
 class Sandbox(StrEnum):

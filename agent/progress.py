@@ -72,3 +72,5 @@ class RunProgress:
     ) -> None:
         self._live.update(self._render())
         self._live.stop()
+        if not self.console.is_terminal:
+            self.console.print()  # Live leaves the last status line open off a terminal
