@@ -42,7 +42,7 @@ def eval_command(
     ] = None,
     base_url: Annotated[
         str | None,
-        typer.Option("--base-url", help="OpenAI-compatible endpoint [default: $OPENAI_BASE_URL]."),
+        typer.Option("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)."),
     ] = None,
     samples: Annotated[int, typer.Option("-n", "--samples", help="Candidates per round.")] = 4,
     rounds: Annotated[int, typer.Option("--rounds", help="Feedback rounds at most.")] = 3,
@@ -51,7 +51,7 @@ def eval_command(
     ] = 600.0,
     sandbox: Annotated[
         SandboxName | None,
-        typer.Option("--sandbox", help="Where verifiers run [default: docker, else bwrap]; "
+        typer.Option("--sandbox", help="Where verifiers run (default: docker, else bwrap); "
                      "'local' means no isolation."),
     ] = None,
     runs_dir: Annotated[
@@ -64,12 +64,12 @@ def eval_command(
     requests: Annotated[
         int | None,
         typer.Option("--requests", help="Model requests in flight at once across all tasks "
-                     "[default: samples x concurrency, at most 64]."),
+                     "(default: samples x concurrency, at most 64)."),
     ] = None,
     eval_id: Annotated[
         str | None,
-        typer.Option("--eval-id", help="Name of the evaluation directory [default: task set "
-                     "name, model and a hash of the options that change results]."),
+        typer.Option("--eval-id", help="Name of the evaluation directory (default: task set "
+                     "name, model and a hash of the options that change results)."),
     ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Finish an interrupted evaluation: skip the "
