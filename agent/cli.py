@@ -14,6 +14,21 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from agent.cli_ci import ci as ci_command
+from agent.cli_eval import eval_command, report_command
+from agent.cli_options import (
+    BaseUrlOpt,
+    JsonOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    NoMypyOpt,
+    NoRuffOpt,
+    RoundsOpt,
+    SamplesOpt,
+    SandboxOpt,
+    SelectName,
+    SelectOpt,
+    VerifierTimeoutOpt,
+)
 from agent.errors import InfraError, UsageError
 
 app = typer.Typer(
@@ -28,18 +43,9 @@ tasks_app = typer.Typer(help="Work with task sets: import public benchmarks.", n
 sandbox_app = typer.Typer(help="Manage the sandbox image.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(sandbox_app, name="sandbox")
+app.command("eval")(eval_command)
 app.command("ci")(ci_command)
-
-
-class Sandbox(StrEnum):
-    docker = "docker"
-    bwrap = "bwrap"
-    local = "local"
-
-
-class Select(StrEnum):
-    first = "first"
-    best = "best"
+app.command("report")(report_command)
 
 
 class ImportKind(StrEnum):
@@ -48,34 +54,10 @@ class ImportKind(StrEnum):
     swebench = "swebench"
 
 
-# Options shared by run, eval and ci (names fixed by the contract).
-ModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        envvar="OODA_MODEL",
-        help="Model name sent to the endpoint; 'gold' = the task's reference patch; "
-        "'replay' = the bundled endpoint replaying the task's scripted answers (offline).",
-    ),
-]
-BaseUrlOpt = Annotated[
-    str | None,
-    typer.Option("--base-url", help="OpenAI-compatible endpoint [default: $OPENAI_BASE_URL]."),
-]
-SamplesOpt = Annotated[int, typer.Option("-n", "--samples", help="Candidates per round.")]
-RoundsOpt = Annotated[int, typer.Option("--rounds", help="Feedback rounds at most.")]
 BudgetOpt = Annotated[
     float, typer.Option("--time-budget", help="Wall-clock seconds for the whole task.")
 ]
-SandboxOpt = Annotated[
-    Sandbox | None,
-    typer.Option(
-        "--sandbox",
-        help="Where verifiers run [default: docker, else bwrap]; 'local' means no isolation.",
-    ),
-]
 RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", help="Where run directories go.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable result on stdout.")]
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -112,17 +94,11 @@ def run(
         list[str] | None,
         typer.Option("--pass-to-pass", help="pytest id that must keep passing (repeat)."),
     ] = None,
-    no_ruff: Annotated[bool, typer.Option("--no-ruff", help="Skip the ruff verifier.")] = False,
-    no_mypy: Annotated[bool, typer.Option("--no-mypy", help="Skip the mypy verifier.")] = False,
-    verifier_timeout: Annotated[
-        float | None, typer.Option("--verifier-timeout", help="Seconds per verifier run.")
-    ] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", help="Token budget for the whole run.")
-    ] = None,
-    select: Annotated[
-        Select, typer.Option(help="'first' stops at the first pass; 'best' picks among a round.")
-    ] = Select.first,
+    no_ruff: NoRuffOpt = False,
+    no_mypy: NoMypyOpt = False,
+    verifier_timeout: VerifierTimeoutOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    select: SelectOpt = SelectName.first,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.8,
     concurrency: Annotated[int, typer.Option(help="Model requests in flight at once.")] = 8,
     verify_concurrency: Annotated[int, typer.Option(help="Candidates verified at once.")] = 2,
@@ -312,16 +288,23 @@ def tasks_import(
         list[str] | None, typer.Option("--only", help="Import only these ids (repeat).")
     ] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace existing task directories.")] = False,
+    repos_dir: Annotated[
+        Path | None,
+        typer.Option(help="swebench: local clones named owner__name."),
+    ] = None,
 ) -> None:
     """Convert a public benchmark into self-contained task directories."""
     from tasks import importers
 
     if not src.exists():
         raise UsageError(f"{src}: no such file or directory")
-    func = getattr(importers, f"import_{kind.value}", None)
-    if func is None:
-        raise UsageError(f"importer {kind.value} is not available yet")
-    written = func(src, dest, only=list(only) if only else None, overwrite=overwrite)
+    func = importers.IMPORTERS[kind.value]
+    extra: dict[str, object] = {}
+    if kind is ImportKind.swebench:
+        if repos_dir is None:
+            raise UsageError("tasks import swebench needs --repos-dir (clones named owner__name)")
+        extra["repos_dir"] = repos_dir
+    written = func(src, dest, only=list(only) if only else None, overwrite=overwrite, **extra)
     print(f"wrote {len(written)} task(s) to {dest}")
 
 

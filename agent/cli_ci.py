@@ -15,17 +15,23 @@ from typing import Annotated
 
 import typer
 
+from agent.cli_options import (
+    BaseUrlOpt,
+    JsonOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    NoMypyOpt,
+    NoRuffOpt,
+    RoundsOpt,
+    SamplesOpt,
+    SandboxOpt,
+    VerifierTimeoutOpt,
+)
 from agent.errors import UsageError
 
 
 class PostTarget(StrEnum):
     github = "github"
-
-
-class SandboxName(StrEnum):
-    docker = "docker"
-    bwrap = "bwrap"
-    local = "local"
 
 
 def ci(
@@ -59,33 +65,19 @@ def ci(
         bool,
         typer.Option("--push-branch", help="Push the fix to origin as branch ooda-fix/<sha>."),
     ] = False,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", envvar="OODA_MODEL", help="Model name sent to the endpoint."),
-    ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)."),
-    ] = None,
-    samples: Annotated[int, typer.Option("-n", "--samples", help="Candidates per round.")] = 4,
-    rounds: Annotated[int, typer.Option("--rounds", help="Feedback rounds at most.")] = 3,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    samples: SamplesOpt = 4,
+    rounds: RoundsOpt = 3,
     time_budget: Annotated[
         float, typer.Option("--time-budget", help="Wall-clock seconds for the whole task.")
     ] = 600.0,
-    sandbox: Annotated[
-        SandboxName | None,
-        typer.Option(
-            "--sandbox",
-            help="Where verifiers run (default: docker, else bwrap); 'local' means no isolation.",
-        ),
-    ] = None,
+    sandbox: SandboxOpt = None,
     runs_dir: Annotated[
         Path | None,
         typer.Option("--runs-dir", help="Where run directories go (default: OUT/runs)."),
     ] = None,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Machine-readable result on stdout.")
-    ] = False,
+    json_out: JsonOpt = False,
     task_id: Annotated[
         str | None, typer.Option("--task-id", help="Task id (default: the repository's name).")
     ] = None,
@@ -93,14 +85,10 @@ def ci(
         Path | None,
         typer.Option("--requirements", help="requirements.txt the tests need in the sandbox."),
     ] = None,
-    no_ruff: Annotated[bool, typer.Option("--no-ruff", help="Skip the ruff verifier.")] = False,
-    no_mypy: Annotated[bool, typer.Option("--no-mypy", help="Skip the mypy verifier.")] = False,
-    verifier_timeout: Annotated[
-        float | None, typer.Option("--verifier-timeout", help="Seconds per verifier run.")
-    ] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", help="Token budget for the whole run.")
-    ] = None,
+    no_ruff: NoRuffOpt = False,
+    no_mypy: NoMypyOpt = False,
+    verifier_timeout: VerifierTimeoutOpt = None,
+    max_tokens: MaxTokensOpt = None,
 ) -> None:
     """Suggest a verified fix for a failing CI job (and post it to the pull request)."""
     from rich.console import Console

@@ -1,33 +1,24 @@
 """The `ooda eval` and `ooda report` commands, registered on the app in agent/cli.py.
 
-The option declarations mirror agent/cli.py's shared ones (same names and meanings) so that
-this module does not import agent.cli (which imports it). `python -m agent.cli_eval ...`
-runs the full `ooda` command line with these two commands registered, for when they are not
-(yet) registered in agent/cli.py.
+Shared options come from agent/cli_options.py.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from agent.cli_options import (
+    BaseUrlOpt,
+    RoundsOpt,
+    SamplesOpt,
+    SandboxOpt,
+    SelectName,
+)
 from agent.errors import UsageError
-
-
-class SandboxName(StrEnum):
-    docker = "docker"
-    bwrap = "bwrap"
-    local = "local"
-
-
-class SelectName(StrEnum):
-    first = "first"
-    best = "best"
 
 
 def eval_command(
@@ -40,20 +31,13 @@ def eval_command(
                      help="Model name sent to the endpoint; 'gold' = each task's reference "
                      "patch (harness validation); 'replay' = the tasks' scripted answers."),
     ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)."),
-    ] = None,
-    samples: Annotated[int, typer.Option("-n", "--samples", help="Candidates per round.")] = 4,
-    rounds: Annotated[int, typer.Option("--rounds", help="Feedback rounds at most.")] = 3,
+    base_url: BaseUrlOpt = None,
+    samples: SamplesOpt = 4,
+    rounds: RoundsOpt = 3,
     time_budget: Annotated[
         float, typer.Option("--time-budget", help="Wall-clock seconds per task.")
     ] = 600.0,
-    sandbox: Annotated[
-        SandboxName | None,
-        typer.Option("--sandbox", help="Where verifiers run (default: docker, else bwrap); "
-                     "'local' means no isolation."),
-    ] = None,
+    sandbox: SandboxOpt = None,
     runs_dir: Annotated[
         Path, typer.Option("--runs-dir", help="Where the evaluation directory goes.")
     ] = Path("runs"),
@@ -177,20 +161,3 @@ def report_command(
         raise UsageError(f"{path}: no such file or directory")
     for written in rerender_report(path):
         print(written)
-
-
-def register(app: typer.Typer) -> None:
-    """Add `eval` and `report` to `app` unless they are there already."""
-    names = {c.name for c in app.registered_commands}
-    if "eval" not in names:
-        app.command("eval")(eval_command)
-    if "report" not in names:
-        app.command("report")(report_command)
-
-
-if __name__ == "__main__":
-    from agent import cli
-
-    register(cli.app)
-    sys.argv[0] = "ooda"
-    cli.main()

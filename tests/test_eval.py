@@ -401,7 +401,7 @@ def test_noop_replay_model_resolves_nothing(small_set: Path, tmp_path: Path,
 
 
 def ooda(*args: str) -> list[str]:
-    return [sys.executable, "-m", "agent.cli_eval", *args]
+    return [sys.executable, "-m", "agent.cli", *args]
 
 
 @pytest.mark.slow

@@ -214,7 +214,8 @@ def test_check_reachable_accepts_any_http_answer(scripts: Path) -> None:
 
 def test_bad_api_key_is_a_clear_error(scripts: Path) -> None:
     with ReplayServer([scripts], api_key="secret") as server:
-        with pytest.raises(ModelError, match="OPENAI_API_KEY") as info:
+        # the same for every sample: bad input (exit 2), not a per-candidate error
+        with pytest.raises(UsageError, match="OPENAI_API_KEY") as info:
             complete(model_for(server.base_url, api_key="wrong"))
         assert "401" in str(info.value)
         assert server.stats["status"] == {"401": 1}  # not retried
@@ -223,7 +224,7 @@ def test_bad_api_key_is_a_clear_error(scripts: Path) -> None:
 def test_not_found_is_not_retried(scripts: Path) -> None:
     with ReplayServer([scripts]) as server:
         model = model_for(server.base_url.removesuffix("/v1") + "/wrong/v1")
-        with pytest.raises(ModelError, match="HTTP 404"):
+        with pytest.raises(UsageError, match="HTTP 404"):
             complete(model)
         assert server.stats["status"] == {"404": 1}
 

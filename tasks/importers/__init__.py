@@ -1,4 +1,4 @@
-"""Importers: public benchmarks (QuixBugs, HumanEvalFix) → self-contained task directories."""
+"""Importers: public benchmarks (QuixBugs, HumanEvalFix, SWE-bench) → self-contained task directories."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tasks.importers.humanevalfix import import_humanevalfix
 from tasks.importers.quixbugs import import_quixbugs
+from tasks.importers.swebench import import_swebench
 
 Importer = Callable[..., list[Path]]
 """`(src, dest, *, only=None, overwrite=False) -> task dirs written`."""
@@ -14,7 +15,8 @@ Importer = Callable[..., list[Path]]
 IMPORTERS: dict[str, Importer] = {
     "quixbugs": import_quixbugs,
     "humanevalfix": import_humanevalfix,
+    "swebench": import_swebench,
 }
 """Importers by the KIND name of `ooda tasks import KIND SRC DEST`."""
 
-__all__ = ["IMPORTERS", "Importer", "import_humanevalfix", "import_quixbugs"]
+__all__ = ["IMPORTERS", "Importer", "import_humanevalfix", "import_quixbugs", "import_swebench"]

@@ -5,6 +5,10 @@ from __future__ import annotations
 import difflib
 import json
 import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +41,8 @@ class TaskFiles:
     """pytest node ids or files that must keep passing."""
     timeout_s: float = 30.0
     """Per-verifier wall-clock limit."""
+    ruff: bool = True
+    """Run the ruff verifier (off when the reference fix itself adds ruff findings)."""
     comment: str = ""
     """Comment lines put at the top of task.toml (provenance)."""
 
@@ -94,7 +100,7 @@ def task_toml(files: TaskFiles) -> str:
         'gold_patch = "gold.diff"\n'
         "\n"
         "[verifiers]\n"
-        "ruff = true\n"
+        f"ruff = {'true' if files.ruff else 'false'}\n"
         "mypy = true\n"
         f"timeout_s = {timeout}\n"
     )
@@ -159,3 +165,48 @@ def select(available: Sequence[str], only: Sequence[str] | None, what: str) -> l
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise UsageError(f"unknown {what} {missing[0]!r}{hint}")
     return sorted(set(only))
+
+
+def ruff_codes(sources: dict[str, str]) -> dict[str, Counter[str]]:
+    """Ruff rule codes found in each named Python source, with the verifier's pinned rules.
+
+    One ruff run over a temporary directory; used to spot reference fixes that add findings."""
+    from verifiers.ruff_check import RULES
+
+    with tempfile.TemporaryDirectory(prefix="ooda-import-") as tmp:
+        names = {}
+        for i, (name, text) in enumerate(sources.items()):
+            path = Path(tmp) / f"f{i}.py"
+            path.write_text(text, encoding="utf-8")
+            names[str(path)] = name
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ruff",
+                "check",
+                "--isolated",
+                "--no-cache",
+                "--select",
+                RULES,
+                "--output-format",
+                "json",
+                tmp,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    found: dict[str, Counter[str]] = {name: Counter() for name in sources}
+    for item in json.loads(proc.stdout or "[]"):
+        found[names[item["filename"]]][item["code"] or "syntax"] += 1
+    return found
+
+
+def reference_adds_ruff_findings(pairs: dict[str, tuple[str, str]]) -> set[str]:
+    """Names whose (buggy, fixed) pair has ruff findings in the fix that the bug had not."""
+    codes = ruff_codes(
+        {f"{n}\0old": old for n, (old, _) in pairs.items()}
+        | {f"{n}\0new": new for n, (_, new) in pairs.items()}
+    )
+    return {n for n in pairs if codes[f"{n}\0new"] - codes[f"{n}\0old"]}

@@ -26,6 +26,7 @@ from tasks.importers.common import (
     TaskFiles,
     check_dest,
     ensure_newline,
+    reference_adds_ruff_findings,
     select,
     unified_diff,
     write_task,
@@ -101,17 +102,30 @@ def import_humanevalfix(
     names = select(list(by_name), wanted, "HumanEvalFix task")
     names.sort(key=lambda n: int(n.removeprefix(PREFIX)))
     built = [build_task(by_name[name]) for name in names]
+    # A reference fix that itself adds ruff findings (e.g. Python/141's `not x in y`) would
+    # fail its own task: such tasks run without the ruff verifier.
+    noisy = reference_adds_ruff_findings({name: solutions(by_name[name]) for name in names})
+    for task_files in built:
+        if task_files.name in noisy:
+            task_files.ruff = False
+            task_files.comment += "\nruff is off: the reference fix itself adds ruff findings."
     check_dest(dest, [t.name for t in built], overwrite)
     dest.mkdir(parents=True, exist_ok=True)
     return sorted((write_task(dest, t) for t in built), key=lambda p: p.name)
 
 
-def build_task(row: dict[str, Any]) -> TaskFiles:
-    """The task files for one HumanEvalFix row (nothing written)."""
-    name = task_name(row["task_id"])
+def solutions(row: dict[str, Any]) -> tuple[str, str]:
+    """(buggy, canonical) text of solution.py for one row."""
     declaration = row["declaration"]
     buggy = ensure_newline(declaration + row["buggy_solution"])
     canonical = ensure_newline(declaration + row["canonical_solution"])
+    return buggy, canonical
+
+
+def build_task(row: dict[str, Any]) -> TaskFiles:
+    """The task files for one HumanEvalFix row (nothing written)."""
+    name = task_name(row["task_id"])
+    buggy, canonical = solutions(row)
     return TaskFiles(
         name=name,
         statement=statement(row),
