@@ -43,12 +43,22 @@ def append_jsonl(path: Path, record: dict[str, Any], lock: threading.Lock) -> No
         os.fsync(f.fileno())
 
 
+def mark_runs_dir(runs_dir: Path) -> None:
+    """Create the runs directory with a `.gitignore` of `*` when new, so that runs written into
+    a user's checkout (the default `runs/` of `ooda run .`) leave `git status` clean."""
+    if runs_dir.exists():
+        return
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    (runs_dir / ".gitignore").write_text("# written by ooda: run directories\n*\n")
+
+
 class RunLog:
     """Everything one run leaves on disk, under runs_dir/run_id."""
 
     def __init__(self, runs_dir: Path, run_id: str) -> None:
         self.run_id = run_id
         self.dir = runs_dir / run_id
+        mark_runs_dir(runs_dir)
         (self.dir / "attempts").mkdir(parents=True, exist_ok=False)
         self.attempts_path = self.dir / "attempts.jsonl"
         self.attempts_path.touch()
