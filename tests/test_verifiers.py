@@ -247,13 +247,28 @@ def test_fake_output_without_a_report_fails(repo: Path) -> None:
 
 
 def test_exit_code_must_agree_with_the_report(repo: Path) -> None:
-    (repo / "calc.py").write_text(
-        "import atexit, os\natexit.register(lambda: os._exit(3))\n\n\n"
-        "def add(a: int, b: int) -> int:\n    return a + b\n"
+    (repo / "calc.py").write_text("def add(a: int, b: int) -> int:\n    return a + b\n")
+    (repo / "conftest.py").write_text(
+        "def pytest_sessionfinish(session):\n    session.exitstatus = 3\n"
     )
     result = pytest_check(repo, ids("test_add"))
     assert result.status == "failed"
     assert "runner exit code disagrees" in result.summary
+    # ending the process once the report is written leaves no record of the run
+    (repo / "conftest.py").write_text(
+        "import os\n\ndef pytest_unconfigure(config):\n    os._exit(0)\n"
+    )
+    result = pytest_check(repo, ids("test_add"))
+    assert result.status == "failed"
+    assert "record of the run is missing" in result.summary
+
+
+def test_atexit_handlers_of_the_code_under_test_never_run(repo: Path) -> None:
+    (repo / "calc.py").write_text(
+        "import atexit, os\natexit.register(lambda: os._exit(3))\n\n\n"
+        "def add(a: int, b: int) -> int:\n    return a + b\n"
+    )
+    assert pytest_check(repo, ids("test_add")).status == "passed"
 
 
 def test_a_hanging_test_times_out(repo: Path) -> None:

@@ -9,16 +9,24 @@ Grading (SPEC): every fail_to_pass and pass_to_pass id must have run and passed;
 means all its tests (at least one); a function id matches all its parametrizations; missing,
 skipped, xfailed or never-run tests fail. The exit code must agree with the report.
 
+Pinned runner: pytest starts under verifiers/pytest_guard.py (`python3 -s -B`: no user site,
+no bytecode), with plugin autoload off, PYTEST_ADDOPTS empty and the cache plugin off; the
+configuration files come from the trusted base (the edit policy). The guard's own record of
+the run and a fingerprint of the files that decide how tests run are cross-checked with the
+report (verifiers/integrity.py): a run the code under test tampered with fails, whatever the
+report says, and is never retried.
+
 Also here: `run_tests`, the per-test outcomes of a run, used on the unpatched code to derive
 which tests fail (fail_to_pass) and pass (pass_to_pass) there.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import re
 import shlex
-import shutil
 import stat
 import time
 import uuid
@@ -29,7 +37,8 @@ from pathlib import Path, PurePosixPath
 from junitparser import Attr, Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from agent.protocols import CheckSpec, Sandbox, VerifierResult
-from verifiers import SUMMARY_LIMIT, clip, relative_to_workdir, tail
+from agent.workspace import remove_workspace
+from verifiers import SUMMARY_LIMIT, clip, integrity, pytest_guard, relative_to_workdir, tail
 
 REPORT_DIR = ".ooda"
 MAX_REPORT_BYTES = 64 * 1024 * 1024
@@ -95,6 +104,10 @@ class TestRun:
     output: str = ""
     duration_s: float = 0.0
     commands: list[str] = field(default_factory=list)
+    cases: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(classname, name) as the JUnit report has them -> outcome (the worst one)."""
+    tampered: list[str] = field(default_factory=list)
+    """Why the run cannot be trusted (verifiers/integrity.py); empty for an honest run."""
 
 
 def _outcome(case: TestCase) -> tuple[str, str]:
@@ -155,13 +168,16 @@ def _node_id(
 
 def _read_report(workspace: Path, name: str) -> bytes | None:
     """The report's bytes, or None when it is missing, odd (a link, not a file) or too big."""
-    directory = workspace / REPORT_DIR
-    if directory.is_symlink() or not directory.is_dir():
-        return None
     try:
-        fd = os.open(directory / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        dir_fd = os.open(workspace / REPORT_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return None
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError:
+        return None
+    finally:
+        os.close(dir_fd)
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_REPORT_BYTES:
@@ -182,6 +198,9 @@ def parse_report(data: bytes, known_files: Sequence[str], workspace: Path) -> Te
             file = case.file if isinstance(case, _PytestCase) else None
             node = _node_id(classname, name, file, known_files, workspace)
             outcome, message = _outcome(case)
+            earlier = run.cases.get((classname, name))
+            if earlier is None or OUTCOME_RANK[outcome] > OUTCOME_RANK[earlier]:
+                run.cases[(classname, name)] = outcome
             previous = run.outcomes.get(node)
             if previous is None or OUTCOME_RANK[outcome] > OUTCOME_RANK[previous]:
                 run.outcomes[node] = outcome
@@ -196,10 +215,29 @@ def parse_report(data: bytes, known_files: Sequence[str], workspace: Path) -> Te
 def _reset_report_dir(workspace: Path) -> Path:
     """Remove whatever sits at .ooda (planted reports, a link) so only this run writes there."""
     directory = workspace / REPORT_DIR
-    if directory.is_symlink() or directory.is_file():
+    try:
+        info = os.lstat(directory)
+    except FileNotFoundError:
+        return directory
+    if stat.S_ISDIR(info.st_mode):
+        remove_workspace(directory)
+    else:
         directory.unlink()
-    elif directory.exists():
-        shutil.rmtree(directory)
+    return directory
+
+
+@functools.cache
+def _guard_source() -> str:
+    return Path(pytest_guard.__file__).read_text(encoding="utf-8")
+
+
+def _report_dir(workspace: Path) -> Path:
+    """A fresh .ooda/, owned like the workspace root (the sandbox user writes its reports)."""
+    directory = _reset_report_dir(workspace)
+    directory.mkdir(mode=0o755)
+    info = workspace.stat()
+    if os.geteuid() == 0 and (info.st_uid, info.st_gid) != (0, 0):
+        os.chown(directory, info.st_uid, info.st_gid)
     return directory
 
 
@@ -210,27 +248,36 @@ def run_pytest(
     *,
     env: Mapping[str, str] | None = None,
     known_files: Sequence[str] = (),
+    changed_files: Sequence[str] = (),
 ) -> TestRun:
-    """Run `python3 -m pytest <report flags> <args>` in the sandbox and read its report."""
-    directory = _reset_report_dir(sandbox.workspace)
-    name = f"junit-{uuid.uuid4().hex}.xml"
+    """Run pytest under the guard with `<report flags> <args>` in the sandbox, read its
+    report and check the run for tampering (`changed_files`: what the candidate changed)."""
+    before = integrity.manifest(sandbox.workspace)
+    directory = _report_dir(sandbox.workspace)
+    nonce = uuid.uuid4().hex
+    name = f"junit-{nonce}.xml"
     workdir = sandbox.workdir.rstrip("/") or "/"
-    in_sandbox = str(PurePosixPath(workdir) / REPORT_DIR / name)
+    in_dir = PurePosixPath(workdir) / REPORT_DIR
+    (directory / f"guard-{nonce}.py").write_text(_guard_source(), encoding="utf-8")
+    config = {"changed_files": list(changed_files)}
+    (directory / f"guard-{nonce}.json").write_text(json.dumps(config), encoding="utf-8")
     args = list(args)
     if len(args) > ARGS_FILE_THRESHOLD:
-        directory.mkdir(mode=0o755)
-        args_name = f"args-{uuid.uuid4().hex}.txt"
+        args_name = f"args-{nonce}.txt"
         (directory / args_name).write_text("\n".join(args) + "\n", encoding="utf-8")
-        args = ["@" + str(PurePosixPath(workdir) / REPORT_DIR / args_name)]
+        args = ["@" + str(in_dir / args_name)]
     argv = [
         "python3",
-        "-m",
-        "pytest",
+        "-s",
+        "-B",
+        str(in_dir / f"guard-{nonce}.py"),
+        str(in_dir / f"record-{nonce}.json"),
+        str(in_dir / f"guard-{nonce}.json"),
         "-p",
         "no:cacheprovider",
         "-o",
         "junit_family=xunit1",
-        f"--junitxml={in_sandbox}",
+        f"--junitxml={in_dir / name}",
         f"--rootdir={workdir}",
         "--continue-on-collection-errors",
         "-q",
@@ -245,14 +292,23 @@ def run_pytest(
     run.output = result.output
     run.duration_s = result.duration_s
     run.commands.append(shlex.join(argv))
-    if directory.exists() and not directory.is_symlink():
-        shutil.rmtree(directory, ignore_errors=True)
+    if not result.timed_out:
+        record = integrity.parse_record(_read_report(sandbox.workspace, f"record-{nonce}.json"))
+        changes = integrity.changed_files(before, integrity.manifest(sandbox.workspace))
+        if changes:
+            run.tampered.append(integrity.describe_files(changes))
+        if run.report_found:
+            run.tampered += integrity.cross_check(record, run.cases, result.exit_code)
+    _reset_report_dir(sandbox.workspace)
     return run
 
 
-def run_pytest_ids(sandbox: Sandbox, ids: Sequence[str], timeout_s: float) -> TestRun:
+def run_pytest_ids(
+    sandbox: Sandbox, ids: Sequence[str], timeout_s: float, changed_files: Sequence[str] = ()
+) -> TestRun:
     """Run exactly these node ids. Ids pytest cannot find are noted and the run is repeated
-    without them (one missing id would otherwise stop pytest from running any)."""
+    without them (one missing id would otherwise stop pytest from running any); a run that was
+    tampered with is never repeated."""
     deadline = time.monotonic() + timeout_s
     wanted = list(dict.fromkeys(normalize_id(i) for i in ids))
     known = list(dict.fromkeys(i.split("::", 1)[0] for i in wanted))
@@ -262,9 +318,15 @@ def run_pytest_ids(sandbox: Sandbox, ids: Sequence[str], timeout_s: float) -> Te
     carried: dict[str, str] = {}
     messages: dict[str, str] = {}
     for _attempt in range(3):
-        run = run_pytest(sandbox, extra + wanted, deadline - time.monotonic(), known_files=known)
+        run = run_pytest(
+            sandbox,
+            extra + wanted,
+            deadline - time.monotonic(),
+            known_files=known,
+            changed_files=changed_files,
+        )
         commands += run.commands
-        if run.timed_out or run.exit_code != 4:
+        if run.timed_out or run.exit_code != 4 or run.tampered:
             break
         missing = _not_found(run.output, sandbox.workdir, wanted)
         if missing:
@@ -491,6 +553,22 @@ class PytestVerifier:
         message = "the task names no tests (fail_to_pass, pass_to_pass or a test command)"
         return VerifierResult(self.name, "error", 0.0, message, message)
 
+    def _untrusted(self, run: TestRun) -> VerifierResult | None:
+        """A failed result when the run was tampered with, whatever its report says."""
+        if not run.tampered or run.timed_out:
+            return None
+        summary = clip(
+            "the test run cannot be trusted, so it counts as failed: "
+            + "; ".join(run.tampered)
+            + ". Fix the code under test; do not change how the tests are run or reported.",
+            SUMMARY_LIMIT,
+        )
+        lines = ["tampering: " + t for t in run.tampered]
+        details: dict[str, object] = {"tampered": run.tampered, "exit_code": run.exit_code}
+        return VerifierResult(
+            self.name, "failed", run.duration_s, summary, _run_log(run, lines), details
+        )
+
     def _no_report(self, run: TestRun, timeout_s: float) -> VerifierResult | None:
         if run.timed_out:
             summary = f"the tests did not finish within {timeout_s:.0f}s (a hang, an endless loop?)"
@@ -511,8 +589,8 @@ class PytestVerifier:
 
     def _verify_ids(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
         ids = list(check.fail_to_pass) + list(check.pass_to_pass)
-        run = run_pytest_ids(sandbox, ids, check.timeout_s)
-        early = self._no_report(run, check.timeout_s)
+        run = run_pytest_ids(sandbox, ids, check.timeout_s, check.changed_files)
+        early = self._untrusted(run) or self._no_report(run, check.timeout_s)
         if early:
             return early
         graded = grade(check.fail_to_pass, check.pass_to_pass, run)
@@ -544,8 +622,8 @@ class PytestVerifier:
     def _verify_pytest_cmd(
         self, sandbox: Sandbox, check: CheckSpec, args: list[str], env: dict[str, str]
     ) -> VerifierResult:
-        run = run_pytest(sandbox, args, check.timeout_s, env=env)
-        early = self._no_report(run, check.timeout_s)
+        run = run_pytest(sandbox, args, check.timeout_s, env=env, changed_files=check.changed_files)
+        early = self._untrusted(run) or self._no_report(run, check.timeout_s)
         if early:
             return early
         base = check.baseline.get(self.name)
