@@ -3,12 +3,21 @@
 The repository's own mypy configuration applies (it comes from the base: a candidate may not
 edit tool configuration); imports are followed silently so only the changed files are judged.
 Only errors the unpatched code did not already have are charged (see verifiers.Baseline).
+
+Suppression comments are not honoured: mypy reads each checked file through `--shadow-file`
+from a copy without its `# type: ignore` and `# mypy: ...` comments (found with `tokenize`, so
+strings are never touched and line numbers stay), on the base and on the candidate alike. An
+error the candidate adds and hides behind a new `# type: ignore` still counts; the base's own
+suppressed errors are in the baseline and are not charged.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import time
+import tokenize
 
 from agent.protocols import CheckSpec, Sandbox, VerifierResult
 from verifiers import (
@@ -39,9 +48,55 @@ MYPY_ARGV = (
 )
 
 
+SHADOW_DIR = ".ooda/mypy"
+"""Where the copies without suppression comments go (.ooda/: no patch may touch it)."""
+_SUPPRESSION = re.compile(r"#\s*(?:type:\s*ignore\b|mypy:)")
+
+
+def strip_suppressions(source: bytes) -> bytes | None:
+    """`source` without its `# type: ignore[...]` and `# mypy: ...` comments (the lines kept,
+    so line numbers do not move), or None when it has none or cannot be tokenized."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+        text = source.decode(encoding)
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (SyntaxError, UnicodeDecodeError, tokenize.TokenError, LookupError):
+        return None
+    lines = text.splitlines(keepends=True)
+    cut = False
+    for token in reversed(tokens):  # right to left: earlier columns stay valid
+        if token.type == tokenize.COMMENT and _SUPPRESSION.match(token.string):
+            row, col = token.start
+            line = lines[row - 1]
+            end = col + len(token.string)
+            lines[row - 1] = line[:col].rstrip(" \t") + line[end:]
+            cut = True
+    return "".join(lines).encode(encoding) if cut else None
+
+
+def _shadow_args(sandbox: Sandbox, files: list[str]) -> list[str]:
+    """`--shadow-file FILE COPY` for each file that carries suppression comments."""
+    args: list[str] = []
+    for path in files:
+        try:
+            stripped = strip_suppressions((sandbox.workspace / path).read_bytes())
+        except OSError:
+            continue
+        if stripped is None:
+            continue
+        copy = sandbox.workspace / SHADOW_DIR / path
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(stripped)
+        args += ["--shadow-file", path, f"{SHADOW_DIR}/{path}"]
+    return args
+
+
 def run_mypy(sandbox: Sandbox, files: list[str], timeout_s: float) -> tuple[list[Diagnostic], str]:
-    """Mypy's errors (notes dropped) for `files` and its raw output; ToolFailure if it broke."""
-    result = sandbox.run([*MYPY_ARGV, *files], timeout_s=timeout_s)
+    """Mypy's errors (notes dropped) for `files` and its raw output; ToolFailure if it broke.
+    Suppression comments in `files` are disregarded (see the module docstring)."""
+    shadows = _shadow_args(sandbox, files)
+    argv = [*MYPY_ARGV[:-1], *shadows, "--", *files]
+    result = sandbox.run(argv, timeout_s=timeout_s)
     if result.timed_out:
         raise ToolFailure(f"mypy did not finish within {timeout_s:.0f}s", timed_out=True)
     diags: list[Diagnostic] = []
@@ -116,6 +171,11 @@ class MypyVerifier:
         if not fresh:
             return VerifierResult(self.name, "passed", duration, "", output, details)
         summary = render_diagnostics("mypy", fresh, len(found))
+        if (sandbox.workspace / SHADOW_DIR).exists():
+            summary += (
+                "\nnote: `# type: ignore` and `# mypy:` comments are not honoured here; "
+                "fix the types instead"
+            )
         return VerifierResult(self.name, "failed", duration, summary, output, details)
 
     def _tool_failed(

@@ -3,8 +3,11 @@
 `--isolated` ignores whatever configuration the repository carries and `--select` pins the
 rule set to ruff's classic defaults (pyflakes and the error-level pycodestyle rules: real
 mistakes, not style), so the verdict does not move with ruff versions (whose default sets
-grow). `--output-format json` gives a structured report. Only diagnostics the unpatched code did not
-already have are charged to the candidate (see verifiers.Baseline).
+grow). `--ignore-noqa` disregards `# noqa` comments, file-level ones included, on the base and
+on the candidate alike: an error the candidate adds and hides behind a new `# noqa` still counts,
+while the base's own suppressed findings stay in the baseline. `--output-format json` gives a
+structured report. Only diagnostics the unpatched code did not already have are charged to the
+candidate (see verifiers.Baseline).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ RUFF_ARGV = (
     "--output-format",
     "json",
     "--no-cache",
+    "--ignore-noqa",
     "--select",
     RULES,
     "--target-version",
@@ -118,4 +122,13 @@ class RuffVerifier:
         if not fresh:
             return VerifierResult(self.name, "passed", duration, "", output, details)
         summary = render_diagnostics("ruff", fresh, len(found))
+        if any("noqa" in _text(sandbox, path) for path in files):
+            summary += "\nnote: `# noqa` comments are not honoured here; fix the code instead"
         return VerifierResult(self.name, "failed", duration, summary, output, details)
+
+
+def _text(sandbox: Sandbox, path: str) -> str:
+    try:
+        return (sandbox.workspace / path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
