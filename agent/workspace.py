@@ -34,11 +34,15 @@ TEST_FILE_PATTERNS = ("test_*.py", "*_test.py")
 CONFIG_NAMES = frozenset(
     {
         "pytest.ini",
+        ".pytest.ini",
+        "pytest.toml",
+        ".pytest.toml",
         "tox.ini",
         "setup.cfg",
         "pyproject.toml",
         "mypy.ini",
         ".mypy.ini",
+        "mypy.toml",
         "ruff.toml",
         ".ruff.toml",
         ".coveragerc",
@@ -52,8 +56,14 @@ TOOL_MODULES = frozenset(
 )
 """Modules the verifiers import in the sandbox: a new top-level module may not shadow them."""
 SHADOWED = TOOL_MODULES | frozenset(sys.stdlib_module_names)
+GIT_NAMES = frozenset({".gitattributes", ".gitmodules"})
+METADATA_SUFFIXES = (".egg-info", ".dist-info", ".egg-link")
+"""Packaging metadata: entry points there load plugins (pytest11) into the test run."""
+BYTECODE_SUFFIXES = (".pyc", ".pyo")
 SYMLINK_MODE = "120000"
 GIT_MESSAGE_LIMIT = 1500
+MAX_PATCH_BYTES = 4 * 1024 * 1024
+"""Largest candidate patch considered (a fix is rarely more than a few kilobytes)."""
 
 
 class PatchError(Exception):
@@ -166,6 +176,13 @@ def protected_reason(path: str) -> str | None:
     for part in parts:
         if part in RESERVED_DIRS:
             return f"{path}: files under {part}/ may not be edited"
+        if part.endswith(METADATA_SUFFIXES):
+            return (
+                f"{path}: packaging metadata ({part}) may not be edited: its entry points "
+                "would load plugins into the test run; change the code itself instead"
+            )
+        if part == "__pycache__" or part.endswith(BYTECODE_SUFFIXES):
+            return f"{path}: compiled bytecode may not be added or edited; change the source"
     name = parts[-1]
     if any(part in TEST_DIRS for part in parts[:-1]) or any(
         fnmatch.fnmatchcase(name, pattern) for pattern in TEST_FILE_PATTERNS
@@ -179,6 +196,8 @@ def protected_reason(path: str) -> str | None:
             f"{path}: conftest.py configures the test run and may not be edited; "
             "change the code under test instead"
         )
+    if name in GIT_NAMES:
+        return f"{path}: git configuration may not be edited; change the code itself instead"
     if name in CONFIG_NAMES or name.endswith(".pth"):
         return (
             f"{path}: tool configuration (pytest, ruff, mypy, packaging, site hooks) may not be "
@@ -190,10 +209,21 @@ def protected_reason(path: str) -> str | None:
 def check_patch_policy(patch: str) -> None:
     """Raise PatchError(reason) when a candidate patch may not be applied.
 
-    Rejected: empty patches, binary patches, symlinks, absolute paths, '..', anything under
-    .git/ or .ooda/, test files, conftest.py and tool configuration."""
+    Rejected: empty, huge or non-text patches, binary patches, symlinks, absolute paths, '..',
+    anything under .git/ or .ooda/, test files, conftest.py, tool and git configuration, site
+    hooks (.pth, sitecustomize), packaging metadata and bytecode."""
     if not patch.strip():
         raise PatchError("the patch is empty: it changes no file")
+    size = len(patch.encode("utf-8", "surrogatepass"))
+    if size > MAX_PATCH_BYTES:
+        raise PatchError(
+            f"the patch is too large ({size / 1e6:.1f} MB; at most "
+            f"{MAX_PATCH_BYTES / 1e6:.0f} MB): change only what the fix needs"
+        )
+    if "\0" in patch or _has_surrogates(patch):
+        raise PatchError(
+            "the patch is not valid UTF-8 text (it holds NUL bytes or undecodable characters)"
+        )
     patchset, paths, strip = _parse(patch)
     if len(patchset) == 0:
         raise PatchError("no file changes found: the text holds no '--- a/... +++ b/...' diff")
@@ -210,6 +240,14 @@ def check_patch_policy(patch: str) -> None:
         reason = protected_reason(path)
         if reason:
             raise PatchError(reason)
+
+
+def _has_surrogates(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _shadow_reason(path: str) -> str | None:
