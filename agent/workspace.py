@@ -298,7 +298,14 @@ def apply_patch(workspace: Path, patch: str, *, trusted: bool = False) -> list[s
         if reason:
             raise PatchError(reason)
         _check_inside(workspace, path)
-    _git(workspace, ["apply", "--whitespace=nowarn", f"-p{strip}", "-"], patch)
+    try:
+        _git(workspace, ["apply", "--whitespace=nowarn", f"-p{strip}", "-"], patch)
+    except PatchError as exc:
+        if "\r\n" in patch:
+            raise PatchError(
+                f"the patch has CRLF (Windows) line endings, which must match the files' own; {exc}"
+            ) from exc
+        raise
     for path in changed:
         _check_inside(workspace, path)
     return changed

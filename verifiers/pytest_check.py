@@ -108,6 +108,8 @@ class TestRun:
     """(classname, name) as the JUnit report has them -> outcome (the worst one)."""
     tampered: list[str] = field(default_factory=list)
     """Why the run cannot be trusted (verifiers/integrity.py); empty for an honest run."""
+    pytest_exit_code: int | None = None
+    """What pytest.main itself returned, per the guard's record (None: no record)."""
 
 
 def _outcome(case: TestCase) -> tuple[str, str]:
@@ -294,6 +296,7 @@ def run_pytest(
     run.commands.append(shlex.join(argv))
     if not result.timed_out:
         record = integrity.parse_record(_read_report(sandbox.workspace, f"record-{nonce}.json"))
+        run.pytest_exit_code = record["exit_code"] if record is not None else None
         changes = integrity.changed_files(before, integrity.manifest(sandbox.workspace))
         if changes:
             run.tampered.append(integrity.describe_files(changes))
@@ -326,8 +329,8 @@ def run_pytest_ids(
             changed_files=changed_files,
         )
         commands += run.commands
-        if run.timed_out or run.exit_code != 4 or run.tampered:
-            break
+        if run.timed_out or run.exit_code != 4 or run.pytest_exit_code != 4 or run.tampered:
+            break  # only pytest's own usage error is worth another run
         missing = _not_found(run.output, sandbox.workdir, wanted)
         if missing:
             # keep what the first run learnt about them (a collection error, say)
