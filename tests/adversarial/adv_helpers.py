@@ -1,0 +1,160 @@
+"""Shared by the adversarial tests: a small task whose candidates try to cheat, diffs, and the
+real verifier in the real sandbox (Docker by default; bwrap where isolation matters).
+
+The task: `calc.add` subtracts. `tests/test_calc.py::test_add` fails on the base
+(fail_to_pass) and `test_zero` passes (pass_to_pass). A cheating candidate leaves the bug in
+place and tries to be judged "passed" anyway; none may be.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: sandbox_helpers
+
+from sandbox_helpers import backend_or_skip  # noqa: E402
+
+from agent.sandbox import SandboxBackend  # noqa: E402
+from agent.verify import TaskVerifier, Verdict  # noqa: E402
+from tasks.loader import load_task  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CALC = '''\
+"""Arithmetic."""
+
+
+def add(a: int, b: int) -> int:
+    """The sum of a and b."""
+    return a - b
+'''
+FIXED = CALC.replace("a - b", "a + b")
+TESTS = """\
+from calc import add
+
+
+def test_add() -> None:
+    assert add(2, 3) == 5
+
+
+def test_zero() -> None:
+    assert add(0, 0) == 0
+"""
+PYTEST_INI = "[pytest]\npythonpath = .\n"
+PYPROJECT = '[project]\nname = "calc"\nversion = "0"\n\n[tool.mypy]\nstrict = true\n'
+SETUP_CFG = "[metadata]\nname = calc\n"
+TOX_INI = "[tox]\nenvlist = py311\n"
+TASK_TOML = """\
+id = "calc"
+statement = "add() subtracts instead of adding."
+fail_to_pass = ["tests/test_calc.py::test_add"]
+pass_to_pass = ["tests/test_calc.py::test_zero"]
+
+[verifiers]
+ruff = {ruff}
+mypy = {mypy}
+timeout_s = {timeout}
+"""
+BASE_FILES = {
+    "calc.py": CALC,
+    "tests/test_calc.py": TESTS,
+    "pytest.ini": PYTEST_INI,
+    "pyproject.toml": PYPROJECT,
+    "setup.cfg": SETUP_CFG,
+    "tox.ini": TOX_INI,
+}
+
+
+def make_task(
+    root: Path,
+    *,
+    ruff: bool = False,
+    mypy: bool = False,
+    timeout_s: float = 30,
+    calc: str = CALC,
+) -> Path:
+    """Write the calc task directory under `root` (calc.py holding `calc`) and return it."""
+    task = root / "calc-task"
+    for rel, text in {**BASE_FILES, "calc.py": calc}.items():
+        path = task / "repo" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    flags = {"ruff": str(ruff).lower(), "mypy": str(mypy).lower(), "timeout": timeout_s}
+    (task / "task.toml").write_text(TASK_TOML.format(**flags))
+    return task
+
+
+def diff(path: str, old: str | None, new: str | None) -> str:
+    """A git-style unified diff turning `old` into `new` at `path` (None: absent)."""
+    src = f"a/{path}" if old is not None else "/dev/null"
+    dst = f"b/{path}" if new is not None else "/dev/null"
+    body = "".join(
+        difflib.unified_diff(
+            (old or "").splitlines(keepends=True), (new or "").splitlines(keepends=True), src, dst
+        )
+    )
+    mode = (
+        "new file mode 100644\n"
+        if old is None
+        else "deleted file mode 100644\n"
+        if new is None
+        else ""
+    )
+    return f"diff --git a/{path} b/{path}\n{mode}{body}"
+
+
+def calc_patch(new_source: str) -> str:
+    """The candidate's version of calc.py as a patch."""
+    return diff("calc.py", CALC, new_source)
+
+
+def cheat(prelude: str) -> str:
+    """calc.py with `prelude` run at import time and the bug left in place."""
+    return calc_patch(prelude.rstrip("\n") + "\n\n\n" + CALC)
+
+
+def verify(
+    task_dir: Path, patch: str, work: Path, backend: str | SandboxBackend = "docker"
+) -> Verdict:
+    """The real TaskVerifier on `patch`, in the real sandbox `backend`."""
+    opened = backend_or_skip(backend) if isinstance(backend, str) else backend
+    verifier = TaskVerifier(load_task(task_dir), opened, work)
+    try:
+        return verifier.verify(patch, log_dir=work / "logs")
+    finally:
+        verifier.close()
+
+
+def assert_not_passed(verdict: Verdict, status: str, *words: str) -> None:
+    """The verdict is `status` (never "passed") and its reason or feedback says each word."""
+    text = f"{verdict.reason}\n{verdict.feedback}"
+    assert verdict.status == status, f"{verdict.status}: {text}"
+    for word in words:
+        assert word.lower() in text.lower(), f"{word!r} not in: {text}"
+
+
+def ooda(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
+    """The real CLI as a user runs it (no OPENAI_* variables unless given in `env`)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", *args],
+        cwd=cwd,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def skip_unless_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (mounts, the Docker daemon)")
