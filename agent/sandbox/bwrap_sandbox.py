@@ -56,7 +56,8 @@ exec "$@"
 
 
 def _tool(name: str) -> str:
-    path = shutil.which(name, path=HOST_ENV["PATH"])
+    """The host tool `name`, found on the caller's PATH (the system one when PATH is unset)."""
+    path = shutil.which(name, path=os.environ.get("PATH") or HOST_ENV["PATH"])
     if path is None:
         raise InfraError(f"{name} is missing: apt-get install bubblewrap util-linux")
     return path
