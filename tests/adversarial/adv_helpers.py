@@ -55,6 +55,7 @@ id = "calc"
 statement = "add() subtracts instead of adding."
 fail_to_pass = ["tests/test_calc.py::test_add"]
 pass_to_pass = ["tests/test_calc.py::test_zero"]
+gold_patch = "gold.diff"
 
 [verifiers]
 ruff = {ruff}
@@ -87,6 +88,7 @@ def make_task(
         path.write_text(text)
     flags = {"ruff": str(ruff).lower(), "mypy": str(mypy).lower(), "timeout": timeout_s}
     (task / "task.toml").write_text(TASK_TOML.format(**flags))
+    (task / "gold.diff").write_text(diff("calc.py", calc, calc.replace("a - b", "a + b")))
     return task
 
 
