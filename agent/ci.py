@@ -612,9 +612,9 @@ def _backend_scope(options: RunOptions, given: SandboxBackend | None) -> Iterato
     if given is not None:
         yield given
         return
-    from agent.sandbox import get_backend
+    from agent.runner import open_backend
 
-    backend = get_backend(options.sandbox)
+    backend = open_backend(options.sandbox)
     try:
         yield backend
     finally:

@@ -522,9 +522,9 @@ def evaluate(
     with contextlib.ExitStack() as stack:
         if todo:  # resources first: a missing sandbox leaves the directory untouched
             if backend is None:
-                from agent.sandbox import get_backend
+                from agent.runner import open_backend
 
-                backend = get_backend(options.run.sandbox)
+                backend = open_backend(options.run.sandbox)
                 stack.callback(backend.close)
             if model is None and options.run.model != "gold":
                 model = stack.enter_context(_shared_model(task_options, refs))

@@ -135,7 +135,6 @@ def run_task(
     here from `options` and released at the end. `run_id` names the run directory under
     `options.runs_dir` (default: a fresh, time-stamped id).
     """
-    from agent.sandbox import get_backend
     from agent.verify import TaskVerifier
 
     options.validate()
@@ -151,7 +150,7 @@ def run_task(
         if model is None:
             model = stack.enter_context(open_model(options, task))
         if backend is None:
-            backend = get_backend(options.sandbox)
+            backend = open_backend(options.sandbox)
             stack.callback(backend.close)
         work_root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ooda-")))
         verifier = TaskVerifier(task, backend, work_root)
@@ -168,6 +167,18 @@ def run_task(
             result = Loop(task, model, verifier, log, loop_config).run()
         return result, log
     raise AssertionError("unreachable")
+
+
+def open_backend(name: str | None) -> SandboxBackend:
+    """The sandbox backend for a new invocation (`ooda run`, `eval`, `ci`): first the Docker
+    containers that killed or crashed earlier invocations left behind are removed (best
+    effort: their owner process is gone), then the backend is opened."""
+    from agent.sandbox import cleanup_leftovers, get_backend
+
+    if name in (None, "auto", "docker"):
+        with contextlib.suppress(Exception):  # no engine, or it broke: get_backend will say
+            cleanup_leftovers()
+    return get_backend(name)
 
 
 def derive_test_lists(task: Task, verifier: TaskVerifier) -> Task:
