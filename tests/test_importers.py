@@ -143,7 +143,9 @@ def humanevalfix_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_registry() -> None:
-    assert IMPORTERS == {"quixbugs": import_quixbugs, "humanevalfix": import_humanevalfix}
+    assert IMPORTERS["quixbugs"] is import_quixbugs
+    assert IMPORTERS["humanevalfix"] is import_humanevalfix
+    assert set(IMPORTERS) == {"quixbugs", "humanevalfix", "swebench"}
 
 
 def test_quixbugs_tasks_load_and_gold_applies(quixbugs_dir: Path) -> None:
