@@ -1,15 +1,23 @@
-"""The run directory: run.json (atomic, last), attempts.jsonl (appended), final.diff, attempts/."""
+"""The run directory: run.json (atomic, last), attempts.jsonl (appended), final.diff, attempts/.
+
+A write that fails (a full disk, a read-only or vanished directory) raises InfraError naming
+the directory and the reason: the run cannot keep its record, so it ends with exit 3.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import secrets
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from agent.errors import InfraError
 
 
 def new_run_id(task_id: str) -> str:
@@ -58,25 +66,42 @@ class RunLog:
     def __init__(self, runs_dir: Path, run_id: str) -> None:
         self.run_id = run_id
         self.dir = runs_dir / run_id
-        mark_runs_dir(runs_dir)
-        (self.dir / "attempts").mkdir(parents=True, exist_ok=False)
         self.attempts_path = self.dir / "attempts.jsonl"
-        self.attempts_path.touch()
+        with self._writing():
+            mark_runs_dir(runs_dir)
+            (self.dir / "attempts").mkdir(parents=True, exist_ok=False)
+            self.attempts_path.touch()
         self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        try:
+            yield
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise InfraError(f"cannot write the run directory {self.dir}: {reason}") from exc
 
     def attempt_dir(self, attempt_id: str) -> Path:
         path = self.dir / "attempts" / attempt_id
-        path.mkdir(parents=True, exist_ok=True)
+        with self._writing():
+            path.mkdir(parents=True, exist_ok=True)
         return path
 
     def write_attempt_file(self, attempt_id: str, name: str, text: str) -> None:
-        (self.attempt_dir(attempt_id) / name).write_text(text, encoding="utf-8")
+        path = self.attempt_dir(attempt_id) / name
+        with self._writing():  # the model's text as it came, even when not valid UTF-8
+            path.write_text(text, encoding="utf-8", errors="backslashreplace")
 
     def record_attempt(self, record: dict[str, Any]) -> None:
-        append_jsonl(self.attempts_path, record, self._lock)
+        with self._writing():
+            append_jsonl(self.attempts_path, record, self._lock)
 
     def write_final_diff(self, patch: str) -> None:
-        write_atomic(self.dir / "final.diff", patch)
+        with self._writing():
+            write_atomic(self.dir / "final.diff", patch)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        write_json_atomic(self.dir / "run.json", summary)
+        with self._writing():
+            write_json_atomic(self.dir / "run.json", summary)

@@ -84,7 +84,12 @@ def make_workspace(repo: Path, parent: Path) -> Path:
     try:
         dest = Path(tempfile.mkdtemp(prefix="ws-", dir=parent))
         shutil.copytree(repo, dest, symlinks=True, ignore=_ignore_entries, dirs_exist_ok=True)
-    except (OSError, shutil.Error) as exc:
+    except shutil.Error as exc:  # one entry per file that failed: the first says why
+        errors = exc.args[0] if exc.args and isinstance(exc.args[0], list) else []
+        why = str(errors[0][2]).split(": '", 1)[0] if errors else str(exc)
+        count = f" ({len(errors)} files not copied)" if len(errors) > 1 else ""
+        raise InfraError(f"cannot copy {repo} into a workspace under {parent}: {why}{count}") from exc
+    except OSError as exc:
         raise InfraError(f"cannot copy {repo} into a workspace under {parent}: {exc}") from exc
     return dest
 
@@ -362,6 +367,8 @@ def _git(workspace: Path, args: list[str], stdin: str) -> str:
         raise PatchError("git apply took too long") from exc
     if proc.returncode != 0:
         message = proc.stderr.decode("utf-8", "replace").strip() or "git apply failed"
+        if "No space left on device" in message or "Disk quota exceeded" in message:
+            raise InfraError(f"cannot write the workspace {workspace}: {message.splitlines()[0]}")
         if len(message) > GIT_MESSAGE_LIMIT:
             message = message[:GIT_MESSAGE_LIMIT] + " [...]"
         raise PatchError(f"the patch does not apply: {message}")
