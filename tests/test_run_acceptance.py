@@ -86,7 +86,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[ReplayServer]:
 
 
 def run_dir(runs: Path) -> Path:
-    (only,) = list(runs.iterdir())
+    (only,) = [p for p in runs.iterdir() if not p.name.startswith(".")]  # .gitignore aside
     return only
 
 

@@ -43,7 +43,7 @@ def _only_in_box(box: Sandbox) -> list[str]:
     if box.backend != "docker":
         return []
     top = box._api.top(box.container_id)["Processes"]  # type: ignore[attr-defined]
-    return [" ".join(row) for row in top if "os.wait()" not in row[-1]]
+    return [" ".join(row) for row in top if "ooda-init" not in row[-1]]
 
 
 def test_no_network(box: Sandbox) -> None:

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import time
 import tokenize
+from pathlib import Path
 
 from agent.protocols import CheckSpec, Sandbox, VerifierResult
 from verifiers import (
@@ -32,6 +34,9 @@ from verifiers import (
 )
 from verifiers.ruff_check import ToolFailure
 
+CACHE_DIR = ".ooda/mypy-cache"
+"""Mypy's incremental cache, relative to the workspace (.ooda/: no patch may touch it), so the
+host can give each candidate a copy of the base's warm cache (agent/mypycache.py)."""
 MYPY_ARGV = (
     "python3",
     "-m",
@@ -39,7 +44,7 @@ MYPY_ARGV = (
     "-O",
     "json",
     "--cache-dir",
-    "/tmp/.mypy_cache",
+    CACHE_DIR,
     "--ignore-missing-imports",
     "--follow-imports=silent",
     "--no-error-summary",
@@ -91,9 +96,25 @@ def _shadow_args(sandbox: Sandbox, files: list[str]) -> list[str]:
     return args
 
 
+def _cache_dir(workspace: Path) -> None:
+    """Make sure the cache directory exists and the sandbox user (who owns the workspace root)
+    can write it; mypy crashes on a cache directory it cannot create."""
+    owner = workspace.stat()
+    path = workspace
+    for part in Path(CACHE_DIR).parts:
+        path = path / part
+        if path.is_symlink():
+            return  # not ours to follow; mypy will report what it finds
+        if not path.exists():
+            path.mkdir(mode=0o755)
+        if os.geteuid() == 0 and path.stat().st_uid != owner.st_uid:
+            os.chown(path, owner.st_uid, owner.st_gid)
+
+
 def run_mypy(sandbox: Sandbox, files: list[str], timeout_s: float) -> tuple[list[Diagnostic], str]:
     """Mypy's errors (notes dropped) for `files` and its raw output; ToolFailure if it broke.
     Suppression comments in `files` are disregarded (see the module docstring)."""
+    _cache_dir(sandbox.workspace)
     shadows = _shadow_args(sandbox, files)
     argv = [*MYPY_ARGV[:-1], *shadows, "--", *files]
     result = sandbox.run(argv, timeout_s=timeout_s)

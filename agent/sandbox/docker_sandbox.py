@@ -1,17 +1,29 @@
-"""The `docker` backend: one locked-down, long-lived container per sandbox, commands by exec.
+"""The `docker` backend: one locked-down, long-lived container per sandbox, warm and reusable.
 
 The container has no network, no capabilities, a read-only root, a private /tmp, pids, memory
-and CPU limits, runs as uid 1000, and sees only an allow-listed environment. Its PID 1 is a tiny
-reaper that signals cannot reach from inside. Every command runs under an in-container
-supervisor that enforces the timeout and then SIGKILLs every other process in the container
-(setsid'd and double-forked ones too), so nothing outlives a command. If a command still does
-not end shortly after its timeout, the host kills the whole container and the sandbox refuses
-further runs with an error result.
+and CPU limits, runs as uid 1000, and sees only an allow-listed environment. Its PID 1 is
+agent/sandbox/zygote.py: a command server that imported pytest and mypy ahead of need and that
+signals cannot reach from inside. Commands go to it over a unix socket the host listened on
+just once (so no candidate can connect to it later); each runs in a forked child, and once it
+ends (or times out) every other process in the container is SIGKILLed, so nothing outlives a
+command. If a command does not end shortly after its timeout, the host kills the container and
+the sandbox refuses further runs with an error result.
+
+`reset()` makes the container as fresh as a new one (processes, /tmp, /dev/shm, IPC) and
+`lend()` hands a refilled workspace back to the sandbox user: agent/sandbox/pool.py reuses
+containers across candidates with them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import json
 import os
+import shutil
+import socket
+import struct
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -20,9 +32,9 @@ from typing import Any
 
 from agent.errors import InfraError
 from agent.protocols import ExecResult
-from agent.sandbox import image
-from agent.sandbox.output import DEFAULT_CAP_BYTES, CappedBuffer
-from agent.sandbox.ownership import Lease
+from agent.sandbox import image, zygote
+from agent.sandbox.output import DEFAULT_CAP_BYTES
+from agent.sandbox.ownership import Lease, chown_tree
 
 MEMORY_LIMIT = "2g"
 CPUS = float(os.environ.get("OODA_SANDBOX_CPUS", "1"))
@@ -31,6 +43,11 @@ TMP_SIZE = "256m"
 FILE_SIZE_LIMIT = 1 << 30
 HOST_GRACE_S = 5.0
 """How long past its timeout the host waits for a command before killing the container."""
+START_TIMEOUT_S = float(os.environ.get("OODA_SANDBOX_START_TIMEOUT", "120"))
+"""How long a new container may take to connect back and import its toolchain."""
+RESET_TIMEOUT_S = 30.0
+CONTROL_DIR = "/run/ooda"
+SOCKET_NAME = "control.sock"
 
 BASE_ENV = {
     "PATH": image.SANDBOX_PATH,
@@ -39,89 +56,7 @@ BASE_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 
-REAPER = """
-import os, signal, time
-signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-while True:
-    try:
-        os.wait()
-    except ChildProcessError:
-        time.sleep(0.2)
-"""
-
-SUPERVISOR = r"""
-import os, signal, subprocess, sys, threading, time
-
-def others():
-    me, found = os.getpid(), []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in (1, me):
-            continue
-        try:
-            with open("/proc/" + name + "/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != "Z":
-            found.append(name)
-    return found
-
-def sweep():
-    for _ in range(400):
-        if not others():
-            return
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
-        except ChildProcessError:
-            pass
-        time.sleep(0.005)
-
-limit, cap, argv = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
-head, tail, dropped = bytearray(), bytearray(), 0
-
-def pump(pipe):
-    global dropped
-    half = cap // 2
-    for chunk in iter(lambda: pipe.read1(1 << 20), b""):
-        room = half - len(head)
-        if room > 0:
-            head.extend(chunk[:room])
-            chunk = chunk[room:]
-        tail.extend(chunk)
-        if len(tail) > half:
-            dropped += len(tail) - half
-            del tail[: len(tail) - half]
-
-try:
-    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT)
-except FileNotFoundError:
-    sys.stdout.write(argv[0] + ": command not found\n")
-    sys.exit(127)
-except OSError as exc:
-    sys.stdout.write(argv[0] + ": " + exc.strerror + "\n")
-    sys.exit(126)
-reader = threading.Thread(target=pump, args=(child.stdout,), daemon=True)
-reader.start()
-try:
-    code = child.wait(limit)
-except subprocess.TimeoutExpired:
-    code = 124
-sweep()
-reader.join(5)
-out = sys.stdout.buffer
-out.write(bytes(head))
-if dropped:
-    out.write(("\n[... %d bytes of output elided ...]\n" % dropped).encode())
-out.write(bytes(tail))
-out.flush()
-os._exit(128 - code if code < 0 else code)
-"""
+ZYGOTE_SOURCE = inspect.getsource(zygote)
 
 
 def connect(timeout_s: float = 300.0) -> Any:
@@ -153,6 +88,8 @@ class DockerBackend:
     """Opens DockerSandboxes from the ooda image (built on first use)."""
 
     name = "docker"
+    reusable = True
+    """Its sandboxes can be reset for another candidate (see agent/sandbox/pool.py)."""
 
     def __init__(self, client: Any | None = None, *, log: image.Log = image.stderr_log) -> None:
         self.client = client if client is not None else connect()
@@ -171,7 +108,7 @@ class DockerBackend:
 
 
 class DockerSandbox:
-    """One container; `run` execs into it; `close` force-removes it."""
+    """One container; `run` asks its PID 1 to run a command; `close` force-removes it."""
 
     backend = "docker"
     workdir = "/work"
@@ -180,7 +117,6 @@ class DockerSandbox:
         self, client: Any, tag: str, workspace: Path, *, with_requirements: bool = False
     ) -> None:
         import docker.errors
-        import docker.types
 
         self.workspace = workspace
         self._api = client.api
@@ -191,35 +127,99 @@ class DockerSandbox:
         if with_requirements:
             self._env["PYTHONPATH"] = image.REQS_MOUNT
         uid, gid = (image.SANDBOX_UID,) * 2 if os.geteuid() == 0 else (os.getuid(), os.getgid())
-        self._user = f"{uid}:{gid}"
+        self._uid, self._gid = uid, gid
         self._lease = Lease(workspace, uid, gid)
+        self.container_id = ""
+        self.preloaded: list[str] = []
+        control = Path(tempfile.mkdtemp(prefix="ooda-ctl-"))
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            container = client.containers.run(
-                tag,
-                ["/usr/bin/python3", "-I", "-S", "-c", REAPER],
-                detach=True,
-                user=self._user,
-                working_dir=self.workdir,
-                environment=self._env,
-                labels={"ooda": "1", **image.owner_labels()},
-                hostname="sandbox",
-                network_mode="none",
-                cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],
-                read_only=True,
-                volumes={str(workspace.resolve()): {"bind": self.workdir, "mode": "rw"}},
-                tmpfs={"/tmp": f"size={TMP_SIZE},mode=1777,exec"},
-                pids_limit=PIDS_LIMIT,
-                mem_limit=MEMORY_LIMIT,
-                memswap_limit=MEMORY_LIMIT,
-                nano_cpus=int(CPUS * 1e9),
-                ulimits=[docker.types.Ulimit(name="fsize", soft=FILE_SIZE_LIMIT,
-                                             hard=FILE_SIZE_LIMIT)],
-            )
-        except docker.errors.DockerException as exc:
+            control.chmod(0o711)
+            path = control / SOCKET_NAME
+            listener.bind(str(path))
+            listener.listen(1)
+            if os.geteuid() == 0:
+                os.chown(path, uid, gid)
+            path.chmod(0o600)
+            try:
+                self.container_id = self._start(tag, workspace, control)
+            except docker.errors.DockerException as exc:
+                raise InfraError(
+                    f"could not start a sandbox container from {tag}: {exc}"
+                ) from exc
+            self._sock = self._accept(listener)
+        except BaseException:
+            self._discard()
             self._lease.release()
-            raise InfraError(f"could not start a sandbox container from {tag}: {exc}") from exc
-        self.container_id: str = container.id
+            raise
+        finally:
+            listener.close()
+            shutil.rmtree(control, ignore_errors=True)
+
+    def _start(self, tag: str, workspace: Path, control: Path) -> str:
+        import docker.types
+
+        api = self._api
+        host_config = api.create_host_config(
+            binds={
+                str(workspace.resolve()): {"bind": self.workdir, "mode": "rw"},
+                str(control): {"bind": CONTROL_DIR, "mode": "ro"},
+            },
+            network_mode="none",
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            read_only=True,
+            tmpfs={"/tmp": f"size={TMP_SIZE},mode=1777,exec"},
+            pids_limit=PIDS_LIMIT,
+            mem_limit=MEMORY_LIMIT,
+            memswap_limit=MEMORY_LIMIT,
+            nano_cpus=int(CPUS * 1e9),
+            ulimits=[docker.types.Ulimit(name="fsize", soft=FILE_SIZE_LIMIT,
+                                         hard=FILE_SIZE_LIMIT)],
+        )
+        command = ["/usr/bin/python3", "-c", ZYGOTE_SOURCE, zygote.MARKER,
+                   f"{CONTROL_DIR}/{SOCKET_NAME}"]
+        container = api.create_container(
+            tag,
+            command,
+            user=f"{self._uid}:{self._gid}",
+            working_dir=self.workdir,
+            environment=self._env,
+            labels={"ooda": "1", **image.owner_labels()},
+            hostname="sandbox",
+            host_config=host_config,
+        )
+        container_id = str(container["Id"])
+        self.container_id = container_id
+        api.start(container_id)
+        return container_id
+
+    def _accept(self, listener: socket.socket) -> socket.socket:
+        """The one connection PID 1 makes, once it has imported the toolchain."""
+        listener.settimeout(START_TIMEOUT_S)
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError as exc:
+            raise InfraError(
+                f"the sandbox container did not start within {START_TIMEOUT_S:g} s"
+            ) from exc
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _pid, peer_uid, _gid = struct.unpack("3i", creds)
+        if os.geteuid() == 0 and peer_uid != self._uid:
+            conn.close()
+            raise InfraError(f"unexpected peer uid {peer_uid} on the sandbox control socket")
+        conn.settimeout(START_TIMEOUT_S)
+        try:
+            hello = zygote.receive(conn)
+        except OSError:
+            hello = None
+        if hello is None:
+            conn.close()
+            raise InfraError("the sandbox container exited while starting")
+        self.preloaded = list(json.loads(hello).get("preloaded", []))
+        return conn
+
+    # ------------------------------------------------------------------ commands
 
     def run(
         self,
@@ -235,62 +235,66 @@ class DockerSandbox:
     def _run(
         self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str], cap_bytes: int
     ) -> ExecResult:
-        import docker.errors
-
         start = time.monotonic()
         if self._closed:
             return ExecResult(125, "sandbox unusable: it was closed", 0.0)
         if self._broken:
             return ExecResult(125, f"sandbox unusable: {self._broken}", 0.0)
-        command = ["/usr/bin/python3", "-I", "-S", "-c", SUPERVISOR, f"{timeout_s:.3f}",
-                   str(cap_bytes), *argv]
+        timeout_s = max(timeout_s, 0.0)
+        request = {"op": "run", "argv": list(argv), "env": dict(env), "cwd": self.workdir,
+                   "timeout": timeout_s, "cap": cap_bytes}
         try:
-            exec_id = self._api.exec_create(
-                self.container_id, command, stdout=True, stderr=True, stdin=False, tty=False,
-                environment={**self._env, **env}, workdir=self.workdir, user=self._user,
-            )["Id"]
-            stream = self._api.exec_start(exec_id, stream=True)
-        except docker.errors.DockerException as exc:
-            self._broken = f"the container no longer runs commands ({exc})"
-            return ExecResult(125, f"sandbox unusable: {self._broken}", time.monotonic() - start)
-        buffer = CappedBuffer(cap_bytes + 4096)  # the supervisor already capped it
-
-        def pump() -> None:
-            try:
-                for chunk in stream:
-                    buffer.write(chunk)
-            except Exception:  # the stream breaks when the container is killed
-                pass
-
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        reader.join(max(timeout_s, 0.0) + HOST_GRACE_S)
-        if reader.is_alive():
+            self._sock.settimeout(timeout_s + HOST_GRACE_S)
+            zygote.send(self._sock, json.dumps(request).encode())
+            header = zygote.receive(self._sock)
+            output = zygote.receive(self._sock) if header is not None else None
+        except TimeoutError:
             self._broken = f"a command outlived its {timeout_s:g} s timeout; container killed"
             self._kill()
-            stream.close()
-            reader.join(5.0)
-            return ExecResult(None, buffer.text(), time.monotonic() - start, timed_out=True)
-        try:
-            code = self._exit_code(exec_id)
-        except docker.errors.DockerException as exc:  # closed or killed meanwhile
-            self._broken = self._broken or f"the container went away ({exc})"
-            code = 125
-        if code is None:  # the engine never reported an exit status
-            code = 125
+            return ExecResult(None, "", time.monotonic() - start, timed_out=True)
+        except OSError as exc:
+            header = output = None
+            self._broken = f"the container went away ({exc})"
         duration = time.monotonic() - start
-        if code == 124 and duration >= timeout_s:
-            return ExecResult(None, buffer.text(), duration, timed_out=True)
-        return ExecResult(code, buffer.text(), duration)
+        if header is None or output is None:
+            self._broken = self._broken or (
+                "it was closed" if self._closed else "the container went away"
+            )
+            return ExecResult(125, f"sandbox unusable: {self._broken}", duration)
+        info = json.loads(header)
+        text = output.decode("utf-8", "replace")
+        if info.get("timed_out"):
+            return ExecResult(None, text, duration, timed_out=True)
+        code = info.get("exit")
+        return ExecResult(int(code) if code is not None else 125, text, duration)
 
-    def _exit_code(self, exec_id: str) -> int | None:
-        for _ in range(100):
-            info = self._api.exec_inspect(exec_id)
-            if not info.get("Running"):
-                code = info.get("ExitCode")
-                return int(code) if code is not None else None
-            time.sleep(0.02)
-        return None
+    # ------------------------------------------------------------------ reuse
+
+    def reset(self) -> bool:
+        """Make the container fresh for another candidate: no process, empty /tmp, /dev/shm,
+        /dev/mqueue, no IPC objects. False when that failed (then discard the sandbox).
+        The host empties and refills the workspace itself (see lend())."""
+        with self._one_at_a_time:
+            if self._closed or self._broken:
+                return False
+            try:
+                self._sock.settimeout(RESET_TIMEOUT_S)
+                zygote.send(self._sock, b'{"op": "reset"}')
+                answer = zygote.receive(self._sock)
+            except OSError as exc:
+                self._broken = f"reset failed ({exc})"
+                return False
+            if answer is None or not json.loads(answer).get("ok"):
+                self._broken = f"reset left state behind: {answer!r}"
+                return False
+            return True
+
+    def lend(self) -> None:
+        """Hand the (refilled) workspace to the sandbox user again."""
+        if self._lease.active:
+            chown_tree(self.workspace, self._uid, self._gid)
+
+    # ------------------------------------------------------------------ teardown
 
     def _kill(self) -> None:
         import docker.errors
@@ -300,13 +304,24 @@ class DockerSandbox:
         except docker.errors.DockerException:
             pass
 
-    def close(self) -> None:
+    def _discard(self) -> None:
         import docker.errors
 
-        if not self._closed:
-            self._closed = True
+        if self.container_id:
             try:
                 self._api.remove_container(self.container_id, force=True)
             except docker.errors.DockerException:
                 pass  # already gone (killed, removed by cleanup_leftovers, engine restarted)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            sock = getattr(self, "_sock", None)
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)  # wakes a run() waiting for an answer
+            self._discard()
+            if sock is not None:
+                with self._one_at_a_time:
+                    sock.close()
         self._lease.release()

@@ -1,0 +1,255 @@
+"""Warm sandboxes for one environment (backend + requirements), reused across candidates.
+
+`acquire(fill)` hands out a sandbox whose workspace `fill` has just populated (a copy of the
+repository with the candidate's patch); `release()` takes it back. With a backend whose
+sandboxes can be reset (Docker: `reusable = True`, sandboxes with `reset()` and `lend()`), the
+pool keeps up to `size` sandboxes alive, each bound to its own slot directory: `warm()` starts
+them ahead of need (while the model is still generating), and between two candidates the
+container is reset (no process left, empty /tmp, /dev/shm, IPC) and the slot emptied on the host,
+so nothing a candidate leaves reaches the next one; a sandbox that cannot be reset is discarded
+and replaced in the background. Other backends get a fresh directory and a fresh sandbox per
+candidate, both removed on release. `close()` removes every sandbox and slot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol, TypeVar, runtime_checkable
+
+from agent.protocols import Sandbox
+from agent.workspace import remove_workspace
+
+T = TypeVar("T")
+
+
+class Opener(Protocol):
+    """What the pool needs of agent.sandbox.SandboxBackend."""
+
+    name: str
+
+    def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox: ...
+
+
+@runtime_checkable
+class Resettable(Protocol):
+    """A sandbox that can serve another candidate after a reset."""
+
+    def reset(self) -> bool:
+        """Leave nothing of the last command behind; False when that failed."""
+        ...
+
+    def lend(self) -> None:
+        """Hand the refilled workspace to the sandbox user."""
+        ...
+
+
+def empty_dir(path: Path) -> None:
+    """Remove everything inside `path`, keeping `path` itself (a bind-mounted slot)."""
+    try:
+        entries = list(path.iterdir())
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            remove_workspace(entry)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+class SandboxPool:
+    """Sandboxes for candidates of one environment; thread-safe."""
+
+    def __init__(
+        self,
+        backend: Opener,
+        work_root: Path,
+        *,
+        requirements: Path | None = None,
+        size: int = 2,
+    ) -> None:
+        self.backend = backend
+        self.work_root = work_root
+        self.requirements = requirements
+        self.size = max(1, size)
+        self.reusable = bool(getattr(backend, "reusable", False))
+        self._cond = threading.Condition()
+        self._idle: list[Sandbox] = []
+        self._busy: set[int] = set()
+        self._alive = 0
+        """Sandboxes alive or being started (reusable backends only)."""
+        self._starters: list[threading.Thread] = []
+        self._error: BaseException | None = None
+        self._closed = False
+        self.started = 0
+        """How many sandboxes this pool has opened (for tests and benchmarks)."""
+
+    # ------------------------------------------------------------------ warming
+
+    def warm(self, count: int | None = None) -> None:
+        """Start sandboxes in the background until `count` (default: size) are alive."""
+        if not self.reusable:
+            return
+        want = min(self.size, count if count is not None else self.size)
+        with self._cond:
+            missing = want - self._alive
+            self._alive += max(missing, 0)
+        for _ in range(max(missing, 0)):
+            self._start_in_background()
+
+    def _start_in_background(self) -> None:
+        thread = threading.Thread(target=self._start_one, name="ooda-pool-start", daemon=True)
+        with self._cond:
+            self._starters = [t for t in self._starters if t.is_alive()] + [thread]
+        thread.start()
+
+    def _start_one(self) -> None:
+        """Open one sandbox (its slot counted in _alive already) and make it idle."""
+        try:
+            sandbox = self._open_slot()
+        except BaseException as exc:  # noqa: BLE001 - handed to the next acquire()
+            with self._cond:
+                self._alive -= 1
+                self._error = exc
+                self._cond.notify_all()
+            return
+        with self._cond:
+            if not self._closed:
+                self._idle.append(sandbox)
+                self._cond.notify_all()
+                return
+            self._alive -= 1
+        self._discard(sandbox)
+
+    def _open_slot(self) -> Sandbox:
+        self.work_root.mkdir(parents=True, exist_ok=True)
+        slot = Path(tempfile.mkdtemp(prefix="slot-", dir=self.work_root))
+        try:
+            sandbox = self.backend.open(slot, requirements=self.requirements)
+        except BaseException:
+            remove_workspace(slot)
+            raise
+        with self._cond:
+            self.started += 1
+        return sandbox
+
+    # ------------------------------------------------------------------ lending
+
+    def acquire(self, fill: Callable[[Path], T]) -> tuple[Sandbox, T]:
+        """A sandbox whose workspace `fill(workspace)` populated (as this process's user).
+
+        If `fill` raises, the slot goes back to the pool and the exception propagates."""
+        if not self.reusable:
+            return self._acquire_fresh(fill)
+        sandbox = self._take()
+        try:
+            value = fill(sandbox.workspace)
+            assert isinstance(sandbox, Resettable)
+            sandbox.lend()
+        except BaseException:
+            self.release(sandbox)
+            raise
+        return sandbox, value
+
+    def _take(self) -> Sandbox:
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise RuntimeError("the sandbox pool is closed")
+                if self._idle:
+                    sandbox = self._idle.pop()
+                    self._busy.add(id(sandbox))
+                    return sandbox
+                if self._alive < self.size:
+                    self._alive += 1
+                    break
+                if self._error is not None and self._alive == 0:
+                    error, self._error = self._error, None
+                    raise error
+                self._cond.wait(timeout=1.0)
+        try:
+            sandbox = self._open_slot()
+        except BaseException:
+            with self._cond:
+                self._alive -= 1
+                self._cond.notify_all()
+            raise
+        with self._cond:
+            self._busy.add(id(sandbox))
+        return sandbox
+
+    def _acquire_fresh(self, fill: Callable[[Path], T]) -> tuple[Sandbox, T]:
+        self.work_root.mkdir(parents=True, exist_ok=True)
+        workspace = Path(tempfile.mkdtemp(prefix="ws-", dir=self.work_root))
+        try:
+            value = fill(workspace)
+            sandbox = self.backend.open(workspace, requirements=self.requirements)
+        except BaseException:
+            remove_workspace(workspace)
+            raise
+        with self._cond:
+            self.started += 1
+        return sandbox, value
+
+    def release(self, sandbox: Sandbox) -> None:
+        """Take a sandbox back: reset and keep it, or discard it (and start a replacement)."""
+        if not self.reusable:
+            try:
+                sandbox.close()
+            finally:
+                remove_workspace(sandbox.workspace)
+            return
+        assert isinstance(sandbox, Resettable)
+        clean = sandbox.reset()  # no process is left after this, so the slot can be emptied
+        if clean:
+            try:
+                empty_dir(sandbox.workspace)
+            except OSError:
+                clean = False
+        with self._cond:
+            self._busy.discard(id(sandbox))
+            keep = clean and not self._closed
+            if keep:
+                self._idle.append(sandbox)
+            else:
+                self._alive -= 1
+            self._cond.notify_all()
+        if keep:
+            return
+        self._discard(sandbox)
+        if not self._closed:
+            self.warm()  # bring the pool back to size in the background
+
+    def _discard(self, sandbox: Sandbox) -> None:
+        try:
+            sandbox.close()
+        finally:
+            remove_workspace(sandbox.workspace)
+
+    # ------------------------------------------------------------------ teardown
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Remove every idle sandbox now (in parallel), busy ones when released."""
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._alive -= len(idle)
+            starters = list(self._starters)
+            self._cond.notify_all()
+        closers = [threading.Thread(target=self._discard, args=(s,), daemon=True) for s in idle]
+        for thread in closers:
+            thread.start()
+        deadline = time.monotonic() + timeout_s
+        for thread in closers + starters:
+            with contextlib.suppress(RuntimeError):
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    def __enter__(self) -> SandboxPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,451 @@
+"""PID 1 of a Docker sandbox: a warm command server (runs inside the container; stdlib only).
+
+The container starts `python3 -c <this file's source> ooda-init SOCKET`. This process connects
+once to the host's one-shot unix socket (the host stops listening right after, so nothing that
+starts later can connect), makes itself non-dumpable (no ptrace, no /proc/1/fd or /proc/1/mem
+for candidate code) and imports the verifier toolchain (pytest, mypy) ahead of need. Being
+PID 1 of its pid namespace, it cannot be signalled from inside the container (it installs no
+handlers). Then it serves one request at a time:
+
+- `run`: fork a child with the given argv, cwd and environment. `python3 -m pytest|mypy|ruff`
+  and `python3 [-s] [-B] SCRIPT` (the pytest guard) run in the forked child with the toolchain
+  already imported, as a fresh interpreter would run them (same sys.path, argv and
+  environment); it falls back to exec whenever that could differ (other PYTHON* variables, a
+  workspace module shadowing a loaded one, a user site, other interpreter options); any other
+  argv is exec'd. stdout and stderr are merged and capped (head and tail kept). When
+  the child exits, or at the timeout, every other process in the container is SIGKILLed, so
+  nothing outlives a command.
+- `reset`: kill everything, empty /tmp, /dev/shm and /dev/mqueue and remove SysV IPC objects,
+  so the next candidate finds the container as fresh as a new one (the host empties /work).
+
+Frames both ways: a 4-byte big-endian length, then the payload (JSON, or raw output bytes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+from typing import Any
+
+MARKER = "ooda-init"
+"""Second argument of PID 1 (also how tests tell it from leftover processes)."""
+WIPED = ("/tmp", "/dev/shm", "/dev/mqueue")
+TOOLS = ("pytest", "mypy", "ruff")
+"""Modules whose `python3 -m` runs are served from the pre-imported interpreter."""
+IPC_RMID = 0
+PR_SET_DUMPABLE = 4
+_HEADER = struct.Struct(">I")
+
+
+# --------------------------------------------------------------------------- frames
+
+
+def send(sock: socket.socket, payload: bytes) -> None:
+    """Send one frame."""
+    sock.sendall(_HEADER.pack(len(payload)) + payload)
+
+
+def _exactly(sock: socket.socket, size: int) -> bytes | None:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(min(size - len(chunks), 1 << 20))
+        if not chunk:
+            return None
+        chunks += chunk
+    return bytes(chunks)
+
+
+def receive(sock: socket.socket) -> bytes | None:
+    """One frame's payload; None when the peer has gone."""
+    head = _exactly(sock, _HEADER.size)
+    if head is None:
+        return None
+    return _exactly(sock, _HEADER.unpack(head)[0])
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def _set_dumpable(flag: bool) -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, int(flag), 0, 0, 0)
+    except (ImportError, OSError, AttributeError):
+        pass
+
+
+def _others() -> list[int]:
+    """Live processes of the container other than this one (zombies excluded)."""
+    me, found = os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as handle:
+                state = handle.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            found.append(int(name))
+    return found
+
+
+def _reap() -> dict[int, int]:
+    """Collect every exited child; pid -> wait status."""
+    done: dict[int, int] = {}
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return done
+        if pid == 0:
+            return done
+        done[pid] = status
+
+
+def sweep() -> dict[int, int]:
+    """SIGKILL every other process in the container until none is left; the statuses reaped."""
+    reaped = _reap()
+    for _ in range(2000):
+        if not _others():
+            break
+        try:
+            os.kill(-1, signal.SIGKILL)  # from PID 1: every process of the namespace but itself
+        except OSError:
+            pass
+        time.sleep(0.002)
+        reaped.update(_reap())
+    reaped.update(_reap())
+    return reaped
+
+
+# --------------------------------------------------------------------------- the child
+
+
+def preload() -> list[str]:
+    """Import the toolchain now, so forked runs skip it; the tools that loaded."""
+    import importlib
+
+    loaded = []
+    for tool in TOOLS:
+        try:
+            if tool == "pytest":
+                import _pytest.config
+
+                for plugin in _pytest.config.default_plugins:
+                    try:
+                        importlib.import_module(f"_pytest.{plugin}")
+                    except ImportError:
+                        pass
+            elif tool == "mypy":
+                importlib.import_module("mypy.main")
+                importlib.import_module("mypy.build")
+            importlib.import_module(tool)
+        except Exception:  # a tool that does not import is simply exec'd
+            continue
+        loaded.append(tool)
+    return loaded
+
+
+def fast_target(
+    argv: list[str], env: dict[str, str], base_env: dict[str, str], loaded: list[str], cwd: str
+) -> tuple[str, str, list[str], bool] | None:
+    """How to run argv in-process: (kind "module"|"script", target, its arguments, no_user_site),
+    or None when only exec gives the same result. Served: `python3 [-s] [-B] -m TOOL ARGS` for
+    a pre-imported tool and `python3 [-s] [-B] SCRIPT ARGS` (e.g. the pytest guard)."""
+    import shutil
+
+    found = shutil.which(argv[0], path=env.get("PATH", "")) if argv else None
+    if found is None or os.path.realpath(found) != os.path.realpath(sys.executable):
+        return None
+    no_user_site = False
+    rest = argv[1:]
+    while rest and rest[0].startswith("-") and rest[0] != "-m":
+        if set(rest[0][1:]) - {"s", "B"} or rest[0] == "-":
+            return None  # an interpreter option a fork cannot apply
+        no_user_site = no_user_site or "s" in rest[0]
+        rest = rest[1:]
+    if not rest:
+        return None
+    if rest[0] == "-m":
+        if len(rest) < 2 or rest[1] not in loaded:
+            return None
+        kind, target, args, first = "module", rest[1], rest[2:], cwd
+    else:
+        script = os.path.join(cwd, rest[0])
+        if not os.path.isfile(script):
+            return None
+        kind, target, args = "script", script, rest[1:]
+        first = os.path.dirname(os.path.realpath(script))
+    python_vars = {k for k in (*env, *base_env) if k.startswith("PYTHON")}
+    if any(env.get(k) != base_env.get(k) for k in python_vars):
+        return None
+    import site
+
+    if not no_user_site and site.ENABLE_USER_SITE:
+        if os.path.isdir(site.getusersitepackages()):
+            return None
+    for directory in dict.fromkeys([first, cwd]):
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return None
+        if any(_module_name(directory, name) in sys.modules for name in names):
+            return None  # a workspace module would shadow one already loaded
+    return kind, target, args, no_user_site
+
+
+def _module_name(directory: str, name: str) -> str | None:
+    """The top-level module an entry of a sys.path directory provides (None: none)."""
+    stem, _, suffix = name.partition(".")
+    if suffix:
+        return stem if name.endswith((".py", ".pyc", ".so")) else None
+    for init in ("__init__.py", "__init__.pyc"):
+        if os.path.isfile(os.path.join(directory, name, init)):
+            return name
+    return None  # a plain directory is at most a namespace package, which never shadows
+
+
+def child(
+    sock: socket.socket, request: dict[str, Any], out: int, loaded: list[str],
+    base_env: dict[str, str],
+) -> None:
+    """In the forked child: become the command. Never returns (exec, or SystemExit)."""
+    os.close(sock.detach())
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.closerange(3, 1 << 16)
+    _set_dumpable(True)
+    try:
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write("1000")  # under memory pressure the command goes, not PID 1
+    except OSError:
+        pass
+    argv = [str(a) for a in request["argv"]]
+    env = {**base_env, **{str(k): str(v) for k, v in request.get("env", {}).items()}}
+    cwd = str(request.get("cwd", "/work"))
+    try:
+        os.chdir(cwd)
+    except OSError as exc:
+        os.write(2, f"cannot enter {cwd}: {exc.strerror}\n".encode())
+        os._exit(126)
+    target = fast_target(argv, env, base_env, loaded, cwd)
+    if target is None:
+        try:
+            os.execvpe(argv[0], argv, env)
+        except FileNotFoundError:
+            os.write(2, f"{argv[0]}: command not found\n".encode())
+            os._exit(127)
+        except OSError as exc:
+            os.write(2, f"{argv[0]}: {exc.strerror}\n".encode())
+            os._exit(126)
+    import importlib
+    import runpy
+    import site
+
+    kind, name, args, no_user_site = target
+    os.environ.clear()
+    os.environ.update(env)
+    if no_user_site:
+        site.ENABLE_USER_SITE = False
+    sys.path_importer_cache.clear()
+    importlib.invalidate_caches()
+    if kind == "module":
+        sys.argv = [argv[0], *args]
+        sys.path.insert(0, os.getcwd())
+        runpy.run_module(name, run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = [name, *args]
+        sys.path.insert(0, os.path.dirname(os.path.realpath(name)))
+        runpy.run_path(name, run_name="__main__")
+    sys.exit(0)  # the program returned instead of exiting: like falling off the end of a script
+
+
+# --------------------------------------------------------------------------- requests
+
+
+class Capped:
+    """Head and tail of a byte stream, the middle counted and dropped."""
+
+    def __init__(self, cap: int) -> None:
+        self.half = max(cap // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def write(self, data: bytes) -> None:
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        self.tail += data
+        if len(self.tail) > self.half:
+            extra = len(self.tail) - self.half
+            self.dropped += extra
+            del self.tail[:extra]
+
+    def value(self) -> bytes:
+        if not self.dropped:
+            return bytes(self.head + self.tail)
+        note = f"\n[... {self.dropped} bytes of output elided ...]\n".encode()
+        return bytes(self.head) + note + bytes(self.tail)
+
+
+def run(
+    sock: socket.socket, request: dict[str, Any], loaded: list[str], base_env: dict[str, str]
+) -> tuple[dict[str, Any], bytes]:
+    """Run one command (see the module docstring); its header and output."""
+    sweep()
+    started = time.monotonic()
+    deadline = started + max(float(request.get("timeout", 60.0)), 0.0)
+    output = Capped(int(request.get("cap", 256 * 1024)))
+    read_end, write_end = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        child(sock, request, write_end, loaded, base_env)
+    os.close(write_end)
+    pidfd = os.pidfd_open(pid)
+    status: int | None = None
+    watched = [read_end, pidfd]
+    try:
+        while status is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select(watched, [], [], left)
+            if read_end in ready:
+                chunk = os.read(read_end, 1 << 16)
+                if chunk:
+                    output.write(chunk)
+                else:
+                    watched.remove(read_end)
+            if pidfd in ready:
+                status = os.waitpid(pid, 0)[1]
+        timed_out = status is None
+        reaped = sweep()
+        if status is None:
+            status = reaped.get(pid)
+        if read_end in watched:
+            while select.select([read_end], [], [], 5.0)[0]:
+                chunk = os.read(read_end, 1 << 16)
+                if not chunk:
+                    break
+                output.write(chunk)
+    finally:
+        os.close(read_end)
+        os.close(pidfd)
+    if timed_out:
+        code = 124
+    elif status is None:
+        code = 125
+    else:
+        code = os.waitstatus_to_exitcode(status)
+        code = 128 - code if code < 0 else code
+    header = {"exit": code, "timed_out": timed_out, "duration": time.monotonic() - started}
+    return header, output.value()
+
+
+def _empty(path: str) -> None:
+    """Remove everything below `path` (not path itself), fixing permissions on the way."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                os.chmod(entry.path, 0o700)
+                _empty(entry.path)
+                os.rmdir(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+
+def _remove_ipc() -> list[str]:
+    """Remove every SysV shared memory segment, message queue and semaphore set; the ones left."""
+    left = []
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+    except (ImportError, OSError):
+        return ["ctypes unavailable"]
+    for kind, call in (("shm", "shmctl"), ("msg", "msgctl"), ("sem", "semctl")):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as handle:
+                rows = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            ident = int(row.split()[1])
+            if kind == "sem":
+                failed = libc.semctl(ident, 0, IPC_RMID) != 0
+            else:
+                failed = getattr(libc, call)(ident, IPC_RMID, None) != 0
+            if failed:
+                left.append(f"{kind} {ident}")
+    return left
+
+
+def reset() -> dict[str, Any]:
+    """Make the container fresh for the next candidate; ok False when something stayed."""
+    sweep()
+    left = _remove_ipc()
+    for path in WIPED:
+        _empty(path)
+        try:
+            left += [f"{path}/{name}" for name in os.listdir(path)]
+        except OSError:
+            pass
+    left += [str(pid) for pid in _others()]
+    return {"ok": not left, "left": left[:20]}
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(args: list[str]) -> None:
+    """Connect, warm up, then serve requests until the host goes away."""
+    os.chdir("/")
+    sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+    _set_dumpable(False)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(args[-1])
+    base_env = dict(os.environ)
+    loaded = preload()
+    import gc
+
+    gc.collect()
+    gc.freeze()  # forked children then leave the warm interpreter's pages shared
+    send(sock, json.dumps({"ready": True, "preloaded": loaded}).encode())
+    while True:
+        message = receive(sock)
+        if message is None:
+            os._exit(0)
+        request = json.loads(message)
+        if request.get("op") == "run":
+            header, output = run(sock, request, loaded, base_env)
+            send(sock, json.dumps(header).encode())
+            send(sock, output)
+        elif request.get("op") == "reset":
+            send(sock, json.dumps(reset()).encode())
+        else:
+            send(sock, json.dumps({"error": f"unknown op {request.get('op')!r}"}).encode())
+
+
+if __name__ == "__main__":
+    main(sys.argv)
