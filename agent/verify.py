@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 from agent import mypycache
-from agent.protocols import CheckSpec, Sandbox, Verifier, VerifierResult
+from agent.errors import InfraError
+from agent.protocols import CheckSpec, ExecResult, Sandbox, Verifier, VerifierResult
 from agent.sandbox.pool import SandboxPool
 from agent.workspace import PatchError, apply_patch, make_workspace, remove_workspace
 from tasks.loader import Task
@@ -152,7 +154,7 @@ class TaskVerifier:
         try:
             check = self._check(changed)
             results = run_cascade(
-                sandbox, check, self.verifiers, deadline=deadline, prepare=self._prepare
+                Watched(sandbox), check, self.verifiers, deadline=deadline, prepare=self._prepare
             )
         finally:
             self.pool.release(sandbox)
@@ -246,7 +248,8 @@ class TaskVerifier:
         if self._base_sandbox is None:
             workspace = self._base_workspace or self._fresh_base()
             self._base_workspace = workspace
-            self._base_sandbox = self.backend.open(workspace, requirements=self.task.requirements)
+            opened = self.backend.open(workspace, requirements=self.task.requirements)
+            self._base_sandbox = Watched(opened)
         return self._base_sandbox
 
     def _fresh_base(self) -> Path:
@@ -317,6 +320,41 @@ class _HiddenTestsConflict(PatchError):
     def __init__(self, changed: list[str]) -> None:
         super().__init__("the hidden tests do not apply")
         self.changed = changed
+
+
+UNUSABLE = "sandbox unusable: "
+"""How the sandboxes answer a command they could not run at all (exit code 125)."""
+NOT_INFRA = ("outlived", "it was closed")
+"""...after a command's own timeout, or once closed: not the infrastructure's fault."""
+
+
+class Watched:
+    """A sandbox as the verifiers see it: when it could not run a command at all because it
+    broke (its container went away: the engine restarted, the container was removed), that is
+    an InfraError (the run ends, exit 3), not a result a verifier would read as the candidate's
+    failure, a tool crash or a skipped stage."""
+
+    def __init__(self, inner: Sandbox) -> None:
+        self.inner = inner
+        self.backend = inner.backend
+        self.workspace = inner.workspace
+        self.workdir = inner.workdir
+
+    def run(
+        self, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None
+    ) -> ExecResult:
+        result = self.inner.run(argv, timeout_s=timeout_s, env=env)
+        if (
+            result.exit_code == 125
+            and result.output.startswith(UNUSABLE)
+            and not any(text in result.output for text in NOT_INFRA)
+        ):
+            why = result.output[len(UNUSABLE) :].strip().splitlines()[0]
+            raise InfraError(f"the {self.backend} sandbox broke while verifying: {why}")
+        return result
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def verdict_from(results: list[VerifierResult], changed: list[str]) -> Verdict:

@@ -143,7 +143,7 @@ class DockerSandbox:
             path.chmod(0o600)
             try:
                 self.container_id = self._start(tag, workspace, control)
-            except docker.errors.DockerException as exc:
+            except (docker.errors.DockerException, OSError) as exc:  # OSError: engine gone
                 raise InfraError(
                     f"could not start a sandbox container from {tag}: {exc}"
                 ) from exc
@@ -301,7 +301,7 @@ class DockerSandbox:
 
         try:
             self._api.kill(self.container_id)
-        except docker.errors.DockerException:
+        except (docker.errors.DockerException, OSError):  # OSError: requests, engine gone
             pass
 
     def _discard(self) -> None:
@@ -310,7 +310,7 @@ class DockerSandbox:
         if self.container_id:
             try:
                 self._api.remove_container(self.container_id, force=True)
-            except docker.errors.DockerException:
+            except (docker.errors.DockerException, OSError):  # OSError: requests, engine gone
                 pass  # already gone (killed, removed by cleanup_leftovers, engine restarted)
 
     def close(self) -> None:
