@@ -231,7 +231,7 @@ def test_sigkilled_run_is_cleaned_up_by_the_next_start(median: Path, tmp_path: P
             proc.kill()
             proc.communicate()
     assert proc.returncode == -signal.SIGKILL
-    assert containers_of(proc.pid), "the killed run should have left a container to clean"
+    # its containers may outlive it (or, auto-removed once their control socket closes, not)
     (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
     for line in (run_dir / "attempts.jsonl").read_text().splitlines():
         json.loads(line)  # nothing torn

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from adv_helpers import FIXED, assert_not_passed, calc_patch, cheat, make_task, verify
 
-# Reads the JUnit report path pytest was given (it is on the command line).
+# Reads the JUnit report path pytest was given (on its command line: sys.argv).
 JUNIT_PATH = """\
-import os
-_argv = open("/proc/self/cmdline", "rb").read().split(b"\\0")
-JUNIT = [a for a in _argv if a.startswith(b"--junitxml=")][0][11:].decode()
+import os, sys
+_argv = sys.argv + open("/proc/self/cmdline", "rb").read().decode().split("\\0")
+JUNIT = [a for a in _argv if a.startswith("--junitxml=")][0][11:]
 """
 FAKE_JUNIT = """\
 <?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="2">
