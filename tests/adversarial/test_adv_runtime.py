@@ -62,6 +62,10 @@ CHEATS = {
         TO_PIPE + "to_pipe('tests/test_calc.py ..\\n2 passed in 0.01s\\n')\nos._exit(0)",
         ["no test report"],
     ),
+    "pytest_exit_0_at_import": (
+        "import pytest\npytest.exit('all good', returncode=0)",
+        ["did not pass"],
+    ),
     "module_level_skip": (
         "import pytest\npytest.skip('nothing to see', allow_module_level=True)",
         ["did not pass"],
@@ -82,6 +86,19 @@ CHEATS = {
         JUNIT_PATH
         + f"import atexit\natexit.register(lambda: open(JUNIT, 'w').write({FAKE_JUNIT!r}))",
         ["required tests did not pass"],  # atexit handlers never run: the real report stands
+    ),
+    "junit_overwritten_by_a_thread": (
+        JUNIT_PATH
+        + "import threading, time\n"
+        + "def keep_faking():\n"
+        + "    while True:\n"
+        + "        try:\n"
+        + f"            open(JUNIT, 'w').write({FAKE_JUNIT!r})\n"
+        + "        except OSError:\n"
+        + "            pass\n"
+        + "        time.sleep(0.001)\n"
+        + "threading.Thread(target=keep_faking, daemon=True).start()",
+        ["JUnit report disagrees", "test_add is reported passed but it failed"],
     ),
     "report_class_patched": (
         "import _pytest.reports\n_pytest.reports.TestReport.passed = property(lambda self: True)",
@@ -184,8 +201,24 @@ def test_cheat_is_not_passed(task: Path, tmp_path: Path, name: str) -> None:
     assert [r.name for r in verdict.results][-1] == "pytest"
 
 
-def test_the_honest_fix_still_passes(task: Path, tmp_path: Path) -> None:
-    verdict = verify(task, calc_patch(FIXED), tmp_path)
+ISOLATION_SENSITIVE = [
+    "fake_junit_then_os_exit",
+    "junit_overwritten_by_a_thread",
+    "conftest_written_at_run_time_then_rerun",
+    "report_dir_replaced_by_a_link_mid_run",
+]
+
+
+@pytest.mark.parametrize("name", ISOLATION_SENSITIVE)
+def test_cheat_is_not_passed_in_bwrap(task: Path, tmp_path: Path, name: str) -> None:
+    prelude, words = CHEATS[name]
+    verdict = verify(task, cheat(prelude), tmp_path, "bwrap")
+    assert_not_passed(verdict, "failed", *words)
+
+
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_the_honest_fix_still_passes(task: Path, tmp_path: Path, backend: str) -> None:
+    verdict = verify(task, calc_patch(FIXED), tmp_path, backend)
     assert verdict.status == "passed", verdict.feedback
 
 
