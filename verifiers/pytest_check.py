@@ -55,6 +55,8 @@ PYTEST_ENV = {
 OUTCOME_RANK = {"passed": 0, "xfailed": 1, "skipped": 2, "failed": 3, "error": 4}
 """When one test has several report entries (call + teardown error), the worst wins."""
 FAILING = frozenset({"failed", "error"})
+SESSION_RAN = frozenset({0, 1, 2, 5})
+"""pytest.main exit codes after which the JUnit report has been written (the session ran)."""
 
 _NOT_FOUND = re.compile(
     r"^ERROR: (?:not found: |file or directory not found: |found no collectors for )(.+?)\s*$",
@@ -302,6 +304,11 @@ def run_pytest(
             run.tampered.append(integrity.describe_files(changes))
         if run.report_found:
             run.tampered += integrity.cross_check(record, run.cases, result.exit_code)
+        elif record is not None and record["exit_code"] in SESSION_RAN:
+            run.tampered.append(
+                "pytest finished its session (so it wrote its JUnit report) but the report is "
+                "missing or unreadable: deleted or overwritten by the code under test?"
+            )
     _reset_report_dir(sandbox.workspace)
     return run
 

@@ -98,7 +98,7 @@ CHEATS = {
         + "            pass\n"
         + "        time.sleep(0.001)\n"
         + "threading.Thread(target=keep_faking, daemon=True).start()",
-        ["JUnit report disagrees", "test_add is reported passed but it failed"],
+        ["JUnit report"],  # disagrees with pytest, or (caught mid-write) unreadable
     ),
     "report_class_patched": (
         "import _pytest.reports\n_pytest.reports.TestReport.passed = property(lambda self: True)",
