@@ -18,14 +18,16 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent import edits, prompts
 from agent.budget import Budget
 from agent.errors import InfraError, UsageError
 from agent.protocols import Model
 from agent.runlog import RunLog
-from agent.verify import TaskVerifier, Verdict
+
+if TYPE_CHECKING:
+    from agent.verify import TaskVerifier, Verdict
 from tasks.loader import Task
 
 AttemptStatus = Literal[

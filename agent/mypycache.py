@@ -6,18 +6,19 @@ cache inside the workspace (verifiers.mypy_check.CACHE_DIR, under `.ooda/`, whic
 touch). So the host can hand every candidate a private copy of the base's cache, taken after
 the base was checked (mypy revalidates each entry against the sources and options, so a copy is
 never wrong, only more or less warm), and a new task's base starts from a per-machine seed:
-the first base cache this machine built with this toolchain and backend.
+the first base cache this machine built with this toolchain, backend and mypy configuration.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from agent.sandbox import image
-from verifiers.mypy_check import CACHE_DIR
+from verifiers.mypy_check import CACHE_DIR, MYPY_ARGV
 
 
 def cache_dir(workspace: Path) -> Path:
@@ -25,9 +26,42 @@ def cache_dir(workspace: Path) -> Path:
     return workspace / CACHE_DIR
 
 
-def seed_path(backend: str) -> Path:
-    """The per-machine seed for `backend` and the current toolchain."""
-    return image.ooda_home() / "mypy-seed" / f"{backend}-{image.recipe_hash()}"
+CONFIG_FILES = ("mypy.ini", ".mypy.ini", "setup.cfg", "pyproject.toml")
+
+
+def config_key(repo: Path) -> str:
+    """A short hash of what decides mypy's options besides the toolchain: the verifiers' argv
+    and the repo's mypy configuration (a seed built under other options is no use)."""
+    digest = hashlib.sha256(repr(MYPY_ARGV).encode())
+    for name in CONFIG_FILES:
+        try:
+            text = (repo / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if name in ("setup.cfg", "pyproject.toml"):  # only their mypy sections matter
+            text = "\n".join(_mypy_sections(text))
+        digest.update(f"{name}\0{text}\0".encode())
+    return digest.hexdigest()[:12]
+
+
+def _mypy_sections(text: str) -> list[str]:
+    """The [mypy...] / [tool.mypy...] sections of an ini or toml file, as text."""
+    kept: list[str] = []
+    keep = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("["):
+            header = stripped.strip("[]").strip()
+            keep = header.startswith(("mypy", "tool.mypy"))
+        if keep:
+            kept.append(line)
+    return kept
+
+
+def seed_path(backend: str, repo: Path) -> Path:
+    """The per-machine seed for `backend`, the current toolchain and `repo`'s mypy options."""
+    name = f"{backend}-{image.recipe_hash()}-{config_key(repo)}"
+    return image.ooda_home() / "mypy-seed" / name
 
 
 def copy_cache(source: Path, workspace: Path) -> bool:
@@ -47,9 +81,9 @@ def prepare(workspace: Path) -> Path:
     return target
 
 
-def save_seed(workspace: Path, backend: str) -> None:
+def save_seed(workspace: Path, backend: str, repo: Path) -> None:
     """Keep `workspace`'s cache as the machine's seed unless one exists (atomic, race-safe)."""
-    seed = seed_path(backend)
+    seed = seed_path(backend, repo)
     source = cache_dir(workspace)
     if seed.exists() or not source.is_dir() or not any(source.iterdir()):
         return

@@ -10,6 +10,7 @@ import dataclasses
 import os
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -135,8 +136,6 @@ def run_task(
     here from `options` and released at the end. `run_id` names the run directory under
     `options.runs_dir` (default: a fresh, time-stamped id).
     """
-    from agent.verify import TaskVerifier
-
     options.validate()
     loop_config = LoopConfig(
         samples=options.samples,
@@ -147,14 +146,15 @@ def run_task(
         verify_concurrency=options.verify_concurrency,
     )
     with contextlib.ExitStack() as stack:
-        if model is None:
-            model = stack.enter_context(open_model(options, task))
-        if backend is None:
-            backend = open_backend(options.sandbox)
-            stack.callback(backend.close)
         work_root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ooda-")))
-        verifier = TaskVerifier(task, backend, work_root)
-        stack.callback(verifier.close)
+        # Sandboxes start (and the base's baselines run) while the model client is set up and
+        # the first answers stream: start-up stays off the critical path.
+        with ThreadPoolExecutor(1, thread_name_prefix="ooda-setup") as setup:
+            opening = setup.submit(open_verifier, task, options, backend, work_root)
+            stack.callback(_close_opened, opening)
+            if model is None:
+                model = stack.enter_context(open_model(options, task))
+            verifier = opening.result()
         task = verifier.task = derive_test_lists(task, verifier)
         log = RunLog(options.runs_dir, run_id or new_run_id(task.id))
         if show_progress and console is not None:
@@ -167,6 +167,32 @@ def run_task(
             result = Loop(task, model, verifier, log, loop_config).run()
         return result, log
     raise AssertionError("unreachable")
+
+
+def open_verifier(
+    task: Task, options: RunOptions, backend: SandboxBackend | None, work_root: Path
+) -> TaskVerifier:
+    """A TaskVerifier (on `backend`, or on a backend opened here and closed with it) whose
+    sandboxes and baselines are already starting in the background."""
+    from agent.verify import TaskVerifier
+
+    own = backend is None
+    opened = open_backend(options.sandbox) if backend is None else backend
+    try:
+        verifier = TaskVerifier(task, opened, work_root, concurrency=options.verify_concurrency)
+        verifier.warm(min(options.samples, options.verify_concurrency))
+    except BaseException:
+        if own:
+            opened.close()
+        raise
+    if own:
+        verifier.on_close.append(opened.close)
+    return verifier
+
+
+def _close_opened(opening: Future[TaskVerifier]) -> None:
+    if opening.done() and opening.exception() is None:
+        opening.result().close()
 
 
 def open_backend(name: str | None) -> SandboxBackend:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
@@ -92,6 +92,8 @@ class TaskVerifier:
         self._base_sandbox: Sandbox | None = None
         self._base_mypy_runs = 0
         self._warmer: threading.Thread | None = None
+        self.on_close: list[Callable[[], None]] = []
+        """Called at the end of close() (e.g. to close a backend opened for this verifier)."""
 
     # ------------------------------------------------------------------ warm-up
 
@@ -239,7 +241,7 @@ class TaskVerifier:
             spec = CheckSpec(changed_files=missing, timeout_s=self.task.verifiers.timeout_s)
             known.merge(verifier.baseline(sandbox, spec))
             if verifier.name == "mypy" and self._base_mypy_runs == 0:
-                mypycache.save_seed(sandbox.workspace, self.backend.name)
+                mypycache.save_seed(sandbox.workspace, self.backend.name, self.task.repo)
             self._base_mypy_runs += verifier.name == "mypy"
         return known
 
@@ -259,7 +261,8 @@ class TaskVerifier:
                 apply_patch(workspace, self.task.test_patch, trusted=True)
             if self.task.verifiers.mypy:
                 mypycache.prepare(workspace)
-                mypycache.copy_cache(mypycache.seed_path(self.backend.name), workspace)
+                seed = mypycache.seed_path(self.backend.name, self.task.repo)
+                mypycache.copy_cache(seed, workspace)
         except BaseException:
             remove_workspace(workspace)
             raise
@@ -301,8 +304,9 @@ class TaskVerifier:
         (the backend stays open)."""
         if self._warmer is not None:
             self._warmer.join(timeout=60)
+        closing = threading.Thread(target=self.pool.close, name="ooda-pool-close")
         if self._own_pool:
-            self.pool.close()
+            closing.start()  # in parallel with the base sandbox below
         with self._lock:
             sandbox, workspace = self._base_sandbox, self._base_workspace
             self._base_sandbox = self._base_workspace = None
@@ -312,6 +316,11 @@ class TaskVerifier:
         finally:
             if workspace is not None:
                 remove_workspace(workspace)
+            if closing.is_alive():
+                closing.join()
+            callbacks, self.on_close = self.on_close, []
+            for callback in callbacks:
+                callback()
 
 
 class _HiddenTestsConflict(PatchError):

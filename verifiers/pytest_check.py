@@ -38,7 +38,7 @@ from junitparser import Attr, Error, Failure, JUnitXml, Skipped, TestCase, TestS
 
 from agent.protocols import CheckSpec, Sandbox, VerifierResult
 from agent.workspace import remove_workspace
-from verifiers import SUMMARY_LIMIT, clip, integrity, pytest_guard, relative_to_workdir, tail
+from verifiers import SUMMARY_LIMIT, clip, integrity, relative_to_workdir, tail
 
 REPORT_DIR = ".ooda"
 MAX_REPORT_BYTES = 64 * 1024 * 1024
@@ -232,7 +232,9 @@ def _reset_report_dir(workspace: Path) -> Path:
 
 @functools.cache
 def _guard_source() -> str:
-    return Path(pytest_guard.__file__).read_text(encoding="utf-8")
+    # read by path, not imported: importing it would import pytest on the host (~0.1 s of
+    # every ooda start-up) for a script that only ever runs inside the sandbox
+    return Path(__file__).with_name("pytest_guard.py").read_text(encoding="utf-8")
 
 
 def _report_dir(workspace: Path) -> Path:

@@ -56,7 +56,8 @@ BASE_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 
-ZYGOTE_SOURCE = inspect.getsource(zygote)
+ZYGOTE_SOURCE = f"# {zygote.MARKER}: agent/sandbox/zygote.py\n" + inspect.getsource(zygote)
+"""PID 1's program; its first line names it, for `ps` and `docker top` (which cut long lines)."""
 
 
 def connect(timeout_s: float = 300.0) -> Any:
@@ -130,7 +131,6 @@ class DockerSandbox:
         self._uid, self._gid = uid, gid
         self._lease = Lease(workspace, uid, gid)
         self.container_id = ""
-        self.preloaded: list[str] = []
         control = Path(tempfile.mkdtemp(prefix="ooda-ctl-"))
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -165,6 +165,7 @@ class DockerSandbox:
                 str(workspace.resolve()): {"bind": self.workdir, "mode": "rw"},
                 str(control): {"bind": CONTROL_DIR, "mode": "ro"},
             },
+            auto_remove=True,  # gone as soon as PID 1 exits: when the host closes the socket
             network_mode="none",
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
@@ -195,7 +196,7 @@ class DockerSandbox:
         return container_id
 
     def _accept(self, listener: socket.socket) -> socket.socket:
-        """The one connection PID 1 makes, once it has imported the toolchain."""
+        """The one connection PID 1 makes as soon as it runs."""
         listener.settimeout(START_TIMEOUT_S)
         try:
             conn, _ = listener.accept()
@@ -216,7 +217,6 @@ class DockerSandbox:
         if hello is None:
             conn.close()
             raise InfraError("the sandbox container exited while starting")
-        self.preloaded = list(json.loads(hello).get("preloaded", []))
         return conn
 
     # ------------------------------------------------------------------ commands

@@ -80,6 +80,10 @@ class SandboxPool:
         self._cond = threading.Condition()
         self._idle: list[Sandbox] = []
         self._busy: set[int] = set()
+        self._waiting = 0
+        """Callers blocked in acquire()."""
+        self._opening = 0
+        """Sandboxes acquire() is opening for its own caller."""
         self._alive = 0
         """Sandboxes alive or being started (reusable backends only)."""
         self._starters: list[threading.Thread] = []
@@ -157,28 +161,37 @@ class SandboxPool:
 
     def _take(self) -> Sandbox:
         with self._cond:
-            while True:
-                if self._closed:
-                    raise RuntimeError("the sandbox pool is closed")
-                if self._idle:
-                    sandbox = self._idle.pop()
-                    self._busy.add(id(sandbox))
-                    return sandbox
-                if self._alive < self.size:
-                    self._alive += 1
-                    break
-                if self._error is not None and self._alive == 0:
-                    error, self._error = self._error, None
-                    raise error
-                self._cond.wait(timeout=1.0)
+            self._waiting += 1
+            try:
+                while True:
+                    if self._closed:
+                        raise RuntimeError("the sandbox pool is closed")
+                    if self._idle:
+                        sandbox = self._idle.pop()
+                        self._busy.add(id(sandbox))
+                        return sandbox
+                    idle, busy, own = len(self._idle), len(self._busy), self._opening
+                    starting = self._alive - idle - busy - own  # warm() starts, unclaimed
+                    if starting < self._waiting and self._alive < self.size:
+                        self._alive += 1  # no sandbox on its way for this caller: open one
+                        self._opening += 1
+                        break
+                    if self._error is not None and self._alive == 0:
+                        error, self._error = self._error, None
+                        raise error
+                    self._cond.wait(timeout=1.0)
+            finally:
+                self._waiting -= 1
         try:
             sandbox = self._open_slot()
         except BaseException:
             with self._cond:
                 self._alive -= 1
+                self._opening -= 1
                 self._cond.notify_all()
             raise
         with self._cond:
+            self._opening -= 1
             self._busy.add(id(sandbox))
         return sandbox
 

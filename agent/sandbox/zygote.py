@@ -3,7 +3,9 @@
 The container starts `python3 -c <this file's source> ooda-init SOCKET`. This process connects
 once to the host's one-shot unix socket (the host stops listening right after, so nothing that
 starts later can connect), makes itself non-dumpable (no ptrace, no /proc/1/fd or /proc/1/mem
-for candidate code) and imports the verifier toolchain (pytest, mypy) ahead of need. Being
+for candidate code) and, whenever no request is waiting, imports the verifier toolchain (mypy,
+pytest) ahead of need. When the host closes the socket, it kills everything and exits (the
+container is then removed by Docker). Being
 PID 1 of its pid namespace, it cannot be signalled from inside the container (it installs no
 handlers). Then it serves one request at a time:
 
@@ -36,7 +38,7 @@ from typing import Any
 MARKER = "ooda-init"
 """Second argument of PID 1 (also how tests tell it from leftover processes)."""
 WIPED = ("/tmp", "/dev/shm", "/dev/mqueue")
-TOOLS = ("pytest", "mypy", "ruff")
+TOOLS = ("mypy", "pytest", "ruff")
 """Modules whose `python3 -m` runs are served from the pre-imported interpreter."""
 IPC_RMID = 0
 PR_SET_DUMPABLE = 4
@@ -129,29 +131,41 @@ def sweep() -> dict[int, int]:
 # --------------------------------------------------------------------------- the child
 
 
-def preload() -> list[str]:
-    """Import the toolchain now, so forked runs skip it; the tools that loaded."""
+def preload(tool: str) -> bool:
+    """Import one tool now, so forked runs skip it; False when it does not import."""
+    import gc
     import importlib
 
-    loaded = []
-    for tool in TOOLS:
-        try:
-            if tool == "pytest":
-                import _pytest.config
+    try:
+        if tool == "pytest":
+            import _pytest.config
 
-                for plugin in _pytest.config.default_plugins:
-                    try:
-                        importlib.import_module(f"_pytest.{plugin}")
-                    except ImportError:
-                        pass
-            elif tool == "mypy":
-                importlib.import_module("mypy.main")
-                importlib.import_module("mypy.build")
-            importlib.import_module(tool)
-        except Exception:  # a tool that does not import is simply exec'd
-            continue
-        loaded.append(tool)
-    return loaded
+            for plugin in _pytest.config.default_plugins:
+                try:
+                    importlib.import_module(f"_pytest.{plugin}")
+                except ImportError:
+                    pass
+        elif tool == "mypy":
+            importlib.import_module("mypy.main")
+            importlib.import_module("mypy.build")
+        importlib.import_module(tool)
+    except Exception:  # a tool that does not import is simply exec'd
+        return False
+    gc.collect()
+    gc.freeze()  # forked children then leave the warm interpreter's pages shared
+    return True
+
+
+def wanted_tool(argv: list[str], pending: list[str]) -> str | None:
+    """The not-yet-imported tool a command will need: `-m TOOL`, or pytest for a script."""
+    if "-m" in argv[1:3]:
+        index = argv.index("-m")
+        name = argv[index + 1] if index + 1 < len(argv) else ""
+        return name if name in pending else None
+    scripts = [a for a in argv[1:3] if not a.startswith("-")]
+    if scripts and scripts[0].endswith(".py") and "pytest" in pending:
+        return "pytest"  # a script run here is the pytest guard
+    return None
 
 
 def fast_target(
@@ -303,7 +317,8 @@ class Capped:
 def run(
     sock: socket.socket, request: dict[str, Any], loaded: list[str], base_env: dict[str, str]
 ) -> tuple[dict[str, Any], bytes]:
-    """Run one command (see the module docstring); its header and output."""
+    """Run one command (see the module docstring); its header and output. If the host goes
+    away meanwhile, kill everything and exit."""
     sweep()
     started = time.monotonic()
     deadline = started + max(float(request.get("timeout", 60.0)), 0.0)
@@ -324,7 +339,10 @@ def run(
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            ready, _, _ = select.select(watched, [], [], left)
+            ready, _, _ = select.select([*watched, sock.fileno()], [], [], left)
+            if sock.fileno() in ready and not sock.recv(1, socket.MSG_PEEK):
+                sweep()  # the host closed the sandbox: nothing may outlive it
+                os._exit(0)
             if read_end in ready:
                 chunk = os.read(read_end, 1 << 16)
                 if chunk:
@@ -419,25 +437,32 @@ def reset() -> dict[str, Any]:
 
 
 def main(args: list[str]) -> None:
-    """Connect, warm up, then serve requests until the host goes away."""
+    """Connect, then serve requests until the host goes away; import the tools while idle."""
     os.chdir("/")
     sys.path[:] = [p for p in sys.path if p not in ("", ".")]
     _set_dumpable(False)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(args[-1])
     base_env = dict(os.environ)
-    loaded = preload()
-    import gc
-
-    gc.collect()
-    gc.freeze()  # forked children then leave the warm interpreter's pages shared
-    send(sock, json.dumps({"ready": True, "preloaded": loaded}).encode())
+    loaded: list[str] = []
+    pending = list(TOOLS)
+    send(sock, json.dumps({"ready": True}).encode())
     while True:
+        if pending and not select.select([sock], [], [], 0)[0]:
+            tool = pending.pop(0)
+            if preload(tool):
+                loaded.append(tool)
+            continue
         message = receive(sock)
         if message is None:
             os._exit(0)
         request = json.loads(message)
         if request.get("op") == "run":
+            needed = wanted_tool([str(a) for a in request.get("argv", [])], pending)
+            if needed is not None:
+                pending.remove(needed)
+                if preload(needed):
+                    loaded.append(needed)
             header, output = run(sock, request, loaded, base_env)
             send(sock, json.dumps(header).encode())
             send(sock, output)
