@@ -10,8 +10,10 @@ Everything below happens before any repository code is imported (pytest, the bui
 and this plugin are loaded first, from the image, with the workspace not yet on sys.path):
 
 - the functions and methods of `pytest`, `_pytest` and `pluggy` are snapshotted, and checked
-  again before and after every test and at the end: a candidate that monkeypatches the JUnit
-  writer, the report classes or the runner is caught by name;
+  again before and after every test and at the end: one replaced, added or removed by code the
+  candidate wrote (a monkeypatched JUnit writer, report class or runner) is caught by name,
+  while replacements defined in trusted files (pytest's legacypath plugin, the repository's
+  own conftest files) are not held against it;
 - every hook implementation is checked to come from somewhere other than the files the
   candidate changed (a plugin registered at run time by the code under test);
 - the innermost hook wrappers around each test's setup, call and teardown record whether the
@@ -34,7 +36,7 @@ import os
 import sys
 import time
 import types
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, NoReturn
 
 import pytest
@@ -46,7 +48,6 @@ _dumps = json.dumps
 
 WATCHED_PACKAGES = ("pytest", "_pytest", "pluggy")
 PHASES = ("setup", "call", "teardown")
-SANCTIONED_MODULES = frozenset({"_pytest.legacypath"})
 MAX_PROBLEMS = 20
 DESCRIPTORS = (types.FunctionType, staticmethod, classmethod, property)
 
@@ -87,8 +88,9 @@ def snapshot() -> Snapshot:
     return found
 
 
-def changes(before: Snapshot) -> list[str]:
-    """Names of the snapshotted functions and methods that were replaced, removed or added."""
+def changes(before: Snapshot, suspect: Callable[[object], bool]) -> list[str]:
+    """Names of the snapshotted functions and methods that were replaced, removed or added,
+    where `suspect(new value)` says the change may come from the code under test."""
     changed: list[str] = []
     for (module_name, cls_name, name), value in before.items():
         module = sys.modules.get(module_name)
@@ -104,24 +106,17 @@ def changes(before: Snapshot) -> list[str]:
             continue
         if name:
             now = namespace.get(name)
-            if now is not value and not _sanctioned(now):
+            if now is not value and suspect(now):
                 changed.append(where)
         else:
             assert isinstance(value, frozenset)
-            now_names = {
+            added = {
                 k
                 for k, v in namespace.items()
-                if isinstance(v, DESCRIPTORS) and k not in value and not _sanctioned(v)
+                if isinstance(v, DESCRIPTORS) and k not in value and suspect(v)
             }
-            changed += [f"{where}.{k} (added)" for k in sorted(now_names)]
+            changed += [f"{where}.{k} (added)" for k in sorted(added)]
     return changed
-
-
-def _sanctioned(value: object) -> bool:
-    """pytest's own legacypath plugin monkeypatches Config, Node, FixtureRequest & co. when it
-    is configured: those replacements are defined in _pytest/legacypath.py."""
-    function = value.fget if isinstance(value, property) else value
-    return getattr(function, "__module__", None) in SANCTIONED_MODULES
 
 
 class Guard:
@@ -156,7 +151,7 @@ class Guard:
 
     def check(self, when: str) -> None:
         """Record any change to pytest's machinery and any hook from the candidate's files."""
-        for name in changes(self.baseline)[:5]:
+        for name in changes(self.baseline, self._suspect_value)[:5]:
             self.problem(f"{name} was replaced or changed at run time ({when})")
         if self._config is None:
             return
@@ -173,6 +168,19 @@ class Guard:
                         f"{os.path.relpath(filename)} registers a pytest hook ({hook_name}) "
                         f"at run time ({when})"
                     )
+
+    def _suspect_value(self, value: object) -> bool:
+        """Whether a replacement in pytest's machinery may come from the code under test: its
+        code is in a suspect file (see _source_of), or it has no code at all (a deletion, a
+        builtin). Replacements defined in trusted files (pytest's own plugins, e.g.
+        legacypath; the repository's conftest files) are not suspect."""
+        if isinstance(value, property):
+            value = value.fget
+        elif isinstance(value, staticmethod | classmethod):
+            value = value.__func__
+        if not isinstance(getattr(getattr(value, "__code__", None), "co_filename", None), str):
+            return True
+        return self._source_of(value) is not None
 
     def _source_of(self, function: object) -> str | None:
         """Where `function` comes from when that is suspect, else None: a file the candidate

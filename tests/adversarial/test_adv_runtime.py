@@ -222,6 +222,30 @@ def test_the_honest_fix_still_passes(task: Path, tmp_path: Path, backend: str) -
     assert verdict.status == "passed", verdict.feedback
 
 
+TRUSTED_PATCH = """\
+import _pytest.terminal
+
+_original = _pytest.terminal.TerminalReporter.summary_stats
+
+
+def summary_stats(self):
+    return _original(self)
+
+
+_pytest.terminal.TerminalReporter.summary_stats = summary_stats
+"""
+
+
+def test_a_conftest_of_the_base_may_patch_pytest(tmp_path: Path) -> None:
+    """Only replacements the candidate's code made count as tampering, not the repository's."""
+    task = make_task(tmp_path / "t")
+    (task / "repo" / "conftest.py").write_text(TRUSTED_PATCH)
+    assert verify(task, calc_patch(FIXED), tmp_path / "w").status == "passed"
+    cheating = cheat(TRUSTED_PATCH.replace("summary_stats(self):", "summary_stats(self):  # x"))
+    verdict = verify(task, cheating, tmp_path / "w2")
+    assert_not_passed(verdict, "failed", "TerminalReporter.summary_stats was replaced")
+
+
 # The user site lives under HOME (/tmp in the sandbox), which outlives one command: a .pth or
 # usercustomize planted by the first run would run before pytest in the next one. `python3 -s`
 # closes it, and the tampered first run is not repeated anyway.
