@@ -9,7 +9,7 @@ host copies this file into the workspace's report directory and runs
 Everything below happens before any repository code is imported (pytest, the built-in plugins
 and this plugin are loaded first, from the image, with the workspace not yet on sys.path):
 
-- the functions and methods of `pytest`, `_pytest` and `pluggy` are snapshotted, and checked
+- the functions and methods of `pytest`, `_pytest`, `pluggy` and this guard are snapshotted, and checked
   again before and after every test and at the end: one replaced, added or removed by code the
   candidate wrote (a monkeypatched JUnit writer, report class or runner) is caught by name,
   while replacements defined in trusted files (pytest's legacypath plugin, the repository's
@@ -55,7 +55,8 @@ Snapshot = dict[tuple[str, str, str], object]
 
 
 def _watched(module_name: str) -> bool:
-    return module_name.split(".", 1)[0] in WATCHED_PACKAGES
+    """pytest, _pytest, pluggy, and this module itself (its Guard class and helpers)."""
+    return module_name.split(".", 1)[0] in WATCHED_PACKAGES or module_name == __name__
 
 
 def preload() -> None:
@@ -78,7 +79,7 @@ def snapshot() -> Snapshot:
         if module is None or not _watched(module_name):
             continue
         for attr, value in list(vars(module).items()):
-            if isinstance(value, types.FunctionType):
+            if isinstance(value, types.FunctionType | types.BuiltinFunctionType):
                 found[(module_name, "", attr)] = value
             elif isinstance(value, type) and value.__module__ == module_name:
                 members = [(k, v) for k, v in vars(value).items() if isinstance(v, DESCRIPTORS)]

@@ -100,6 +100,13 @@ CHEATS = {
         + "threading.Thread(target=keep_faking, daemon=True).start()",
         ["JUnit report"],  # disagrees with pytest, or (caught mid-write) unreadable
     ),
+    "guard_itself_patched": (
+        "import sys\nguard = sys.modules['__main__']\n"
+        "if hasattr(guard, 'Guard'):\n"
+        "    guard.Guard.good = lambda self, nodeid: True\n"
+        "    guard._exit = lambda code: None",
+        ["Guard.good was replaced"],
+    ),
     "report_class_patched": (
         "import _pytest.reports\n_pytest.reports.TestReport.passed = property(lambda self: True)",
         ["TestReport.passed"],
