@@ -145,15 +145,16 @@ class Guard:
 
     # ------------------------------------------------------------------ checks
 
-    def problem(self, text: str) -> None:
+    def problem(self, text: str, when: str = "") -> None:
+        """Record `text` once (where it was first seen: `when`)."""
         if text not in self._seen_problems and len(self.problems) < MAX_PROBLEMS:
             self._seen_problems.add(text)
-            self.problems.append(text)
+            self.problems.append(f"{text} ({when})" if when else text)
 
     def check(self, when: str) -> None:
         """Record any change to pytest's machinery and any hook from the candidate's files."""
         for name in changes(self.baseline, self._suspect_value)[:5]:
-            self.problem(f"{name} was replaced or changed at run time ({when})")
+            self.problem(f"{name} was replaced or changed at run time", when)
         if self._config is None:
             return
         for hook_name, caller in list(vars(self._config.hook).items()):
@@ -165,10 +166,8 @@ class Guard:
                     continue
                 filename = self._source_of(impl.function)
                 if filename is not None:
-                    self.problem(
-                        f"{os.path.relpath(filename)} registers a pytest hook ({hook_name}) "
-                        f"at run time ({when})"
-                    )
+                    where = os.path.relpath(filename)
+                    self.problem(f"{where} registers a pytest hook ({hook_name}) at run time", when)
 
     def _suspect_value(self, value: object) -> bool:
         """Whether a replacement in pytest's machinery may come from the code under test: its
