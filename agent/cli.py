@@ -366,6 +366,10 @@ def serve(
 
 def main() -> None:
     """Entry point: map errors to the contract's exit codes, one line each, no traceback."""
+    if sys.argv[1:2] == ["run"] and not {"-h", "--help"} & set(sys.argv):
+        from agent import prestart
+
+        prestart.begin(sys.argv[2:])  # the sandbox backend opens while typer parses
     try:
         app(standalone_mode=False)
     except UsageError as exc:

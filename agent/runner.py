@@ -177,7 +177,11 @@ def open_verifier(
     from agent.verify import TaskVerifier
 
     own = backend is None
-    opened = open_backend(options.sandbox) if backend is None else backend
+    if backend is None:
+        from agent import prestart
+
+        backend = prestart.take(options.sandbox) or open_backend(options.sandbox)
+    opened = backend
     try:
         verifier = TaskVerifier(task, opened, work_root, concurrency=options.verify_concurrency)
         verifier.warm(min(options.samples, options.verify_concurrency))

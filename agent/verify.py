@@ -11,12 +11,15 @@ candidate.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, cast, runtime_checkable
 
 from agent import mypycache
 from agent.errors import InfraError
@@ -26,7 +29,7 @@ from agent.workspace import PatchError, apply_patch, make_workspace, remove_work
 from tasks.loader import Task
 from verifiers import Baseline, clip, python_files
 from verifiers.cascade import default_verifiers, run_cascade
-from verifiers.pytest_check import run_tests
+from verifiers.pytest_check import REPORT_DIR, run_tests
 
 VerdictStatus = Literal["passed", "failed", "invalid_edit", "timeout", "error"]
 FEEDBACK_LIMIT = 4000
@@ -81,15 +84,23 @@ class TaskVerifier:
         self.task = task
         self.backend = backend
         self.work_root = work_root
-        self.verifiers: list[Verifier] = default_verifiers(task.verifiers.ruff, task.verifiers.mypy)
+        work_root.mkdir(parents=True, exist_ok=True)
+        self.verifiers: list[Verifier] = [
+            _Optimistic(stage, self) if isinstance(stage, BaselineVerifier) else stage
+            for stage in default_verifiers(task.verifiers.ruff, task.verifiers.mypy)
+        ]
         self.pool = pool or SandboxPool(
             backend, work_root, requirements=task.requirements, size=concurrency
         )
         self._own_pool = pool is None
         self._lock = threading.Lock()
+        """Guards _baselines and _base_cache (held briefly, never while waiting for a sandbox)."""
+        self._base_lock = threading.Lock()
+        """Serialises baseline computations in the pool (so each file is checked once)."""
         self._baselines: dict[str, Baseline] = {}
-        self._base_workspace: Path | None = None
-        self._base_sandbox: Sandbox | None = None
+        self._base_cache: Path | None = None
+        """The base's mypy cache on the host: what each candidate's mypy starts from."""
+        self._base_caches: list[Path] = []
         self._base_mypy_runs = 0
         self._warmer: threading.Thread | None = None
         self.on_close: list[Callable[[], None]] = []
@@ -98,24 +109,22 @@ class TaskVerifier:
     # ------------------------------------------------------------------ warm-up
 
     def warm(self, sandboxes: int | None = None) -> None:
-        """Start `sandboxes` (default: the pool's size) and the base's sandbox and baselines in
-        the background, so that the first candidate finds them ready. Returns at once."""
-        self.pool.warm(sandboxes)
-        if self._warmer is None:
+        """Start `sandboxes` (default: the pool's size) in the background and, when there are
+        two or more (one can be spared), the base's baselines and mypy cache, so that the
+        first candidates find them ready. Returns at once."""
+        count = self.pool.size if sandboxes is None else sandboxes
+        self.pool.warm(count)
+        if self._warmer is None and count >= 2:
             self._warmer = threading.Thread(target=self._warm_base, name="ooda-warm", daemon=True)
             self._warmer.start()
 
     def _warm_base(self) -> None:
-        """Base sandbox up; for a small repo, the ruff and mypy baselines of all its source files
-        (which also warms mypy's cache for every candidate)."""
+        """For a small repo, the ruff and mypy baselines of all its source files (which also
+        warms mypy's cache for every candidate)."""
         try:
             files = self._warm_files()
-            with self._lock:
-                self._base()
-            for verifier in self.verifiers:
-                if isinstance(verifier, BaselineVerifier) and files:
-                    spec = CheckSpec(changed_files=files, timeout_s=self.task.verifiers.timeout_s)
-                    self._prepare(verifier, spec)
+            if files:
+                self._ensure_baselines(files)
         except Exception:  # a warm-up problem shows again, properly, on the first candidate
             pass
 
@@ -155,9 +164,7 @@ class TaskVerifier:
             return self._invalid(f"{exc}", log_dir)
         try:
             check = self._check(changed)
-            results = run_cascade(
-                Watched(sandbox), check, self.verifiers, deadline=deadline, prepare=self._prepare
-            )
+            results = run_cascade(Watched(sandbox), check, self.verifiers, deadline=deadline)
         finally:
             self.pool.release(sandbox)
         if log_dir is not None:
@@ -165,15 +172,19 @@ class TaskVerifier:
                 (log_dir / f"{result.name}.log").write_text(result.log, encoding="utf-8")
         return verdict_from(results, changed)
 
-    def _fill(self, workspace: Path, patch: str) -> list[str]:
-        """Populate an empty workspace: the repo, the patch, the hidden tests, mypy's warm cache.
-        Returns the paths the patch changed; raises PatchError (_HiddenTestsConflict)."""
+    def _copy_repo(self, workspace: Path) -> None:
         copy = make_workspace(self.task.repo, self.work_root)
         try:
             for entry in os.listdir(copy):
                 os.rename(copy / entry, workspace / entry)
         finally:
             remove_workspace(copy)
+
+    def _fill(self, workspace: Path, patch: str) -> list[str]:
+        """Populate an empty workspace: the repo, the patch, the hidden tests and a private copy
+        of the base's mypy cache (checked for the changed files already, so their imports are
+        in it). Returns the paths the patch changed; raises PatchError (_HiddenTestsConflict)."""
+        self._copy_repo(workspace)
         changed = apply_patch(workspace, patch)
         if self.task.test_patch:
             try:
@@ -181,22 +192,15 @@ class TaskVerifier:
             except PatchError as exc:
                 raise _HiddenTestsConflict(changed) from exc
         if self.task.verifiers.mypy:
-            self._seed_mypy(workspace, changed)
+            self._give_mypy_cache(workspace)
         return changed
 
-    def _seed_mypy(self, workspace: Path, changed: list[str]) -> None:
-        """Give the candidate a private copy of the base's mypy cache, taken once the base has
-        been checked for the changed files (so their imports are in it)."""
+    def _give_mypy_cache(self, workspace: Path) -> None:
+        """Copy the base's current mypy cache (else the machine's seed) into `workspace`."""
         mypycache.prepare(workspace)
-        files = python_files(workspace, changed)
-        mypy = next((v for v in self.verifiers if v.name == "mypy"), None)
-        if not files or not isinstance(mypy, BaselineVerifier):
-            return
         with self._lock:
-            sandbox = self._base()
-            spec = CheckSpec(changed_files=files, timeout_s=self.task.verifiers.timeout_s)
-            self._grow_baseline(mypy, sandbox, spec)
-            mypycache.copy_cache(mypycache.cache_dir(sandbox.workspace), workspace)
+            source = self._base_cache or mypycache.seed_path(self.backend.name, self.task.repo)
+        mypycache.copy_cache(source, workspace)
 
     def _check(self, changed: list[str]) -> CheckSpec:
         return CheckSpec(
@@ -222,51 +226,94 @@ class TaskVerifier:
 
     # ------------------------------------------------------------------ baselines
 
-    def _prepare(self, verifier: Verifier, check: CheckSpec) -> None:
-        """Before a baseline-relative stage: put its baseline for the changed files in check."""
-        if not isinstance(verifier, BaselineVerifier):
-            return
+    def known_baseline(self, name: str, changed: list[str]) -> Baseline | None:
+        """The baseline of `name` for these changed files, when it is fully known already."""
+        files = python_files(self.task.repo, changed)
         with self._lock:
-            known = self._grow_baseline(verifier, self._base(), check)
-            check.baseline[verifier.name] = known.subset(check.changed_files)
+            known = self._baselines.setdefault(name, Baseline())
+            return None if known.missing(files) else known.subset(changed)
 
-    def _grow_baseline(
-        self, verifier: BaselineVerifier, sandbox: Sandbox, check: CheckSpec
+    def baseline_in(
+        self, sandbox: Sandbox, verifier: BaselineVerifier, check: CheckSpec
     ) -> Baseline:
-        """The verifier's baseline, extended to check.changed_files; the lock is held."""
-        known = self._baselines.setdefault(verifier.name, Baseline())
-        files = python_files(sandbox.workspace, check.changed_files)
-        missing = known.missing(files)
+        """The verifier's baseline for check.changed_files, computing what is missing in the
+        candidate's own sandbox (no candidate code has run in it yet: ruff and mypy come before
+        pytest) with every changed path put back as it is in the base for the run."""
+        files = python_files(self.task.repo, check.changed_files)
+        with self._lock:
+            missing = self._baselines.setdefault(verifier.name, Baseline()).missing(files)
         if missing:
-            spec = CheckSpec(changed_files=missing, timeout_s=self.task.verifiers.timeout_s)
-            known.merge(verifier.baseline(sandbox, spec))
-            if verifier.name == "mypy" and self._base_mypy_runs == 0:
-                mypycache.save_seed(sandbox.workspace, self.backend.name, self.task.repo)
-            self._base_mypy_runs += verifier.name == "mypy"
-        return known
+            spec = CheckSpec(changed_files=missing, timeout_s=check.timeout_s)
+            with _as_base(sandbox.workspace, self.task.repo, check.changed_files):
+                found = verifier.baseline(sandbox, spec)
+                if verifier.name == "mypy":
+                    self._keep_base_cache(sandbox.workspace)
+            with self._lock:
+                self._baselines[verifier.name].merge(found)
+        with self._lock:
+            return self._baselines[verifier.name].subset(check.changed_files)
 
-    def _base(self) -> Sandbox:
-        """The long-lived sandbox on the unpatched repo (+ test patch); the lock is held."""
-        if self._base_sandbox is None:
-            workspace = self._base_workspace or self._fresh_base()
-            self._base_workspace = workspace
-            opened = self.backend.open(workspace, requirements=self.task.requirements)
-            self._base_sandbox = Watched(opened)
-        return self._base_sandbox
+    def _missing(self, files: list[str]) -> list[tuple[BaselineVerifier, list[str]]]:
+        """(verifier, files its baseline lacks) for each baseline-relative verifier."""
+        todo: list[tuple[BaselineVerifier, list[str]]] = []
+        with self._lock:
+            for verifier in self.verifiers:
+                if isinstance(verifier, BaselineVerifier):
+                    known = self._baselines.setdefault(verifier.name, Baseline())
+                    missing = known.missing(files)
+                    if missing:
+                        todo.append((verifier, missing))
+        return todo
 
-    def _fresh_base(self) -> Path:
-        workspace = make_workspace(self.task.repo, self.work_root)
-        try:
-            if self.task.test_patch:
-                apply_patch(workspace, self.task.test_patch, trusted=True)
-            if self.task.verifiers.mypy:
-                mypycache.prepare(workspace)
-                seed = mypycache.seed_path(self.backend.name, self.task.repo)
-                mypycache.copy_cache(seed, workspace)
-        except BaseException:
-            remove_workspace(workspace)
-            raise
-        return workspace
+    def _ensure_baselines(self, changed: list[str]) -> None:
+        """Compute the baselines still missing for these repo paths, once, in a pool sandbox
+        holding the unpatched repo (warm-up: also warms the mypy cache candidates start from)."""
+        files = python_files(self.task.repo, changed)
+        if not files or not self._missing(files):
+            return
+        with self._base_lock:
+            todo = self._missing(files)
+            if not todo:
+                return
+            sandbox, _ = self.pool.acquire(self._fill_base)
+            try:
+                watched = Watched(sandbox)
+                for verifier, missing in todo:
+                    spec = CheckSpec(changed_files=missing, timeout_s=self.task.verifiers.timeout_s)
+                    found = verifier.baseline(watched, spec)
+                    with self._lock:
+                        self._baselines[verifier.name].merge(found)
+                if any(verifier.name == "mypy" for verifier, _ in todo):
+                    self._keep_base_cache(sandbox.workspace)
+            finally:
+                self.pool.release(sandbox)
+
+    def _fill_base(self, workspace: Path) -> None:
+        """The unpatched repo, the hidden tests, and the base's mypy cache (else the seed)."""
+        self._copy_repo(workspace)
+        if self.task.test_patch:
+            apply_patch(workspace, self.task.test_patch, trusted=True)
+        if self.task.verifiers.mypy:
+            self._give_mypy_cache(workspace)
+
+    def _keep_base_cache(self, workspace: Path) -> None:
+        """Keep the base's grown mypy cache on the host (a new copy, swapped in)."""
+        source = mypycache.cache_dir(workspace)
+        if not source.is_dir():
+            return
+        kept = self._fresh_dir(prefix="base-mypy-")
+        mypycache.copy_cache(source, kept)
+        with self._lock:
+            self._base_cache = mypycache.cache_dir(kept)
+            self._base_caches.append(kept)
+            first = self._base_mypy_runs == 0
+            self._base_mypy_runs += 1
+        if first:
+            mypycache.save_seed(workspace, self.backend.name, self.task.repo)
+
+    def _fresh_dir(self, prefix: str = "base-") -> Path:
+        self.work_root.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=self.work_root))
 
     # ------------------------------------------------------------------ base tests
 
@@ -287,40 +334,89 @@ class TaskVerifier:
             target = self.task.test_cmd
         else:
             target = "pytest"
-        workspace = self._fresh_base()
-        sandbox: Sandbox | None = None
+        sandbox, _ = self.pool.acquire(self._fill_base)
         try:
-            sandbox = self.backend.open(workspace, requirements=self.task.requirements)
             return run_tests(sandbox, target, timeout_s or self.task.verifiers.timeout_s)
         finally:
-            try:
-                if sandbox is not None:
-                    sandbox.close()
-            finally:
-                remove_workspace(workspace)
+            self.pool.release(sandbox)
 
     def close(self) -> None:
-        """Release the pool (when this verifier made it), the baseline sandbox and workspace
-        (the backend stays open)."""
+        """Release the pool (when this verifier made it) and the base's mypy caches (the
+        backend stays open, unless an on_close callback closes it)."""
         if self._warmer is not None:
             self._warmer.join(timeout=60)
-        closing = threading.Thread(target=self.pool.close, name="ooda-pool-close")
-        if self._own_pool:
-            closing.start()  # in parallel with the base sandbox below
-        with self._lock:
-            sandbox, workspace = self._base_sandbox, self._base_workspace
-            self._base_sandbox = self._base_workspace = None
         try:
-            if sandbox is not None:
-                sandbox.close()
+            if self._own_pool:
+                self.pool.close()
         finally:
-            if workspace is not None:
-                remove_workspace(workspace)
-            if closing.is_alive():
-                closing.join()
+            with self._lock:
+                caches, self._base_caches, self._base_cache = self._base_caches, [], None
+            for kept in caches:
+                remove_workspace(kept)
             callbacks, self.on_close = self.on_close, []
             for callback in callbacks:
                 callback()
+
+
+class _Optimistic:
+    """A baseline-relative stage (ruff, mypy) judged first as if the base were clean: a
+    candidate with no findings needs no baseline at all, which saves the base's run on the
+    critical path. Only when it reports something is the real baseline computed (once per file,
+    then shared; see TaskVerifier.baseline_in) and the stage run again against it."""
+
+    def __init__(self, inner: BaselineVerifier, owner: TaskVerifier) -> None:
+        self.inner = inner
+        self.owner = owner
+        self.name = inner.name
+
+    def baseline(self, sandbox: Sandbox, check: CheckSpec) -> Baseline:
+        return self.inner.baseline(sandbox, check)
+
+    def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
+        stage = cast(Verifier, self.inner)
+        known = self.owner.known_baseline(self.name, check.changed_files)
+        if known is not None:
+            check.baseline[self.name] = known
+            return stage.verify(sandbox, check)
+        clean = Baseline(files={path: [] for path in check.changed_files})
+        first = stage.verify(sandbox, replace(check, baseline={**check.baseline, self.name: clean}))
+        if first.status in ("passed", "timeout", "skipped"):
+            return first
+        check.baseline[self.name] = self.owner.baseline_in(sandbox, self.inner, check)
+        result = stage.verify(sandbox, check)
+        result.duration_s += first.duration_s
+        return result
+
+
+@contextlib.contextmanager
+def _as_base(workspace: Path, repo: Path, changed: list[str]) -> Iterator[None]:
+    """Within the block, every changed path of `workspace` is as in `repo` (the candidate's
+    versions are moved aside, under .ooda/, and put back after)."""
+    (workspace / REPORT_DIR).mkdir(exist_ok=True)
+    stash = Path(tempfile.mkdtemp(prefix="base-swap-", dir=workspace / REPORT_DIR))
+    owner = workspace.stat()
+    moved: list[str] = []
+    placed: list[Path] = []
+    try:
+        for path in dict.fromkeys(changed):
+            here, there = workspace / path, repo / path
+            if here.exists() or here.is_symlink():
+                (stash / path).parent.mkdir(parents=True, exist_ok=True)
+                os.rename(here, stash / path)
+                moved.append(path)
+            if there.is_file() and not there.is_symlink():
+                here.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(there, here)
+                if os.geteuid() == 0:
+                    os.chown(here, owner.st_uid, owner.st_gid)
+                placed.append(here)
+        yield
+    finally:
+        for here in placed:
+            here.unlink(missing_ok=True)
+        for path in moved:
+            os.rename(stash / path, workspace / path)
+        shutil.rmtree(stash, ignore_errors=True)
 
 
 class _HiddenTestsConflict(PatchError):
