@@ -176,8 +176,10 @@ def protected_reason(path: str) -> str | None:
     if path.startswith("/") or pure.is_absolute():
         return f"{path}: absolute paths are not allowed; use paths relative to the repository root"
     parts = pure.parts
-    if not parts or ".." in parts or "\\" in path or "\0" in path:
+    if not parts or ".." in parts:
         return f"{path}: the path must stay inside the repository (no '..')"
+    if "\\" in path or "\0" in path:
+        return f"{path}: escaped characters in paths are not allowed; name the file plainly"
     for part in parts:
         if part in RESERVED_DIRS:
             return f"{path}: files under {part}/ may not be edited"

@@ -120,6 +120,28 @@ CASES: dict[str, tuple[str, list[str]]] = {
         "rename from tests/test_calc.py\nrename to tests/old_calc.py\n",
         ["tests/test_calc.py", "test file"],
     ),
+    "test_via_git_quoted_path": (
+        'diff --git "a/tests/test_calc.py" "b/tests/test_calc.py"\n'
+        '--- "a/tests/test_calc.py"\n+++ "b/tests/test_calc.py"\n'
+        "@@ -5 +5 @@\n-    assert add(2, 3) == 5\n+    assert True\n",
+        ["tests/test_calc.py", "test file"],
+    ),
+    "test_via_octal_escaped_path": (
+        'diff --git "a/tests/test\\137calc.py" "b/tests/test\\137calc.py"\n'
+        '--- "a/tests/test\\137calc.py"\n+++ "b/tests/test\\137calc.py"\n'
+        "@@ -5 +5 @@\n-    assert add(2, 3) == 5\n+    assert True\n",
+        ["escaped characters"],
+    ),
+    "test_copied_out": (
+        "diff --git a/tests/test_calc.py b/helper.py\nsimilarity index 100%\n"
+        "copy from tests/test_calc.py\ncopy to helper.py\n",
+        ["tests/test_calc.py", "test file"],
+    ),
+    "code_renamed_into_tests": (
+        "diff --git a/calc.py b/tests/test_new.py\nsimilarity index 100%\n"
+        "rename from calc.py\nrename to tests/test_new.py\n",
+        ["tests/test_new.py", "test file"],
+    ),
     # ruff and mypy configuration loosened
     "ruff_toml_ignores_everything": (
         diff("ruff.toml", None, '[lint]\nignore = ["F", "E"]\n'),
