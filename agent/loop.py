@@ -11,6 +11,7 @@ rounds, the tokens or the wall-clock budget run out.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 from collections import Counter
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent import edits, prompts
+from agent import edits, normalize, prompts
 from agent.budget import Budget
 from agent.errors import InfraError, UsageError
 from agent.protocols import Model
@@ -34,6 +35,8 @@ AttemptStatus = Literal[
     "pending", "passed", "failed", "invalid_edit", "timeout", "cancelled", "error"
 ]
 FINISHED = ("passed", "failed", "invalid_edit", "timeout", "cancelled", "error")
+_REPLACE_LINE = re.compile(r"^\s*>{5,9} ?REPLACE\b.*\n", re.MULTILINE)
+"""A completed end-of-block line (the forms agent/edits.py accepts)."""
 # How far a failed attempt got: later stages make better parents for the next round.
 STAGE_RANK = {"pytest": 4, "mypy": 3, "ruff": 2, "syntax": 1}
 
@@ -72,6 +75,9 @@ class Attempt:
     files: dict[str, str] = field(default_factory=dict)
     patch: str = ""
     patch_sha256: str | None = None
+    code_key: str | None = None
+    """The resulting code up to formatting (agent/normalize.py): candidates are de-duplicated
+    by it, so one that differs from another only in layout is not verified again."""
     duplicate_of: str | None = None
     verdict: Verdict | None = None
     feedback: str = ""
@@ -281,16 +287,23 @@ class Loop:
         self._verify(attempt)
 
     def _stream_watcher(self, attempt: Attempt) -> Callable[[str], bool]:
-        """on_text hook: stop a stream once the run is over or its edits cannot apply."""
-        checked_blocks = 0
+        """on_text hook: stop a stream once the run is over or its edits cannot apply.
+
+        The answer is re-parsed only when another `>>>>>>> REPLACE` line is complete (its
+        newline has arrived: edits.partial_answer_is_hopeless ignores an unfinished last line),
+        and only the newly completed lines are scanned for it."""
+        scanned = 0
 
         def keep_going(text: str) -> bool:
-            nonlocal checked_blocks
+            nonlocal scanned
             if self.stop.is_set():
                 return False
-            blocks = text.count(">>>>>>> REPLACE")
-            if blocks > checked_blocks:  # re-parse only when another block is complete
-                checked_blocks = blocks
+            end = text.rfind("\n") + 1
+            if end <= scanned:
+                return True
+            completed = _REPLACE_LINE.search(text, scanned, end) is not None
+            scanned = end
+            if completed:
                 problem = edits.partial_answer_is_hopeless(text, self._reader_for(attempt))
                 if problem:
                     attempt.reason = f"stopped while streaming: {problem}"
@@ -328,37 +341,42 @@ class Loop:
             self._finish(attempt, "invalid_edit", reason, feedback=reason)
             return False
         attempt.patch_sha256 = hashlib.sha256(attempt.patch.encode()).hexdigest()
+        attempt.code_key = normalize.normalized_key(files, lambda p: _read_text(base / p))
         self.log.write_attempt_file(attempt.attempt_id, "patch.diff", attempt.patch)
         return True
 
     def _claim_patch(self, attempt: Attempt) -> Attempt | None:
-        """Return the earlier attempt with the same patch, or register this one as its owner."""
-        assert attempt.patch_sha256 is not None
+        """Return the earlier attempt with the same code (up to formatting), or register this
+        one as its owner."""
+        assert attempt.code_key is not None
         with self._lock:
-            original = self._by_sha.get(attempt.patch_sha256)
+            original = self._by_sha.get(attempt.code_key)
             if original is None:
-                self._by_sha[attempt.patch_sha256] = attempt
-                self._sha_done[attempt.patch_sha256] = threading.Event()
+                self._by_sha[attempt.code_key] = attempt
+                self._sha_done[attempt.code_key] = threading.Event()
             return original
 
     def _copy_verdict(self, attempt: Attempt, original: Attempt) -> None:
         attempt.duplicate_of = original.attempt_id
-        assert attempt.patch_sha256 is not None
-        done = self._sha_done[attempt.patch_sha256]
+        assert attempt.code_key is not None
+        done = self._sha_done[attempt.code_key]
         done.wait(timeout=max(0.0, self.budget.deadline - time.monotonic()))
         if not done.is_set() or original.status in ("cancelled", "pending"):
             self._finish(attempt, "cancelled", f"duplicate of {original.attempt_id}, not verified")
             return
         attempt.verdict = original.verdict
+        same = "identical to" if attempt.patch_sha256 == original.patch_sha256 else (
+            "the same code up to formatting as"
+        )
         self._finish(
             attempt,
             original.status,
-            f"identical to {original.attempt_id}: {original.reason}",
+            f"{same} {original.attempt_id}: {original.reason}",
             feedback=original.feedback,
         )
 
     def _verify(self, attempt: Attempt) -> None:
-        assert attempt.patch_sha256 is not None
+        assert attempt.code_key is not None
         try:
             with self._verify_slots:
                 if self.stop.is_set():
@@ -369,6 +387,7 @@ class Loop:
                     attempt.patch,
                     log_dir=self.log.attempt_dir(attempt.attempt_id),
                     deadline=self.work_deadline,
+                    verdict_only=attempt.round >= self.config.rounds,  # no round learns from it
                 )
             attempt.verdict = verdict
             self._finish(attempt, verdict.status, verdict.reason, feedback=verdict.feedback)
@@ -380,7 +399,7 @@ class Loop:
             self._finish(attempt, "error", f"verification failed: {_one_line(exc)}")
             raise
         finally:
-            self._sha_done[attempt.patch_sha256].set()
+            self._sha_done[attempt.code_key].set()
 
     def _finish(self, attempt: Attempt, status: str, reason: str, feedback: str = "") -> None:
         if attempt.status != "pending":

@@ -128,3 +128,6 @@ class CheckSpec:
     timeout_s: float = 60.0
     baseline: dict[str, object] = field(default_factory=dict)
     """Per-verifier baseline diagnostics of the unpatched code, keyed by verifier name."""
+    verdict_only: bool = False
+    """Only the verdict matters (no feedback round follows): stages may stop at the first
+    failure (pytest -x: the fail_to_pass tests run first, the rest only if they pass)."""

@@ -144,9 +144,15 @@ class TaskVerifier:
     # ------------------------------------------------------------------ candidates
 
     def verify(
-        self, patch: str, *, log_dir: Path | None = None, deadline: float | None = None
+        self,
+        patch: str,
+        *,
+        log_dir: Path | None = None,
+        deadline: float | None = None,
+        verdict_only: bool = False,
     ) -> Verdict:
-        """Judge `patch` (a unified diff against task.repo)."""
+        """Judge `patch` (a unified diff against task.repo). `verdict_only`: no feedback will
+        be drawn from it, so the tests may stop at the first failure."""
         if log_dir is not None:
             log_dir.mkdir(parents=True, exist_ok=True)
             # as given, even when it is not valid text (the policy then rejects it)
@@ -164,6 +170,7 @@ class TaskVerifier:
             return self._invalid(f"{exc}", log_dir)
         try:
             check = self._check(changed)
+            check.verdict_only = verdict_only
             results = run_cascade(Watched(sandbox), check, self.verifiers, deadline=deadline)
         finally:
             self.pool.release(sandbox)

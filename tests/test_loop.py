@@ -74,13 +74,20 @@ class FakeVerifier:
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s
         self.calls = 0
+        self.verdict_only: list[bool] = []
         self.lock = threading.Lock()
 
     def verify(
-        self, patch: str, *, log_dir: Path | None = None, deadline: float | None = None
+        self,
+        patch: str,
+        *,
+        log_dir: Path | None = None,
+        deadline: float | None = None,
+        verdict_only: bool = False,
     ) -> Verdict:
         with self.lock:
             self.calls += 1
+            self.verdict_only.append(verdict_only)
         time.sleep(self.delay_s)
         ok = "+    return a + b" in patch
         result = VerifierResult(

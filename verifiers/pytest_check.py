@@ -316,11 +316,15 @@ def run_pytest(
 
 
 def run_pytest_ids(
-    sandbox: Sandbox, ids: Sequence[str], timeout_s: float, changed_files: Sequence[str] = ()
+    sandbox: Sandbox,
+    ids: Sequence[str],
+    timeout_s: float,
+    changed_files: Sequence[str] = (),
+    options: Sequence[str] = (),
 ) -> TestRun:
-    """Run exactly these node ids. Ids pytest cannot find are noted and the run is repeated
-    without them (one missing id would otherwise stop pytest from running any); a run that was
-    tampered with is never repeated."""
+    """Run exactly these node ids, in this order (`options`, e.g. -x, go first). Ids pytest
+    cannot find are noted and the run is repeated without them (one missing id would otherwise
+    stop pytest from running any); a run that was tampered with is never repeated."""
     deadline = time.monotonic() + timeout_s
     wanted = list(dict.fromkeys(normalize_id(i) for i in ids))
     known = list(dict.fromkeys(i.split("::", 1)[0] for i in wanted))
@@ -332,7 +336,7 @@ def run_pytest_ids(
     for _attempt in range(3):
         run = run_pytest(
             sandbox,
-            extra + wanted,
+            [*options, *extra, *wanted],
             deadline - time.monotonic(),
             known_files=known,
             changed_files=changed_files,
@@ -600,8 +604,9 @@ class PytestVerifier:
         return None
 
     def _verify_ids(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
-        ids = list(check.fail_to_pass) + list(check.pass_to_pass)
-        run = run_pytest_ids(sandbox, ids, check.timeout_s, check.changed_files)
+        ids = list(check.fail_to_pass) + list(check.pass_to_pass)  # the failing ones first
+        options = ["-x"] if check.verdict_only else []  # no feedback needed: stop at the first
+        run = run_pytest_ids(sandbox, ids, check.timeout_s, check.changed_files, options)
         early = self._untrusted(run) or self._no_report(run, check.timeout_s)
         if early:
             return early
@@ -615,6 +620,11 @@ class PytestVerifier:
         }
         if bad:
             head = f"{len(bad)} of {len(graded)} required tests did not pass:"
+            unrun = [g for g in bad if g.outcome == "missing"]
+            if check.verdict_only and len(unrun) < len(bad):
+                head = (f"{len(bad) - len(unrun)} of {len(graded)} required tests failed "
+                        f"(stopped at the first failure; {len(unrun)} did not run):")
+                bad = [g for g in bad if g.outcome != "missing"]
             summary = _summary(head, bad, run)
             return VerifierResult(
                 self.name, "failed", run.duration_s, summary, _run_log(run, table), details
