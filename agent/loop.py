@@ -38,7 +38,8 @@ FINISHED = ("passed", "failed", "invalid_edit", "timeout", "cancelled", "error")
 _REPLACE_LINE = re.compile(r"^\s*>{5,9} ?REPLACE\b.*\n", re.MULTILINE)
 """A completed end-of-block line (the forms agent/edits.py accepts)."""
 # How far a failed attempt got: later stages make better parents for the next round.
-STAGE_RANK = {"pytest": 4, "mypy": 3, "ruff": 2, "syntax": 1}
+STAGE_RANK = {"mypy": 5, "pytest": 4, "ruff": 2, "syntax": 1}
+"""agent/verify.py runs mypy last, only for candidates whose tests pass."""
 
 
 @dataclass

@@ -2,7 +2,9 @@
 
 For each candidate: take a warm sandbox from the pool (agent/sandbox/pool.py), fill its
 workspace with a copy of the task's repo, apply the candidate's patch (the edit policy applies),
-then the task's hidden test patch, and run the verifier cascade. Ruff and mypy are judged
+then the task's hidden test patch, and run the verifier cascade: syntax, ruff, pytest, then (only
+when the tests pass, in the reset sandbox on a fresh copy, as no candidate code may have run
+where mypy looks) mypy. Ruff and mypy are judged
 against a baseline of the unpatched code (base + test patch), computed once per file in a second
 long-lived workspace; each candidate's mypy starts from a copy of the base's warm cache
 (agent/mypycache.py). `warm()` starts the sandboxes and the baselines ahead of the first
@@ -168,12 +170,22 @@ class TaskVerifier:
             )
         except PatchError as exc:
             return self._invalid(f"{exc}", log_dir)
+        held: Sandbox | None = sandbox
         try:
             check = self._check(changed)
             check.verdict_only = verdict_only
-            results = run_cascade(Watched(sandbox), check, self.verifiers, deadline=deadline)
+            first = [v for v in self.verifiers if v.name != "mypy"]
+            late = [v for v in self.verifiers if v.name == "mypy"]
+            results = run_cascade(Watched(sandbox), check, first, deadline=deadline)
+            if late and all(r.status in ("passed", "skipped") for r in results):
+                # mypy after the tests (most candidates fail those, and need no mypy then), on
+                # a fresh copy in a reset sandbox: the tests ran candidate code in this one
+                held = None  # refresh() releases it itself when it fails
+                held, _ = self.pool.refresh(sandbox, lambda ws: self._fill(ws, patch))
+                results += run_cascade(Watched(held), check, late, deadline=deadline)
         finally:
-            self.pool.release(sandbox)
+            if held is not None:
+                self.pool.release(held)
         if log_dir is not None:
             for result in results:
                 (log_dir / f"{result.name}.log").write_text(result.log, encoding="utf-8")

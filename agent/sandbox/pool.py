@@ -208,6 +208,25 @@ class SandboxPool:
             self.started += 1
         return sandbox, value
 
+    def refresh(self, sandbox: Sandbox, fill: Callable[[Path], T]) -> tuple[Sandbox, T]:
+        """The sandbox as fresh as a newly acquired one, its workspace filled again (after
+        candidate code ran in it); possibly another sandbox, which the caller then releases."""
+        if not self.reusable:
+            self.release(sandbox)
+            return self._acquire_fresh(fill)
+        assert isinstance(sandbox, Resettable)
+        if not sandbox.reset():
+            self.release(sandbox)  # discarded (and replaced) there
+            return self.acquire(fill)
+        empty_dir(sandbox.workspace)
+        try:
+            value = fill(sandbox.workspace)
+            sandbox.lend()
+        except BaseException:
+            self.release(sandbox)
+            raise
+        return sandbox, value
+
     def release(self, sandbox: Sandbox) -> None:
         """Take a sandbox back: reset and keep it, or discard it (and start a replacement)."""
         if not self.reusable:
