@@ -1,21 +1,29 @@
-"""Open the sandbox backend while the command line is still being parsed.
+"""Open the sandbox backend, and start the first container, while the command line is parsed.
 
 `ooda run` spends a few hundred milliseconds starting Python, importing typer and parsing its
 options before it knows what to do; the Docker connection (SDK import, engine ping, image
-check, removal of leftovers) needs none of that. `begin()` (called by agent.cli.main for the
-commands that open a backend) starts opening it in a thread; `take(name)` hands it over when
+check, removal of leftovers) needs none of that, and neither does starting the first sandbox
+container of a task without requirements (through the engine's API directly, see
+agent/sandbox/launch.py: its PID 1 then imports the toolchain in parallel). `begin()` (called
+by agent.cli.main for `run`) starts both in threads; `take(name)` hands the backend over when
 the name the options settled on is the one guessed, else None (then the caller opens its own;
-the guessed one is closed).
+the guessed one is closed); `take_launch()` hands over the started container. A container
+nobody takes goes away with this process: its PID 1 exits when the control socket closes.
 """
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agent.sandbox import SandboxBackend
+    from agent.sandbox.launch import Launched
 
 _lock = threading.Lock()
 _started: tuple[str | None, threading.Thread, list[SandboxBackend | BaseException]] | None = None
@@ -53,6 +61,59 @@ def begin(argv: Sequence[str]) -> None:
         thread = threading.Thread(target=opening, name="ooda-prestart", daemon=True)
         _started = (name, thread, result)
     thread.start()
+    if name in (None, "auto", "docker"):
+        path = next((a for a in argv if not a.startswith("-")), None)
+        if path is not None:
+            _begin_launch(path)
+
+
+_launching: tuple[threading.Thread, list[tuple[Path, Launched]]] | None = None
+
+
+def _begin_launch(path: str) -> None:
+    """Start a sandbox container for the task at `path` (a task directory without
+    requirements; anything else is left to the runner)."""
+    global _launching
+    found: list[tuple[Path, Launched]] = []
+
+    def launching() -> None:
+        try:
+            from agent.sandbox import image
+            from agent.sandbox.launch import launch, start_raw
+            from tasks.loader import is_task_dir, load_task
+
+            if not is_task_dir(Path(path)) or load_task(Path(path)).requirements is not None:
+                return
+            work = Path(tempfile.mkdtemp(prefix="ooda-prestart-"))
+            atexit.register(shutil.rmtree, work, ignore_errors=True)  # if nobody takes it
+            slot = Path(tempfile.mkdtemp(prefix="slot-", dir=work))
+            try:
+                found.append((work, launch(start_raw, image.image_tag(), slot,
+                                           with_requirements=False)))
+            except BaseException:
+                shutil.rmtree(work, ignore_errors=True)
+                raise
+        except Exception:  # no engine, no image yet, a bad task: the runner says so later
+            return
+
+    thread = threading.Thread(target=launching, name="ooda-prelaunch", daemon=True)
+    with _lock:
+        if _launching is not None:
+            return
+        _launching = (thread, found)
+    thread.start()
+
+
+def take_launch() -> tuple[Path, Launched] | None:
+    """(its work directory, the started container) when begin() started one, else None."""
+    global _launching
+    with _lock:
+        launching, _launching = _launching, None
+    if launching is None:
+        return None
+    thread, found = launching
+    thread.join()
+    return found[0] if found else None
 
 
 def take(name: str | None) -> SandboxBackend | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -184,6 +185,7 @@ def open_verifier(
     opened = backend
     try:
         verifier = TaskVerifier(task, opened, work_root, concurrency=options.verify_concurrency)
+        _adopt_prestarted(verifier, opened)
         verifier.warm(min(options.samples, options.verify_concurrency))
     except BaseException:
         if own:
@@ -192,6 +194,28 @@ def open_verifier(
     if own:
         verifier.on_close.append(opened.close)
     return verifier
+
+
+def _adopt_prestarted(verifier: TaskVerifier, backend: SandboxBackend) -> None:
+    """Give the verifier's pool the container agent/prestart.py started, when it fits."""
+    from agent import prestart
+
+    started = prestart.take_launch()
+    if started is None:
+        return
+    work, launched = started
+    verifier.on_close.append(lambda: shutil.rmtree(work, ignore_errors=True))
+    client = getattr(backend, "client", None)
+    if backend.name != "docker" or client is None or verifier.task.requirements is not None:
+        launched.release()  # its PID 1 sees the socket close and exits; Docker removes it
+        return
+    from agent.sandbox.docker_sandbox import DockerSandbox
+
+    try:
+        sandbox = DockerSandbox(client, "", launched.workspace, launched=launched)
+    except Exception:  # the pool starts its own
+        return
+    verifier.pool.adopt(sandbox)
 
 
 def _close_opened(opening: Future[TaskVerifier]) -> None:

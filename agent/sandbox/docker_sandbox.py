@@ -17,13 +17,10 @@ containers across candidates with them.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import os
-import shutil
 import socket
 import struct
-import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -33,31 +30,15 @@ from typing import Any
 from agent.errors import InfraError
 from agent.protocols import ExecResult
 from agent.sandbox import image, zygote
+from agent.sandbox.launch import WORKDIR, Launched, launch, start_with_sdk
 from agent.sandbox.output import DEFAULT_CAP_BYTES
 from agent.sandbox.ownership import Lease, chown_tree
 
-MEMORY_LIMIT = "2g"
-CPUS = float(os.environ.get("OODA_SANDBOX_CPUS", "1"))
-PIDS_LIMIT = 256
-TMP_SIZE = "256m"
-FILE_SIZE_LIMIT = 1 << 30
 HOST_GRACE_S = 5.0
 """How long past its timeout the host waits for a command before killing the container."""
 START_TIMEOUT_S = float(os.environ.get("OODA_SANDBOX_START_TIMEOUT", "120"))
 """How long a new container may take to connect back and import its toolchain."""
 RESET_TIMEOUT_S = 30.0
-CONTROL_DIR = "/run/ooda"
-SOCKET_NAME = "control.sock"
-
-BASE_ENV = {
-    "PATH": image.SANDBOX_PATH,
-    "HOME": "/tmp",
-    "LANG": "C.UTF-8",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
-
-ZYGOTE_SOURCE = f"# {zygote.MARKER}: agent/sandbox/zygote.py\n" + inspect.getsource(zygote)
-"""PID 1's program; its first line names it, for `ps` and `docker top` (which cut long lines)."""
 
 
 def connect(timeout_s: float = 300.0) -> Any:
@@ -112,11 +93,19 @@ class DockerSandbox:
     """One container; `run` asks its PID 1 to run a command; `close` force-removes it."""
 
     backend = "docker"
-    workdir = "/work"
+    workdir = WORKDIR
 
     def __init__(
-        self, client: Any, tag: str, workspace: Path, *, with_requirements: bool = False
+        self,
+        client: Any,
+        tag: str,
+        workspace: Path,
+        *,
+        with_requirements: bool = False,
+        launched: Launched | None = None,
     ) -> None:
+        """Start a container on `workspace` (or adopt `launched`, one started already on it,
+        e.g. by agent/prestart.py) and wait for its PID 1 to connect."""
         import docker.errors
 
         self.workspace = workspace
@@ -124,76 +113,24 @@ class DockerSandbox:
         self._broken: str | None = None
         self._closed = False
         self._one_at_a_time = threading.Lock()  # each run ends by killing every other process
-        self._env = dict(BASE_ENV)
-        if with_requirements:
-            self._env["PYTHONPATH"] = image.REQS_MOUNT
-        uid, gid = (image.SANDBOX_UID,) * 2 if os.geteuid() == 0 else (os.getuid(), os.getgid())
-        self._uid, self._gid = uid, gid
-        self._lease = Lease(workspace, uid, gid)
         self.container_id = ""
-        control = Path(tempfile.mkdtemp(prefix="ooda-ctl-"))
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            control.chmod(0o711)
-            path = control / SOCKET_NAME
-            listener.bind(str(path))
-            listener.listen(1)
-            if os.geteuid() == 0:
-                os.chown(path, uid, gid)
-            path.chmod(0o600)
+        if launched is None:
             try:
-                self.container_id = self._start(tag, workspace, control)
+                launched = launch(start_with_sdk(self._api), tag, workspace,
+                                  with_requirements=with_requirements)
             except (docker.errors.DockerException, OSError) as exc:  # OSError: engine gone
-                raise InfraError(
-                    f"could not start a sandbox container from {tag}: {exc}"
-                ) from exc
-            self._sock = self._accept(listener)
+                raise InfraError(f"could not start a sandbox container from {tag}: {exc}") from exc
+        self.container_id = launched.container_id
+        self._uid, self._gid = launched.uid, launched.gid
+        self._lease = Lease(workspace, launched.uid, launched.gid)
+        try:
+            self._sock = self._accept(launched.listener)
         except BaseException:
             self._discard()
             self._lease.release()
             raise
         finally:
-            listener.close()
-            shutil.rmtree(control, ignore_errors=True)
-
-    def _start(self, tag: str, workspace: Path, control: Path) -> str:
-        import docker.types
-
-        api = self._api
-        host_config = api.create_host_config(
-            binds={
-                str(workspace.resolve()): {"bind": self.workdir, "mode": "rw"},
-                str(control): {"bind": CONTROL_DIR, "mode": "ro"},
-            },
-            auto_remove=True,  # gone as soon as PID 1 exits: when the host closes the socket
-            network_mode="none",
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            read_only=True,
-            tmpfs={"/tmp": f"size={TMP_SIZE},mode=1777,exec"},
-            pids_limit=PIDS_LIMIT,
-            mem_limit=MEMORY_LIMIT,
-            memswap_limit=MEMORY_LIMIT,
-            nano_cpus=int(CPUS * 1e9),
-            ulimits=[docker.types.Ulimit(name="fsize", soft=FILE_SIZE_LIMIT,
-                                         hard=FILE_SIZE_LIMIT)],
-        )
-        command = ["/usr/bin/python3", "-c", ZYGOTE_SOURCE, zygote.MARKER,
-                   f"{CONTROL_DIR}/{SOCKET_NAME}"]
-        container = api.create_container(
-            tag,
-            command,
-            user=f"{self._uid}:{self._gid}",
-            working_dir=self.workdir,
-            environment=self._env,
-            labels={"ooda": "1", **image.owner_labels()},
-            hostname="sandbox",
-            host_config=host_config,
-        )
-        container_id = str(container["Id"])
-        self.container_id = container_id
-        api.start(container_id)
-        return container_id
+            launched.release()
 
     def _accept(self, listener: socket.socket) -> socket.socket:
         """The one connection PID 1 makes as soon as it runs."""

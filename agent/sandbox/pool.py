@@ -141,6 +141,20 @@ class SandboxPool:
             self.started += 1
         return sandbox
 
+    def adopt(self, sandbox: Sandbox) -> None:
+        """Take in a sandbox opened elsewhere (on a slot of its own, e.g. started early by
+        agent/prestart.py) as one of this pool's; closed with the pool."""
+        with self._cond:
+            self._alive += 1
+            self.started += 1
+            if self._closed:
+                self._alive -= 1
+            else:
+                self._idle.append(sandbox)
+                self._cond.notify_all()
+                return
+        self._discard(sandbox)
+
     # ------------------------------------------------------------------ lending
 
     def acquire(self, fill: Callable[[Path], T]) -> tuple[Sandbox, T]:

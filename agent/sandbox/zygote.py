@@ -38,8 +38,8 @@ from typing import Any
 MARKER = "ooda-init"
 """Second argument of PID 1 (also how tests tell it from leftover processes)."""
 WIPED = ("/tmp", "/dev/shm", "/dev/mqueue")
-TOOLS = ("mypy", "pytest", "ruff")
-"""Modules whose `python3 -m` runs are served from the pre-imported interpreter."""
+TOOLS = ("pytest", "mypy", "ruff")
+"""Imported while idle, in this order (verify runs pytest before mypy)."""
 IPC_RMID = 0
 PR_SET_DUMPABLE = 4
 _HEADER = struct.Struct(">I")
