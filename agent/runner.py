@@ -10,6 +10,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -224,14 +225,18 @@ def _close_opened(opening: Future[TaskVerifier]) -> None:
 
 
 def open_backend(name: str | None) -> SandboxBackend:
-    """The sandbox backend for a new invocation (`ooda run`, `eval`, `ci`): first the Docker
-    containers that killed or crashed earlier invocations left behind are removed (best
-    effort: their owner process is gone), then the backend is opened."""
+    """The sandbox backend for a new invocation (`ooda run`, `eval`, `ci`); meanwhile, in the
+    background (it does not block the backend), the Docker containers that killed or crashed
+    earlier invocations left behind are removed (best effort: their owner process is gone)."""
     from agent.sandbox import cleanup_leftovers, get_backend
 
     if name in (None, "auto", "docker"):
-        with contextlib.suppress(Exception):  # no engine, or it broke: get_backend will say
-            cleanup_leftovers()
+
+        def cleanup() -> None:
+            with contextlib.suppress(Exception):  # no engine, or it broke: get_backend says
+                cleanup_leftovers()
+
+        threading.Thread(target=cleanup, name="ooda-cleanup", daemon=True).start()
     return get_backend(name)
 
 
