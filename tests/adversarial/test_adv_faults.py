@@ -226,7 +226,12 @@ def test_sigkilled_run_is_cleaned_up_by_the_next_start(median: Path, tmp_path: P
             "--runs-dir", str(runs), "--json",
         )  # fmt: skip
         try:
-            wait_for(lambda: containers_of(proc.pid), 60, "the run's first container")
+            # (the first container starts before the run directory exists: wait for both)
+            wait_for(
+                lambda: containers_of(proc.pid) and runs.is_dir() and any(runs.iterdir()),
+                60,
+                "the run's first container and its run directory",
+            )
         finally:
             proc.kill()
             proc.communicate()
