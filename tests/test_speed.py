@@ -118,6 +118,9 @@ def test_pool_close_leaves_no_container(tmp_path: Path) -> None:
     pool.release(a)
     pool.close()
     pool.release(b)  # a busy sandbox is removed when it comes back after close
+    deadline = time.monotonic() + 10
+    while containers_of(ids) and time.monotonic() < deadline:
+        time.sleep(0.05)  # PID 1 has exited; Docker removes the container right after
     assert containers_of(ids) == set()
     assert list((tmp_path / "slots").iterdir()) == []
 

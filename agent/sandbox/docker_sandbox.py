@@ -39,6 +39,8 @@ HOST_GRACE_S = 5.0
 START_TIMEOUT_S = float(os.environ.get("OODA_SANDBOX_START_TIMEOUT", "120"))
 """How long a new container may take to connect back and import its toolchain."""
 RESET_TIMEOUT_S = 30.0
+CLOSE_WAIT_S = 3.0
+"""How long close() waits for an idle container's PID 1 to exit before force-removing it."""
 
 
 def connect(timeout_s: float = 300.0) -> Any:
@@ -90,7 +92,7 @@ class DockerBackend:
 
 
 class DockerSandbox:
-    """One container; `run` asks its PID 1 to run a command; `close` force-removes it."""
+    """One container; `run` asks its PID 1 to run a command; `close` ends it."""
 
     backend = "docker"
     workdir = WORKDIR
@@ -251,14 +253,36 @@ class DockerSandbox:
                 pass  # already gone (killed, removed by cleanup_leftovers, engine restarted)
 
     def close(self) -> None:
+        """End the container. When idle, closing the socket is enough: PID 1 reads the end,
+        exits (which kills everything left in the container) and Docker removes it (auto-
+        remove); the host only waits for PID 1's side to close. Otherwise (a command running,
+        no answer) the container is force-removed through the engine."""
         if not self._closed:
             self._closed = True
             sock = getattr(self, "_sock", None)
+            exited = False
+            if sock is not None and self._one_at_a_time.acquire(blocking=False):
+                try:
+                    exited = self._end_idle(sock)
+                finally:
+                    self._one_at_a_time.release()
             if sock is not None:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)  # wakes a run() waiting for an answer
-            self._discard()
+            if not exited:
+                self._discard()
             if sock is not None:
                 with self._one_at_a_time:
                     sock.close()
         self._lease.release()
+
+    def _end_idle(self, sock: socket.socket) -> bool:
+        """Half-close the socket and wait (briefly) for PID 1 to exit; True when it did."""
+        if self._broken:
+            return False
+        try:
+            sock.shutdown(socket.SHUT_WR)
+            sock.settimeout(CLOSE_WAIT_S)
+            return sock.recv(1) == b""
+        except OSError:  # timed out, or reset: let the engine make sure
+            return False
