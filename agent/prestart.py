@@ -79,7 +79,7 @@ def _begin_launch(path: str) -> None:
     def launching() -> None:
         try:
             from agent.sandbox import image
-            from agent.sandbox.launch import launch, start_raw
+            from agent.sandbox.launch import RawEngine, launch
             from tasks.loader import is_task_dir, load_task
 
             if not is_task_dir(Path(path)) or load_task(Path(path)).requirements is not None:
@@ -87,8 +87,11 @@ def _begin_launch(path: str) -> None:
             work = Path(tempfile.mkdtemp(prefix="ooda-prestart-"))
             atexit.register(shutil.rmtree, work, ignore_errors=True)  # if nobody takes it
             slot = Path(tempfile.mkdtemp(prefix="slot-", dir=work))
+            engine = RawEngine.from_env()
+            if engine is None:
+                return
             try:
-                found.append((work, launch(start_raw, image.image_tag(), slot,
+                found.append((work, launch(engine, image.image_tag(), slot,
                                            with_requirements=False)))
             except BaseException:
                 shutil.rmtree(work, ignore_errors=True)

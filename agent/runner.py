@@ -206,14 +206,14 @@ def _adopt_prestarted(verifier: TaskVerifier, backend: SandboxBackend) -> None:
         return
     work, launched = started
     verifier.on_close.append(lambda: shutil.rmtree(work, ignore_errors=True))
-    client = getattr(backend, "client", None)
-    if backend.name != "docker" or client is None or verifier.task.requirements is not None:
+    engine = getattr(backend, "engine", None)
+    if backend.name != "docker" or engine is None or verifier.task.requirements is not None:
         launched.release()  # its PID 1 sees the socket close and exits; Docker removes it
         return
     from agent.sandbox.docker_sandbox import DockerSandbox
 
     try:
-        sandbox = DockerSandbox(client, "", launched.workspace, launched=launched)
+        sandbox = DockerSandbox(engine, "", launched.workspace, launched=launched)
     except Exception:  # the pool starts its own
         return
     verifier.pool.adopt(sandbox)

@@ -168,7 +168,7 @@ def test_cleanup_leftovers_removes_containers_of_dead_owners(tmp_path: Path) -> 
 
 def test_docker_close_survives_a_dead_container(tmp_path: Path) -> None:
     for box in open_sandbox("docker", tmp_path / "ws"):
-        api = box._api  # type: ignore[attr-defined]
+        api = backend_or_skip("docker").client.api  # type: ignore[attr-defined]
         api.kill(box.container_id)  # type: ignore[attr-defined]
         result = box.run(["echo", "hi"], timeout_s=10)
         assert result.exit_code == 125 and "unusable" in result.output

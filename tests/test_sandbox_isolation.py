@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import host_processes_with, open_sandbox, py
+from sandbox_helpers import backend_or_skip, host_processes_with, open_sandbox, py
 
 from agent.protocols import Sandbox
 from agent.sandbox.output import DEFAULT_CAP_BYTES
@@ -42,7 +42,8 @@ def _only_in_box(box: Sandbox) -> list[str]:
     """Processes still running in the sandbox (Docker: `docker top`, minus the reaper)."""
     if box.backend != "docker":
         return []
-    top = box._api.top(box.container_id)["Processes"]  # type: ignore[attr-defined]
+    api = backend_or_skip("docker").client.api  # type: ignore[attr-defined]
+    top = api.top(box.container_id)["Processes"]  # type: ignore[attr-defined]
     return [" ".join(row) for row in top if "ooda-init" not in row[-1]]
 
 

@@ -30,7 +30,7 @@ from typing import Any
 from agent.errors import InfraError
 from agent.protocols import ExecResult
 from agent.sandbox import image, zygote
-from agent.sandbox.launch import WORKDIR, Launched, launch, start_with_sdk
+from agent.sandbox.launch import WORKDIR, Engine, Launched, RawEngine, SdkEngine, launch
 from agent.sandbox.output import DEFAULT_CAP_BYTES
 from agent.sandbox.ownership import Lease, chown_tree
 
@@ -61,6 +61,13 @@ def connect(timeout_s: float = 300.0) -> Any:
 
 def docker_problem() -> str | None:
     """None when a Docker engine answers here, else why not (fast, for auto-detection)."""
+    raw = RawEngine.from_env()
+    if raw is not None:
+        try:
+            raw.ping()
+            return None
+        except InfraError:
+            pass  # the SDK says why, in its words
     try:
         connect(timeout_s=5).close()
     except InfraError as exc:
@@ -69,26 +76,52 @@ def docker_problem() -> str | None:
 
 
 class DockerBackend:
-    """Opens DockerSandboxes from the ooda image (built on first use)."""
+    """Opens DockerSandboxes from the ooda image (built on first use).
+
+    With a local engine and the image built, it talks to the engine through the standard
+    library (launch.RawEngine); the docker SDK client (`client`) is made only when needed:
+    building images, an engine on TCP, or a caller asking for it."""
 
     name = "docker"
     reusable = True
     """Its sandboxes can be reset for another candidate (see agent/sandbox/pool.py)."""
 
     def __init__(self, client: Any | None = None, *, log: image.Log = image.stderr_log) -> None:
-        self.client = client if client is not None else connect()
         self.log = log
+        self._client = client
+        self._lock = threading.Lock()
+        raw = RawEngine.from_env() if client is None else None
+        if raw is not None:
+            try:
+                raw.ping()
+                tag = image.image_tag()
+                if raw.image_exists(tag):
+                    self.engine: Engine = raw
+                    self.image = tag
+                    return
+            except InfraError:
+                pass  # the SDK path below says what is wrong
         self.image = image.ensure_docker_image(self.client, log=log)
+        self.engine = SdkEngine(self.client.api)
+
+    @property
+    def client(self) -> Any:
+        """The docker SDK client, connected on first use."""
+        with self._lock:
+            if self._client is None:
+                self._client = connect()
+            return self._client
 
     def open(self, workspace: Path, *, requirements: Path | None = None) -> DockerSandbox:
         tag = self.image
         if requirements is not None:
             tag = image.ensure_requirements_image(self.client, requirements, self.log)
         with_reqs = requirements is not None
-        return DockerSandbox(self.client, tag, workspace, with_requirements=with_reqs)
+        return DockerSandbox(self.engine, tag, workspace, with_requirements=with_reqs)
 
     def close(self) -> None:
-        self.client.close()
+        if self._client is not None:
+            self._client.close()
 
 
 class DockerSandbox:
@@ -99,7 +132,7 @@ class DockerSandbox:
 
     def __init__(
         self,
-        client: Any,
+        engine: Engine,
         tag: str,
         workspace: Path,
         *,
@@ -108,19 +141,16 @@ class DockerSandbox:
     ) -> None:
         """Start a container on `workspace` (or adopt `launched`, one started already on it,
         e.g. by agent/prestart.py) and wait for its PID 1 to connect."""
-        import docker.errors
-
         self.workspace = workspace
-        self._api = client.api
+        self._engine = engine
         self._broken: str | None = None
         self._closed = False
         self._one_at_a_time = threading.Lock()  # each run ends by killing every other process
         self.container_id = ""
         if launched is None:
             try:
-                launched = launch(start_with_sdk(self._api), tag, workspace,
-                                  with_requirements=with_requirements)
-            except (docker.errors.DockerException, OSError) as exc:  # OSError: engine gone
+                launched = launch(engine, tag, workspace, with_requirements=with_requirements)
+            except OSError as exc:  # the control socket
                 raise InfraError(f"could not start a sandbox container from {tag}: {exc}") from exc
         self.container_id = launched.container_id
         self._uid, self._gid = launched.uid, launched.gid
@@ -236,21 +266,13 @@ class DockerSandbox:
     # ------------------------------------------------------------------ teardown
 
     def _kill(self) -> None:
-        import docker.errors
-
-        try:
-            self._api.kill(self.container_id)
-        except (docker.errors.DockerException, OSError):  # OSError: requests, engine gone
-            pass
+        with contextlib.suppress(InfraError):  # the engine went away: so did the container
+            self._engine.kill(self.container_id)
 
     def _discard(self) -> None:
-        import docker.errors
-
         if self.container_id:
-            try:
-                self._api.remove_container(self.container_id, force=True)
-            except (docker.errors.DockerException, OSError):  # OSError: requests, engine gone
-                pass  # already gone (killed, removed by cleanup_leftovers, engine restarted)
+            with contextlib.suppress(InfraError):  # gone already (cleanup, engine restart)
+                self._engine.remove(self.container_id)
 
     def close(self) -> None:
         """End the container. When idle, closing the socket is enough: PID 1 reads the end,

@@ -1,10 +1,12 @@
 """Start a Docker sandbox container: its configuration (in one place), its one-shot control
-socket, and the start itself, through the docker SDK or the engine's HTTP API directly.
+socket, and the engine it is started, killed and removed through: `RawEngine`, the engine's
+HTTP API on its unix socket with the standard library only (the docker SDK with requests and
+urllib3 takes a fifth of a second to import, on the critical path of every run), or
+`SdkEngine`, the docker SDK (an engine on TCP). Both post the very same configuration.
 
-The direct path needs neither the SDK (a tenth of a second to import) nor anything of the
-command line but the task path, so `ooda run` can start its first container while Python is
-still parsing options (agent/prestart.py); agent/sandbox/docker_sandbox.py then adopts it.
-Both paths post the very same container configuration (`container_config`).
+The raw path needs nothing of the command line but the task path, so `ooda run` can start its
+first container while Python is still parsing options (agent/prestart.py);
+agent/sandbox/docker_sandbox.py then adopts it.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Callable
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agent.errors import InfraError
 from agent.sandbox import image, zygote
@@ -40,8 +42,6 @@ BASE_ENV = {
 ZYGOTE_SOURCE = f"# {zygote.MARKER}: agent/sandbox/zygote.py\n" + Path(zygote.__file__).read_text()
 """PID 1's program; its first line names it, for `ps` and `docker top` (which cut long lines)."""
 
-Start = Callable[[dict[str, Any]], str]
-"""Creates and starts a container from a configuration; returns its id."""
 
 
 @dataclass
@@ -101,7 +101,7 @@ def container_config(
     }
 
 
-def launch(start: Start, tag: str, workspace: Path, *, with_requirements: bool) -> Launched:
+def launch(engine: Engine, tag: str, workspace: Path, *, with_requirements: bool) -> Launched:
     """Listen once on a fresh control socket, then start the container (InfraError if not)."""
     env = dict(BASE_ENV)
     if with_requirements:
@@ -118,14 +118,29 @@ def launch(start: Start, tag: str, workspace: Path, *, with_requirements: bool) 
         if os.geteuid() == 0:
             os.chown(path, uid, gid)
         path.chmod(0o600)
-        launched.container_id = start(container_config(tag, workspace, control, env, uid, gid))
+        config = container_config(tag, workspace, control, env, uid, gid)
+        launched.container_id = engine.start(config)
     except BaseException:
         launched.release()
         raise
     return launched
 
 
-# --------------------------------------------------------------------------- the raw API
+# --------------------------------------------------------------------------- the engine
+
+
+class Engine(Protocol):
+    """What a sandbox needs of the Docker engine: start, kill and remove containers."""
+
+    def start(self, config: dict[str, Any]) -> str:
+        """Create and start a container from `config`; its id (InfraError when it fails)."""
+        ...
+
+    def kill(self, container_id: str) -> None: ...
+
+    def remove(self, container_id: str) -> None:
+        """Force-remove; a container already gone is fine."""
+        ...
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -146,48 +161,104 @@ def engine_socket() -> str | None:
     return host[len("unix://"):] if host.startswith("unix://") else None
 
 
-def start_raw(config: dict[str, Any], timeout_s: float = 30.0) -> str:
-    """Create and start a container through the engine's HTTP API (no docker SDK)."""
-    path = engine_socket()
-    if path is None:
-        raise InfraError("DOCKER_HOST is not a local unix socket")
-    conn = _UnixConnection(path, timeout_s)
-    try:
-        body = json.dumps(config).encode()
-        conn.request("POST", "/containers/create", body=body,
-                     headers={"Content-Type": "application/json"})
-        response = conn.getresponse()
-        data = response.read()
-        if response.status != 201:
-            raise InfraError(f"docker create: HTTP {response.status}: {data[:200]!r}")
-        container_id = str(json.loads(data)["Id"])
-        conn.request("POST", f"/containers/{container_id}/start")
-        response = conn.getresponse()
-        data = response.read()
-        if response.status not in (204, 304):
-            conn.request("DELETE", f"/containers/{container_id}?force=1")
-            conn.getresponse().read()
-            raise InfraError(f"docker start: HTTP {response.status}: {data[:200]!r}")
-        return container_id
-    except (OSError, http.client.HTTPException, ValueError, KeyError) as exc:
-        raise InfraError(f"docker engine: {exc}") from exc
-    finally:
-        conn.close()
+class RawEngine:
+    """The engine's HTTP API on its unix socket, with the standard library only: the docker SDK
+    (with requests and urllib3) takes a fifth of a second to import, on the critical path of
+    every `ooda run`. One connection per call, so it may be shared by threads."""
 
+    def __init__(self, path: str, timeout_s: float = 60.0) -> None:
+        self.path = path
+        self.timeout_s = timeout_s
 
-def start_with_sdk(api: Any) -> Start:
-    """A Start through a docker SDK APIClient."""
+    @classmethod
+    def from_env(cls) -> RawEngine | None:
+        path = engine_socket()
+        return cls(path) if path is not None else None
 
-    def start(config: dict[str, Any]) -> str:
-        container_id = str(api.create_container_from_config(config)["Id"])
+    def call(self, method: str, url: str, body: object = None) -> tuple[int, bytes]:
+        """(status, body) of one request; InfraError when the engine cannot be reached."""
+        conn = _UnixConnection(self.path, self.timeout_s)
         try:
-            api.start(container_id)
-        except BaseException:
-            try:
-                api.remove_container(container_id, force=True)
-            except Exception:  # the start error is the one to report
-                pass
-            raise
+            payload = json.dumps(body).encode() if body is not None else None
+            headers = {"Content-Type": "application/json"} if payload is not None else {}
+            conn.request(method, url, body=payload, headers=headers)
+            response = conn.getresponse()
+            return response.status, response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise InfraError(f"Docker engine not answering on {self.path}: {exc}") from exc
+        finally:
+            conn.close()
+
+    def ping(self) -> None:
+        status, _ = self.call("GET", "/_ping")
+        if status != 200:
+            raise InfraError(f"Docker engine on {self.path} answers HTTP {status} to a ping")
+
+    def image_exists(self, tag: str) -> bool:
+        return self.call("GET", f"/images/{tag}/json")[0] == 200
+
+    def start(self, config: dict[str, Any]) -> str:
+        status, data = self.call("POST", "/containers/create", config)
+        if status != 201:
+            raise InfraError(f"docker create: HTTP {status}: {data[:300]!r}")
+        container_id = str(json.loads(data)["Id"])
+        status, data = self.call("POST", f"/containers/{container_id}/start")
+        if status not in (204, 304):
+            self.remove(container_id)
+            raise InfraError(f"docker start: HTTP {status}: {data[:300]!r}")
         return container_id
 
-    return start
+    def kill(self, container_id: str) -> None:
+        self.call("POST", f"/containers/{container_id}/kill")
+
+    def remove(self, container_id: str) -> None:
+        self.call("DELETE", f"/containers/{container_id}?force=1")
+
+    def containers(self, labels: list[str]) -> list[dict[str, Any]]:
+        """All containers (running or not) carrying every label given (`key` or `key=value`)."""
+        query = urllib.parse.quote(json.dumps({"label": labels}))
+        status, data = self.call("GET", f"/containers/json?all=1&filters={query}")
+        if status != 200:
+            raise InfraError(f"docker ps: HTTP {status}: {data[:300]!r}")
+        found = json.loads(data)
+        return found if isinstance(found, list) else []
+
+    def close(self) -> None:
+        pass
+
+
+class SdkEngine:
+    """The same operations through a docker SDK APIClient (engines on TCP, tests)."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+
+    def start(self, config: dict[str, Any]) -> str:
+        import docker.errors
+
+        try:
+            container_id = str(self.api.create_container_from_config(config)["Id"])
+            try:
+                self.api.start(container_id)
+            except BaseException:
+                self.remove(container_id)
+                raise
+        except (docker.errors.DockerException, OSError) as exc:  # OSError: engine gone
+            raise InfraError(f"could not start a sandbox container: {exc}") from exc
+        return container_id
+
+    def kill(self, container_id: str) -> None:
+        import docker.errors
+
+        try:
+            self.api.kill(container_id)
+        except (docker.errors.DockerException, OSError):
+            pass
+
+    def remove(self, container_id: str) -> None:
+        import docker.errors
+
+        try:
+            self.api.remove_container(container_id, force=True)
+        except (docker.errors.DockerException, OSError):
+            pass  # already gone (killed, removed by cleanup_leftovers, engine restarted)
