@@ -71,28 +71,28 @@ _launching: tuple[threading.Thread, list[tuple[Path, Launched]]] | None = None
 
 
 def _begin_launch(path: str) -> None:
-    """Start a sandbox container for the task at `path` (a task directory without
-    requirements; anything else is left to the runner)."""
+    """Start a sandbox container for the task directory at `path`, from the image the backend
+    used last (the runner adopts it only when that is still the image and the task has no
+    requirements; otherwise it is dropped and exits)."""
     global _launching
     found: list[tuple[Path, Launched]] = []
 
     def launching() -> None:
         try:
+            if not (Path(path) / "task.toml").is_file():
+                return  # a plain repository: left to the runner
             from agent.sandbox import image
             from agent.sandbox.launch import RawEngine, launch
-            from tasks.loader import is_task_dir, load_task
 
-            if not is_task_dir(Path(path)) or load_task(Path(path)).requirements is not None:
+            engine = RawEngine.from_env()
+            tag = image.last_tag()  # checked against the backend's image before adoption
+            if engine is None or tag is None:
                 return
             work = Path(tempfile.mkdtemp(prefix="ooda-prestart-"))
             atexit.register(shutil.rmtree, work, ignore_errors=True)  # if nobody takes it
             slot = Path(tempfile.mkdtemp(prefix="slot-", dir=work))
-            engine = RawEngine.from_env()
-            if engine is None:
-                return
             try:
-                found.append((work, launch(engine, image.image_tag(), slot,
-                                           with_requirements=False)))
+                found.append((work, launch(engine, tag, slot, with_requirements=False)))
             except BaseException:
                 shutil.rmtree(work, ignore_errors=True)
                 raise

@@ -207,7 +207,8 @@ def _adopt_prestarted(verifier: TaskVerifier, backend: SandboxBackend) -> None:
     work, launched = started
     verifier.on_close.append(lambda: shutil.rmtree(work, ignore_errors=True))
     engine = getattr(backend, "engine", None)
-    if backend.name != "docker" or engine is None or verifier.task.requirements is not None:
+    fits = launched.tag == getattr(backend, "image", None) and verifier.task.requirements is None
+    if backend.name != "docker" or engine is None or not fits:
         launched.release()  # its PID 1 sees the socket close and exits; Docker removes it
         return
     from agent.sandbox.docker_sandbox import DockerSandbox

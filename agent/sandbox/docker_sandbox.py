@@ -98,11 +98,14 @@ class DockerBackend:
                 if raw.image_exists(tag):
                     self.engine: Engine = raw
                     self.image = tag
+                    if image.last_tag() != tag:
+                        image.remember_tag(tag)
                     return
             except InfraError:
                 pass  # the SDK path below says what is wrong
         self.image = image.ensure_docker_image(self.client, log=log)
         self.engine = SdkEngine(self.client.api)
+        image.remember_tag(self.image)
 
     @property
     def client(self) -> Any:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import importlib.metadata
 import os
 import platform
 import re
@@ -57,6 +56,8 @@ def ooda_home() -> Path:
 
 def toolchain_pins() -> list[str]:
     """pytest/ruff/mypy pinned to the versions installed on the host, so verdicts agree."""
+    import importlib.metadata  # here: ~50 ms that most runs (a cached tag) do not need
+
     pins = []
     for name in TOOLCHAIN:
         try:
@@ -83,6 +84,29 @@ def recipe_hash() -> str:
 
 def image_tag() -> str:
     return f"{IMAGE_REPO}:{recipe_hash()}"
+
+
+def remember_tag(tag: str) -> None:
+    """Note the image the Docker backend settled on (for last_tag(); best effort)."""
+    try:
+        home = ooda_home()
+        home.mkdir(parents=True, exist_ok=True)
+        tmp = home / f"docker-image.{os.getpid()}"
+        tmp.write_text(tag + "\n")
+        tmp.replace(home / "docker-image")
+    except OSError:
+        pass
+
+
+def last_tag() -> str | None:
+    """The image the Docker backend used last on this machine, without computing the recipe
+    (agent/prestart.py starts a container with it early; the backend then checks it is the
+    current one)."""
+    try:
+        text = (ooda_home() / "docker-image").read_text().strip()
+    except OSError:
+        return None
+    return text or None
 
 
 def rootfs_path() -> Path:

@@ -49,6 +49,7 @@ class Launched:
     """A started container whose PID 1 is about to connect to `listener`."""
 
     container_id: str
+    tag: str
     listener: socket.socket
     control: Path
     workspace: Path
@@ -109,7 +110,7 @@ def launch(engine: Engine, tag: str, workspace: Path, *, with_requirements: bool
     uid, gid = sandbox_user()
     control = Path(tempfile.mkdtemp(prefix="ooda-ctl-"))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    launched = Launched("", listener, control, workspace, env, uid, gid)
+    launched = Launched("", tag, listener, control, workspace, env, uid, gid)
     try:
         control.chmod(0o711)
         path = control / SOCKET_NAME

@@ -40,6 +40,9 @@ MARKER = "ooda-init"
 WIPED = ("/tmp", "/dev/shm", "/dev/mqueue")
 TOOLS = ("pytest", "mypy", "ruff")
 """Imported while idle, in this order (verify runs pytest before mypy)."""
+IDLE_S = 0.05
+"""Quiet time before a tool is imported ahead of need: the host's next command usually follows
+within milliseconds, and an import (~0.1 s) cannot be interrupted for it."""
 IPC_RMID = 0
 PR_SET_DUMPABLE = 4
 _HEADER = struct.Struct(">I")
@@ -448,7 +451,7 @@ def main(args: list[str]) -> None:
     pending = list(TOOLS)
     send(sock, json.dumps({"ready": True}).encode())
     while True:
-        if pending and not select.select([sock], [], [], 0)[0]:
+        if pending and not select.select([sock], [], [], IDLE_S)[0]:
             tool = pending.pop(0)
             if preload(tool):
                 loaded.append(tool)
