@@ -1,8 +1,8 @@
 """The model client: streaming chat completions from an OpenAI-compatible endpoint.
 
-Spoken over agent/chat_http.py (the standard library's http.client: the `openai` SDK takes
-about a second to import, which would sit on the critical path of every run); `tenacity`
-retries, so that no wait ever crosses the caller's deadline. Retried: 429 (honouring Retry-After / retry-after-ms), 408, 409, 5xx, timeouts,
+Built on the `openai` SDK (imported lazily: it takes over a second to import) with the SDK's
+own retries off; `tenacity` retries instead, so that no wait ever crosses the caller's
+deadline. Retried: 429 (honouring Retry-After / retry-after-ms), 408, 409, 5xx, timeouts,
 connection errors and streams that break off (an error mid-stream, or an end without a
 finish_reason). Not retried: other 4xx (`ModelError`). Every attempt refused at connect
 time -> `InfraError` (exit 3). Deadline reached -> `ModelDeadline`.
@@ -23,14 +23,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import tenacity
 
-from agent import chat_http
 from agent.errors import InfraError, UsageError
 from agent.protocols import Completion
+
+if TYPE_CHECKING:
+    import openai
 
 __all__ = [
     "ModelCompletion",
@@ -157,7 +159,9 @@ def _is_connect_error(exc: BaseException) -> bool:
     """True when the endpoint could not be connected to at all (refused, DNS, connect
     timeout), as opposed to failing once connected."""
     for item in _chain(exc):
-        if isinstance(item, ConnectionRefusedError | socket.gaierror | chat_http.ConnectError):
+        if isinstance(item, ConnectionRefusedError | socket.gaierror):
+            return True
+        if type(item).__name__ in ("ConnectError", "ConnectTimeout"):
             return True
     return False
 
@@ -168,7 +172,7 @@ def _root_cause(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(root).__name__
 
 
-def _status_message(err: chat_http.HTTPStatusError) -> str:
+def _status_message(err: openai.APIStatusError) -> str:
     body = err.body
     if isinstance(body, dict):
         inner = body.get("error", body)
@@ -181,30 +185,38 @@ def _status_message(err: chat_http.HTTPStatusError) -> str:
 
 def _describe(exc: BaseException) -> str:
     """One line about a failed attempt."""
-    if isinstance(exc, chat_http.HTTPStatusError):
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
         return f"HTTP {exc.status_code}: {_status_message(exc)}"
-    if isinstance(exc, chat_http.ReadTimeout):
+    if isinstance(exc, openai.APITimeoutError):
         return "request timed out"
-    if isinstance(exc, chat_http.ConnectError | chat_http.ConnectionLost):
+    if isinstance(exc, openai.APIConnectionError):
         return f"connection error: {_root_cause(exc)}"
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return text
 
 
 def _retryable(exc: BaseException) -> bool:
+    import openai
+
     if isinstance(exc, _StreamBroken):
         return True
-    if isinstance(exc, chat_http.HTTPStatusError):
+    if isinstance(exc, openai.APIStatusError):
         return exc.status_code in (408, 409, 425, 429) or exc.status_code >= 500
-    # no connection, a timeout, a broken connection, an error event in the middle of a stream
-    return isinstance(exc, chat_http.EndpointError)
+    if isinstance(exc, openai.APIConnectionError):
+        return True
+    # an error event in the middle of a stream
+    return type(exc) is openai.APIError
 
 
 def _retry_after(exc: BaseException) -> float | None:
     """Seconds the endpoint asked us to wait, from retry-after-ms or Retry-After."""
-    if not isinstance(exc, chat_http.HTTPStatusError):
+    import openai
+
+    if not isinstance(exc, openai.APIStatusError):
         return None
-    headers = exc.headers
+    headers = exc.response.headers
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         value = headers.get(name)
         if value is None:
@@ -271,27 +283,45 @@ class OpenAIModel:
         self.base_url = url or DEFAULT_BASE_URL
         """The endpoint actually used."""
         self._slots = threading.BoundedSemaphore(config.concurrency)
-        try:
-            self._endpoint = chat_http.Endpoint(self.base_url, key)
-        except ValueError as exc:
-            raise UsageError(f"--base-url: {exc}") from None
+        self._client: openai.OpenAI | None = None
+        self._client_lock = threading.Lock()
         self._stream_options = True
+
+    def _get_client(self) -> openai.OpenAI:
+        with self._client_lock:
+            if self._client is None:
+                import openai
+
+                kwargs: dict[str, Any] = {
+                    "api_key": self._key,
+                    "max_retries": 0,
+                    "timeout": self.config.request_timeout_s,
+                }
+                if self._url is not None:
+                    kwargs["base_url"] = self._url
+                self._client = openai.OpenAI(**kwargs)
+            return self._client
 
     # ---------------------------------------------------------------- reachability
 
     def check_reachable(self, timeout_s: float = 5.0) -> None:
         """InfraError when the endpoint cannot be reached at all (refused, DNS, no answer
         within timeout_s). Any HTTP answer, even 404 or 401, counts as reachable."""
+        import openai
+
+        client = self._get_client()
         try:
-            self._endpoint.get_json("/models", timeout_s=timeout_s)
-        except chat_http.HTTPStatusError:
+            client.models.list(timeout=timeout_s)
+        except openai.APIStatusError:
             return
-        except chat_http.ReadTimeout:
+        except openai.APITimeoutError:
             raise InfraError(
                 f"endpoint {self.base_url} did not answer within {timeout_s:g}s"
             ) from None
-        except chat_http.EndpointError as err:
+        except openai.APIConnectionError as err:
             raise InfraError(f"endpoint {self.base_url} unreachable: {_root_cause(err)}") from None
+        except Exception as err:  # an odd /models body still means something answered
+            log.debug("GET /models answered oddly: %s", err)
 
     # ---------------------------------------------------------------- completion
 
@@ -305,12 +335,13 @@ class OpenAIModel:
         """Stream one answer before `deadline` (time.monotonic()). `on_text(text_so_far)`
         is called as text arrives (after a retry the text starts over); returning False
         closes the stream and returns what arrived, with `stopped_early=True`."""
+        client = self._get_client()
         failures: list[BaseException] = []
         max_attempts = self.config.max_retries + 1
 
         def attempt() -> ModelCompletion:
             try:
-                result = self._attempt(messages, deadline, on_text)
+                result = self._attempt(client, messages, deadline, on_text)
             except BaseException as err:
                 failures.append(err)
                 raise
@@ -342,7 +373,9 @@ class OpenAIModel:
         except ModelError:
             raise
         except Exception as err:
-            if not isinstance(err, chat_http.EndpointError | _StreamBroken):
+            import openai
+
+            if not isinstance(err, openai.OpenAIError | _StreamBroken):
                 raise  # a bug (in on_text, say), not the endpoint's doing
             raise self._give_up(err, failures, max_attempts, deadline) from err
 
@@ -350,6 +383,8 @@ class OpenAIModel:
         self, err: Exception, failures: list[BaseException], max_attempts: int, deadline: float
     ) -> Exception:
         """The exception to raise once retrying is over."""
+        import openai
+
         n = len(failures)
         tries = f"{n} attempt{'s' if n != 1 else ''}"
         if failures and all(_is_connect_error(f) for f in failures):
@@ -358,13 +393,12 @@ class OpenAIModel:
             )
         if _retryable(err) and (n < max_attempts or time.monotonic() >= deadline):
             return ModelDeadline(f"deadline reached after {tries}; last error: {_describe(err)}")
-        status = err.status_code if isinstance(err, chat_http.HTTPStatusError) else None
-        if isinstance(err, chat_http.HTTPStatusError) and status == 401:  # same for every sample
+        if isinstance(err, openai.AuthenticationError):  # the same for every sample: bad input
             return UsageError(
                 f"{self.base_url} rejected the API key (HTTP 401: {_status_message(err)}); "
                 "set OPENAI_API_KEY to a key this endpoint accepts"
             )
-        if isinstance(err, chat_http.HTTPStatusError) and status == 404:
+        if isinstance(err, openai.NotFoundError):
             return UsageError(
                 f"HTTP 404 from {self.base_url}: {_status_message(err)} "
                 f"(check the model name {self.name!r} and the base URL)"
@@ -375,6 +409,7 @@ class OpenAIModel:
 
     def _attempt(
         self,
+        client: openai.OpenAI,
         messages: list[dict[str, str]],
         deadline: float,
         on_text: Callable[[str], bool] | None,
@@ -388,42 +423,49 @@ class OpenAIModel:
                 f"({self.config.concurrency} already in flight)"
             )
         try:
-            return self._stream_once(messages, deadline, on_text)
+            return self._stream_once(client, messages, deadline, on_text)
         finally:
             self._slots.release()
 
-    def _create(self, messages: list[dict[str, str]], deadline: float) -> chat_http.ChatStream:
+    def _create(
+        self, client: openai.OpenAI, messages: list[dict[str, str]], deadline: float
+    ) -> Any:
         """Open the stream; falls back to no stream_options when the endpoint rejects them."""
+        import openai
+
         remaining = max(deadline - time.monotonic(), 0.001)
         wait = min(self.config.request_timeout_s, remaining)
-        body: dict[str, Any] = {
+        kwargs: dict[str, Any] = {
             "model": self.config.name,
             "messages": messages,
             "temperature": self.config.temperature,
+            "stream": True,
+            "timeout": openai.Timeout(wait, connect=min(wait, 10.0)),
         }
         if self.config.max_tokens is not None:
-            body["max_tokens"] = self.config.max_tokens
+            kwargs["max_tokens"] = self.config.max_tokens
         if self._stream_options:
-            body["stream_options"] = {"include_usage": True}
-        connect = min(wait, 10.0)
+            kwargs["stream_options"] = {"include_usage": True}
         try:
-            return self._endpoint.stream_chat(body, timeout_s=wait, connect_timeout_s=connect)
-        except chat_http.HTTPStatusError as err:
-            rejected = err.status_code == 400 and "stream_options" in f"{err} {err.body}"
-            if not rejected or "stream_options" not in body:
+            return client.chat.completions.create(**kwargs)
+        except openai.BadRequestError as err:
+            if "stream_options" not in f"{err} {err.body}" or "stream_options" not in kwargs:
                 raise
             log.info("%s: the endpoint rejects stream_options; retrying without", self.name)
             self._stream_options = False
-            del body["stream_options"]
-            return self._endpoint.stream_chat(body, timeout_s=wait, connect_timeout_s=connect)
+            del kwargs["stream_options"]
+            return client.chat.completions.create(**kwargs)
 
     def _stream_once(
         self,
+        client: openai.OpenAI,
         messages: list[dict[str, str]],
         deadline: float,
         on_text: Callable[[str], bool] | None,
     ) -> ModelCompletion:
-        stream = self._create(messages, deadline)
+        import openai
+
+        stream = self._create(client, messages, deadline)
         text = ""
         t_first: float | None = None
         finish: str | None = None
@@ -432,25 +474,23 @@ class OpenAIModel:
         try:
             try:
                 for chunk in stream:
-                    if isinstance(chunk.get("usage"), dict):
-                        usage = chunk["usage"]
-                    choices = chunk.get("choices")
-                    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-                        choice = choices[0]
-                        delta = choice.get("delta")
-                        piece = delta.get("content") if isinstance(delta, dict) else None
-                        if isinstance(piece, str) and piece:
+                    if getattr(chunk, "usage", None) is not None:
+                        usage = chunk.usage
+                    if chunk.choices:
+                        choice = chunk.choices[0]
+                        piece = choice.delta.content if choice.delta is not None else None
+                        if piece:
                             if t_first is None:
                                 t_first = time.monotonic()
                             text += piece
                             if on_text is not None and on_text(text) is False:
                                 stopped = True
                                 break
-                        if choice.get("finish_reason"):
-                            finish = str(choice["finish_reason"])
+                        if choice.finish_reason:
+                            finish = choice.finish_reason
                     if finish is None and time.monotonic() >= deadline:
                         raise ModelDeadline("deadline reached while the answer streamed", text)
-            except (chat_http.ConnectionLost, chat_http.ReadTimeout):
+            except openai.APIConnectionError:
                 if finish is None:
                     raise
                 # only the usage chunk and [DONE] are missing: keep the answer
@@ -461,8 +501,8 @@ class OpenAIModel:
             raise _StreamBroken("the stream ended without a finish_reason")
         t_done = time.monotonic()
         if usage is not None and not stopped:
-            prompt_tokens = int(usage.get("prompt_tokens") or 0)
-            completion_tokens = int(usage.get("completion_tokens") or 0)
+            prompt_tokens = int(usage.prompt_tokens or 0)
+            completion_tokens = int(usage.completion_tokens or 0)
             estimated = False
         else:
             prompt_tokens = sum(estimate_tokens(str(m.get("content") or "")) for m in messages)

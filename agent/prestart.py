@@ -3,8 +3,8 @@
 `ooda run` spends a few hundred milliseconds starting Python, importing typer and parsing its
 options before it knows what to do; the Docker connection (SDK import, engine ping, image
 check, removal of leftovers) needs none of that, and neither does starting the first sandbox
-container of a task without requirements (through the engine's API directly, see
-agent/sandbox/launch.py: its PID 1 then imports the toolchain in parallel). `begin()` (called
+container of a task without requirements (agent/sandbox/launch.py: its PID 1 then imports
+the toolchain in parallel). `begin()` (called
 by agent.cli.main for `run`) starts both in threads; `take(name)` hands the backend over when
 the name the options settled on is the one guessed, else None (then the caller opens its own;
 the guessed one is closed); `take_launch()` hands over the started container. A container
@@ -29,6 +29,19 @@ _lock = threading.Lock()
 _started: tuple[str | None, threading.Thread, list[SandboxBackend | BaseException]] | None = None
 
 
+def _model_values(argv: Sequence[str]) -> set[str]:
+    """The --model value(s) on a command line."""
+    found = {argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--model"}
+    return found | {a.split("=", 1)[1] for a in argv if a.startswith("--model=")}
+
+
+def _import_openai() -> None:
+    try:
+        import openai  # noqa: F401 - imported for its side effect: warm for agent.model
+    except ImportError:
+        pass
+
+
 def guess_sandbox(argv: Sequence[str]) -> str | None:
     """The --sandbox value on a command line (None when absent: the default backend)."""
     for i, arg in enumerate(argv):
@@ -40,8 +53,11 @@ def guess_sandbox(argv: Sequence[str]) -> str | None:
 
 
 def begin(argv: Sequence[str]) -> None:
-    """Start opening the backend the command line names (once per process)."""
+    """Start opening the backend the command line names (once per process), and importing the
+    `openai` SDK (about a second of import) unless the model is the task's gold patch."""
     global _started
+    if "gold" not in _model_values(argv):
+        threading.Thread(target=_import_openai, name="ooda-import-openai", daemon=True).start()
     name = guess_sandbox(argv)
     if name == "local":
         return
@@ -82,12 +98,12 @@ def _begin_launch(path: str) -> None:
             if not (Path(path) / "task.toml").is_file():
                 return  # a plain repository: left to the runner
             from agent.sandbox import image
-            from agent.sandbox.launch import RawEngine, launch
+            from agent.sandbox.launch import SdkEngine, launch
 
-            engine = RawEngine.from_env()
             tag = image.last_tag()  # checked against the backend's image before adoption
-            if engine is None or tag is None:
+            if tag is None:
                 return
+            engine = SdkEngine.connect()
             work = Path(tempfile.mkdtemp(prefix="ooda-prestart-"))
             atexit.register(shutil.rmtree, work, ignore_errors=True)  # if nobody takes it
             slot = Path(tempfile.mkdtemp(prefix="slot-", dir=work))

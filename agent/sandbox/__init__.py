@@ -104,19 +104,7 @@ def build_image(*, force: bool = False, log: Callable[[str], None] = print) -> s
 def cleanup_leftovers() -> int:
     """Remove ooda-labelled containers whose owner process is gone; returns how many."""
     from agent.sandbox.docker_sandbox import connect
-    from agent.sandbox.launch import RawEngine
 
-    raw = RawEngine.from_env()  # no docker SDK import where the engine is local
-    if raw is not None:
-        try:
-            removed = 0
-            for container in raw.containers(["ooda=1", "ooda.owner_pid"]):
-                if not image.owner_alive(container.get("Labels") or {}):
-                    raw.remove(str(container["Id"]))
-                    removed += 1
-            return removed
-        except InfraError:
-            pass  # the SDK below, which also reports an engine that does not answer
     try:
         client = connect(timeout_s=30)
     except InfraError:

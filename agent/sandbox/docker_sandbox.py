@@ -30,7 +30,7 @@ from typing import Any
 from agent.errors import InfraError
 from agent.protocols import ExecResult
 from agent.sandbox import image, zygote
-from agent.sandbox.launch import WORKDIR, Engine, Launched, RawEngine, SdkEngine, launch
+from agent.sandbox.launch import WORKDIR, Engine, Launched, SdkEngine, launch
 from agent.sandbox.output import DEFAULT_CAP_BYTES
 from agent.sandbox.ownership import Lease, chown_tree
 
@@ -61,13 +61,6 @@ def connect(timeout_s: float = 300.0) -> Any:
 
 def docker_problem() -> str | None:
     """None when a Docker engine answers here, else why not (fast, for auto-detection)."""
-    raw = RawEngine.from_env()
-    if raw is not None:
-        try:
-            raw.ping()
-            return None
-        except InfraError:
-            pass  # the SDK says why, in its words
     try:
         connect(timeout_s=5).close()
     except InfraError as exc:
@@ -78,9 +71,7 @@ def docker_problem() -> str | None:
 class DockerBackend:
     """Opens DockerSandboxes from the ooda image (built on first use).
 
-    With a local engine and the image built, it talks to the engine through the standard
-    library (launch.RawEngine); the docker SDK client (`client`) is made only when needed:
-    building images, an engine on TCP, or a caller asking for it."""
+    Containers are started, killed and removed through the docker SDK (launch.SdkEngine)."""
 
     name = "docker"
     reusable = True
@@ -90,21 +81,8 @@ class DockerBackend:
         self.log = log
         self._client = client
         self._lock = threading.Lock()
-        raw = RawEngine.from_env() if client is None else None
-        if raw is not None:
-            try:
-                raw.ping()
-                tag = image.image_tag()
-                if raw.image_exists(tag):
-                    self.engine: Engine = raw
-                    self.image = tag
-                    if image.last_tag() != tag:
-                        image.remember_tag(tag)
-                    return
-            except InfraError:
-                pass  # the SDK path below says what is wrong
         self.image = image.ensure_docker_image(self.client, log=log)
-        self.engine = SdkEngine(self.client.api)
+        self.engine: Engine = SdkEngine(self.client.api)
         image.remember_tag(self.image)
 
     @property

@@ -1,23 +1,18 @@
 """Start a Docker sandbox container: its configuration (in one place), its one-shot control
-socket, and the engine it is started, killed and removed through: `RawEngine`, the engine's
-HTTP API on its unix socket with the standard library only (the docker SDK with requests and
-urllib3 takes a fifth of a second to import, on the critical path of every run), or
-`SdkEngine`, the docker SDK (an engine on TCP). Both post the very same configuration.
+socket, and the engine it is started, killed and removed through (`SdkEngine`: the `docker`
+SDK's low-level APIClient).
 
-The raw path needs nothing of the command line but the task path, so `ooda run` can start its
-first container while Python is still parsing options (agent/prestart.py);
+Starting a container needs nothing of the command line but the task path, so `ooda run` can
+start its first container while Python is still parsing options (agent/prestart.py);
 agent/sandbox/docker_sandbox.py then adopts it.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
 import shutil
 import socket
 import tempfile
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -144,95 +139,39 @@ class Engine(Protocol):
         ...
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(self._path)
-        self.sock = sock
-
-
-def engine_socket() -> str | None:
-    """The Docker engine's unix socket per DOCKER_HOST (None: not a local unix socket)."""
-    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    return host[len("unix://"):] if host.startswith("unix://") else None
-
-
-class RawEngine:
-    """The engine's HTTP API on its unix socket, with the standard library only: the docker SDK
-    (with requests and urllib3) takes a fifth of a second to import, on the critical path of
-    every `ooda run`. One connection per call, so it may be shared by threads."""
-
-    def __init__(self, path: str, timeout_s: float = 60.0) -> None:
-        self.path = path
-        self.timeout_s = timeout_s
-
-    @classmethod
-    def from_env(cls) -> RawEngine | None:
-        path = engine_socket()
-        return cls(path) if path is not None else None
-
-    def call(self, method: str, url: str, body: object = None) -> tuple[int, bytes]:
-        """(status, body) of one request; InfraError when the engine cannot be reached."""
-        conn = _UnixConnection(self.path, self.timeout_s)
-        try:
-            payload = json.dumps(body).encode() if body is not None else None
-            headers = {"Content-Type": "application/json"} if payload is not None else {}
-            conn.request(method, url, body=payload, headers=headers)
-            response = conn.getresponse()
-            return response.status, response.read()
-        except (OSError, http.client.HTTPException) as exc:
-            raise InfraError(f"Docker engine not answering on {self.path}: {exc}") from exc
-        finally:
-            conn.close()
-
-    def ping(self) -> None:
-        status, _ = self.call("GET", "/_ping")
-        if status != 200:
-            raise InfraError(f"Docker engine on {self.path} answers HTTP {status} to a ping")
-
-    def image_exists(self, tag: str) -> bool:
-        return self.call("GET", f"/images/{tag}/json")[0] == 200
-
-    def start(self, config: dict[str, Any]) -> str:
-        status, data = self.call("POST", "/containers/create", config)
-        if status != 201:
-            raise InfraError(f"docker create: HTTP {status}: {data[:300]!r}")
-        container_id = str(json.loads(data)["Id"])
-        status, data = self.call("POST", f"/containers/{container_id}/start")
-        if status not in (204, 304):
-            self.remove(container_id)
-            raise InfraError(f"docker start: HTTP {status}: {data[:300]!r}")
-        return container_id
-
-    def kill(self, container_id: str) -> None:
-        self.call("POST", f"/containers/{container_id}/kill")
-
-    def remove(self, container_id: str) -> None:
-        self.call("DELETE", f"/containers/{container_id}?force=1")
-
-    def containers(self, labels: list[str]) -> list[dict[str, Any]]:
-        """All containers (running or not) carrying every label given (`key` or `key=value`)."""
-        query = urllib.parse.quote(json.dumps({"label": labels}))
-        status, data = self.call("GET", f"/containers/json?all=1&filters={query}")
-        if status != 200:
-            raise InfraError(f"docker ps: HTTP {status}: {data[:300]!r}")
-        found = json.loads(data)
-        return found if isinstance(found, list) else []
-
-    def close(self) -> None:
-        pass
-
-
 class SdkEngine:
-    """The same operations through a docker SDK APIClient (engines on TCP, tests)."""
+    """Engine operations through a docker SDK APIClient (may be shared by threads)."""
 
     def __init__(self, api: Any) -> None:
         self.api = api
+
+    @classmethod
+    def connect(cls, timeout_s: float = 60.0) -> SdkEngine:
+        """An engine for the Docker host of the environment (InfraError when none answers)."""
+        from agent.sandbox.docker_sandbox import connect
+
+        return cls(connect(timeout_s=timeout_s).api)
+
+    def image_exists(self, tag: str) -> bool:
+        import docker.errors
+
+        try:
+            self.api.inspect_image(tag)
+        except docker.errors.ImageNotFound:
+            return False
+        except (docker.errors.DockerException, OSError) as exc:
+            raise InfraError(f"Docker engine not answering: {exc}") from exc
+        return True
+
+    def containers(self, labels: list[str]) -> list[dict[str, Any]]:
+        """All containers (running or not) carrying every label given (`key` or `key=value`)."""
+        import docker.errors
+
+        try:
+            found = self.api.containers(all=True, filters={"label": labels})
+        except (docker.errors.DockerException, OSError) as exc:
+            raise InfraError(f"Docker engine not answering: {exc}") from exc
+        return list(found)
 
     def start(self, config: dict[str, Any]) -> str:
         import docker.errors
