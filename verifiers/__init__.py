@@ -12,9 +12,11 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+
+from agent.protocols import CheckSpec, Sandbox
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 SUMMARY_LIMIT = 2000
@@ -159,3 +161,28 @@ def render_diagnostics(tool: str, fresh: Sequence[Diagnostic], total: int) -> st
     if len(fresh) > 30:
         lines.append(f"... and {len(fresh) - 30} more")
     return clip("\n".join(lines))
+
+
+class ToolFailure(Exception):
+    """The tool itself failed (crash, bad output, timeout) instead of judging the code."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+ToolRun = Callable[[Sandbox, list[str], float], tuple[list[Diagnostic], str]]
+"""A linter run: (sandbox, files, timeout) -> (its diagnostics, its raw output)."""
+
+
+def tool_baseline(run: ToolRun, sandbox: Sandbox, check: CheckSpec) -> Baseline:
+    """A linter's diagnostics on the unpatched workspace for check.changed_files."""
+    files = python_files(sandbox.workspace, check.changed_files)
+    if not files:
+        return baseline_from(check.changed_files, [])
+    try:
+        diags, _ = run(sandbox, files, check.timeout_s)
+    except ToolFailure as exc:
+        return baseline_from(files, [], failure=str(exc))
+    wanted = set(files)
+    return baseline_from(check.changed_files, [d for d in diags if d.file in wanted])

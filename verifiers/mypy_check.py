@@ -25,14 +25,14 @@ from agent.protocols import CheckSpec, Sandbox, VerifierResult
 from verifiers import (
     Baseline,
     Diagnostic,
-    baseline_from,
+    ToolFailure,
     new_diagnostics,
     python_files,
     relative_to_workdir,
     render_diagnostics,
     tail,
+    tool_baseline,
 )
-from verifiers.ruff_check import ToolFailure
 
 CACHE_DIR = ".ooda/mypy-cache"
 """Mypy's incremental cache, relative to the workspace (.ooda/: no patch may touch it), so the
@@ -159,15 +159,7 @@ class MypyVerifier:
 
     def baseline(self, sandbox: Sandbox, check: CheckSpec) -> Baseline:
         """Mypy's errors on the unpatched workspace for check.changed_files."""
-        files = python_files(sandbox.workspace, check.changed_files)
-        if not files:
-            return baseline_from(check.changed_files, [])
-        try:
-            diags, _ = run_mypy(sandbox, files, check.timeout_s)
-        except ToolFailure as exc:
-            return baseline_from(files, [], failure=str(exc))
-        wanted = set(files)
-        return baseline_from(check.changed_files, [d for d in diags if d.file in wanted])
+        return tool_baseline(run_mypy, sandbox, check)
 
     def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
         start = time.monotonic()

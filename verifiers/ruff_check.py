@@ -19,12 +19,13 @@ from agent.protocols import CheckSpec, Sandbox, VerifierResult, VerifierStatus
 from verifiers import (
     Baseline,
     Diagnostic,
-    baseline_from,
+    ToolFailure,
     new_diagnostics,
     python_files,
     relative_to_workdir,
     render_diagnostics,
     tail,
+    tool_baseline,
 )
 
 RULES = "E4,E7,E9,F"
@@ -45,14 +46,6 @@ RUFF_ARGV = (
     "py311",
     "--",
 )
-
-
-class ToolFailure(Exception):
-    """The tool itself failed (crash, bad output, timeout) instead of judging the code."""
-
-    def __init__(self, message: str, *, timed_out: bool = False) -> None:
-        super().__init__(message)
-        self.timed_out = timed_out
 
 
 def run_ruff(sandbox: Sandbox, files: list[str], timeout_s: float) -> tuple[list[Diagnostic], str]:
@@ -91,14 +84,7 @@ class RuffVerifier:
 
     def baseline(self, sandbox: Sandbox, check: CheckSpec) -> Baseline:
         """Ruff's findings on the unpatched workspace for check.changed_files."""
-        files = python_files(sandbox.workspace, check.changed_files)
-        if not files:
-            return baseline_from(check.changed_files, [])
-        try:
-            diags, _ = run_ruff(sandbox, files, check.timeout_s)
-        except ToolFailure as exc:
-            return baseline_from(files, [], failure=str(exc))
-        return baseline_from(check.changed_files, diags)
+        return tool_baseline(run_ruff, sandbox, check)
 
     def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
         start = time.monotonic()
