@@ -4,6 +4,7 @@ machine lacks them unless OODA_REQUIRE_SANDBOXES=1 (then a missing backend fails
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,3 +62,16 @@ def host_processes_with(marker: str) -> list[str]:
         if marker in cmdline and state != "Z":
             found.append(f"{entry.name}: {cmdline}")
     return found
+
+
+def containers_of(pid: int | str, *, include_stopped: bool = False) -> list[str]:
+    """Ids of the Docker containers that the ooda process `pid` started (running ones only,
+    unless include_stopped)."""
+    flags = "-aq" if include_stopped else "-q"
+    out = subprocess.run(
+        ["docker", "ps", flags, "--filter", f"label=ooda.owner_pid={pid}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return out.split()

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import backend_or_skip
+from sandbox_helpers import backend_or_skip, containers_of
 
 from agent.server import ReplayServer
 
@@ -43,17 +43,6 @@ def ooda(
     ) as proc:
         stdout, stderr = proc.communicate(timeout=timeout)
     return subprocess.CompletedProcess([str(proc.pid)], proc.returncode, stdout, stderr)
-
-
-def containers_of(pid: str) -> list[str]:
-    """Containers still running that the ooda process `pid` started."""
-    out = subprocess.run(
-        ["docker", "ps", "-q", "--filter", f"label=ooda.owner_pid={pid}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return out.split()
 
 
 def edit(path: str, old: str, new: str) -> str:

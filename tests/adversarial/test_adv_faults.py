@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from adv_helpers import ROOT, assert_not_passed, cheat, make_task, ooda, skip_unless_root, verify
-from sandbox_helpers import backend_or_skip
+from sandbox_helpers import backend_or_skip, containers_of
 
 from agent.server import ReplayServer
 
@@ -37,17 +37,6 @@ def median(tmp_path: Path) -> Path:
     dest = tmp_path / "median"
     shutil.copytree(EXAMPLES / "median", dest, ignore=shutil.ignore_patterns(".*_cache"))
     return dest
-
-
-def containers_of(pid: int) -> list[str]:
-    """Containers (running or not) that the ooda process `pid` started."""
-    out = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label=ooda.owner_pid={pid}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    return out.split()
 
 
 def wait_for(predicate: object, timeout: float, what: str) -> None:
@@ -211,7 +200,7 @@ def test_docker_daemon_restarting_mid_run(dockerd: Dockerd, median: Path, tmp_pa
     again = ooda("run", str(median), "--model", "gold", "-n", "1", "--rounds", "1",
                  "--runs-dir", str(tmp_path / "runs2"), "--json")  # fmt: skip
     assert again.returncode == 0, again.stderr
-    assert containers_of(proc.pid) == []
+    assert containers_of(proc.pid, include_stopped=True) == []
 
 
 # --------------------------------------------------------------------------- SIGKILL
@@ -228,7 +217,11 @@ def test_sigkilled_run_is_cleaned_up_by_the_next_start(median: Path, tmp_path: P
         try:
             # (the first container starts before the run directory exists: wait for both)
             wait_for(
-                lambda: containers_of(proc.pid) and runs.is_dir() and any(runs.iterdir()),
+                lambda: (
+                    containers_of(proc.pid, include_stopped=True)
+                    and runs.is_dir()
+                    and any(runs.iterdir())
+                ),
                 60,
                 "the run's first container and its run directory",
             )
@@ -243,7 +236,7 @@ def test_sigkilled_run_is_cleaned_up_by_the_next_start(median: Path, tmp_path: P
     again = ooda("run", str(median), "--model", "gold", "-n", "1", "--rounds", "1",
                  "--runs-dir", str(tmp_path / "runs2"), "--json")  # fmt: skip
     assert again.returncode == 0, again.stderr
-    assert containers_of(proc.pid) == []
+    assert containers_of(proc.pid, include_stopped=True) == []
 
 
 # --------------------------------------------------------------------------- a full disk
