@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from agent.protocols import CheckSpec, Sandbox
+from agent.protocols import CheckSpec, Sandbox, VerifierResult
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 SUMMARY_LIMIT = 2000
@@ -186,3 +187,31 @@ def tool_baseline(run: ToolRun, sandbox: Sandbox, check: CheckSpec) -> Baseline:
         return baseline_from(files, [], failure=str(exc))
     wanted = set(files)
     return baseline_from(check.changed_files, [d for d in diags if d.file in wanted])
+
+
+def diagnostics_verdict(
+    name: str,
+    found: list[Diagnostic],
+    output: str,
+    base: Baseline | None,
+    files: list[str],
+    start: float,
+    note: Callable[[], str],
+) -> VerifierResult:
+    """A linter stage's result: failed when `found` has diagnostics `base` did not have.
+
+    `note()` is asked only on failure, for a line appended to the summary ("" for none)."""
+    fresh = new_diagnostics(found, base)
+    details: dict[str, object] = {
+        "files": files,
+        "new": [d.render() for d in fresh],
+        "baseline_counted": base is not None,
+    }
+    duration = time.monotonic() - start
+    if not fresh:
+        return VerifierResult(name, "passed", duration, "", output, details)
+    summary = render_diagnostics(name, fresh, len(found))
+    extra = note()
+    if extra:
+        summary += f"\n{extra}"
+    return VerifierResult(name, "failed", duration, summary, output, details)

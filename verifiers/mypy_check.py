@@ -26,10 +26,9 @@ from verifiers import (
     Baseline,
     Diagnostic,
     ToolFailure,
-    new_diagnostics,
+    diagnostics_verdict,
     python_files,
     relative_to_workdir,
-    render_diagnostics,
     tail,
     tool_baseline,
 )
@@ -174,22 +173,16 @@ class MypyVerifier:
             return self._tool_failed(exc, base, files, time.monotonic() - start)
         wanted = set(files)
         found = [d for d in found if d.file in wanted]
-        fresh = new_diagnostics(found, base)
-        details: dict[str, object] = {
-            "files": files,
-            "new": [d.render() for d in fresh],
-            "baseline_counted": base is not None,
-        }
-        duration = time.monotonic() - start
-        if not fresh:
-            return VerifierResult(self.name, "passed", duration, "", output, details)
-        summary = render_diagnostics("mypy", fresh, len(found))
-        if (sandbox.workspace / SHADOW_DIR).exists():
-            summary += (
-                "\nnote: `# type: ignore` and `# mypy:` comments are not honoured here; "
-                "fix the types instead"
-            )
-        return VerifierResult(self.name, "failed", duration, summary, output, details)
+
+        def note() -> str:
+            if (sandbox.workspace / SHADOW_DIR).exists():
+                return (
+                    "note: `# type: ignore` and `# mypy:` comments are not honoured here; "
+                    "fix the types instead"
+                )
+            return ""
+
+        return diagnostics_verdict(self.name, found, output, base, files, start, note)
 
     def _tool_failed(
         self, exc: ToolFailure, base: Baseline | None, files: list[str], duration: float

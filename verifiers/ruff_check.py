@@ -20,10 +20,9 @@ from verifiers import (
     Baseline,
     Diagnostic,
     ToolFailure,
-    new_diagnostics,
+    diagnostics_verdict,
     python_files,
     relative_to_workdir,
-    render_diagnostics,
     tail,
     tool_baseline,
 )
@@ -98,19 +97,13 @@ class RuffVerifier:
         except ToolFailure as exc:
             status: VerifierStatus = "timeout" if exc.timed_out else "error"
             return VerifierResult(self.name, status, time.monotonic() - start, str(exc), str(exc))
-        fresh = new_diagnostics(found, base)
-        details: dict[str, object] = {
-            "files": files,
-            "new": [d.render() for d in fresh],
-            "baseline_counted": base is not None,
-        }
-        duration = time.monotonic() - start
-        if not fresh:
-            return VerifierResult(self.name, "passed", duration, "", output, details)
-        summary = render_diagnostics("ruff", fresh, len(found))
-        if any("noqa" in _text(sandbox, path) for path in files):
-            summary += "\nnote: `# noqa` comments are not honoured here; fix the code instead"
-        return VerifierResult(self.name, "failed", duration, summary, output, details)
+
+        def note() -> str:
+            if any("noqa" in _text(sandbox, path) for path in files):
+                return "note: `# noqa` comments are not honoured here; fix the code instead"
+            return ""
+
+        return diagnostics_verdict(self.name, found, output, base, files, start, note)
 
 
 def _text(sandbox: Sandbox, path: str) -> str:
