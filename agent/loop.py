@@ -34,7 +34,6 @@ from tasks.loader import Task
 AttemptStatus = Literal[
     "pending", "passed", "failed", "invalid_edit", "timeout", "cancelled", "error"
 ]
-FINISHED = ("passed", "failed", "invalid_edit", "timeout", "cancelled", "error")
 _REPLACE_LINE = re.compile(r"^\s*>{5,9} ?REPLACE\b.*\n", re.MULTILINE)
 """A completed end-of-block line (the forms agent/edits.py accepts)."""
 # How far a failed attempt got: later stages make better parents for the next round.
@@ -509,10 +508,9 @@ def _trim_history(messages: list[dict[str, str]], keep_exchanges: int = 2) -> li
 
 
 def _read_text(path: Path) -> str | None:
+    """A base file's text; None when it is missing or unreadable as UTF-8."""
     try:
         return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
     except (OSError, UnicodeDecodeError):
         return None
 
