@@ -267,6 +267,25 @@ class _StopBeforeDeadline(tenacity.stop.stop_base):
 # --------------------------------------------------------------------------- client
 
 
+_warmed = False
+
+
+def warm_http_client() -> None:
+    """Import the `openai` SDK and what its first chat request loads (the HTTP stack, the chat
+    resources: about a second on a small machine) so that the real client starts quickly:
+    agent/prestart.py does this in a thread at start-up, the daemon (agent/daemon.py) once for
+    all its commands."""
+    global _warmed
+    if _warmed:
+        return
+    import openai
+
+    client = openai.OpenAI(api_key="warm-up", base_url="http://127.0.0.1:9/v1")
+    _ = client.chat.completions  # imported on first use
+    client.close()
+    _warmed = True
+
+
 class OpenAIModel:
     """A `Model` on an OpenAI-compatible chat completions endpoint (streaming)."""
 
