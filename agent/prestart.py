@@ -37,7 +37,9 @@ def _model_values(argv: Sequence[str]) -> set[str]:
 
 def _import_openai() -> None:
     try:
-        import openai  # noqa: F401 - imported for its side effect: warm for agent.model
+        from agent.model import warm_http_client
+
+        warm_http_client()
     except ImportError:
         pass
 
@@ -83,7 +85,15 @@ def begin(argv: Sequence[str]) -> None:
             _begin_launch(path)
 
 
-_launching: tuple[threading.Thread, list[tuple[Path, Launched]]] | None = None
+_launching: tuple[threading.Thread | None, list[tuple[Path, Launched]]] | None = None
+
+
+def hand_over(work: Path, launched: Launched) -> None:
+    """Use a container started before this process began its command (the daemon's warm
+    one, agent/daemon.py) as the one begin() would have started."""
+    global _launching
+    with _lock:
+        _launching = (None, [(work, launched)])
 
 
 def _begin_launch(path: str) -> None:
@@ -131,7 +141,8 @@ def take_launch() -> tuple[Path, Launched] | None:
     if launching is None:
         return None
     thread, found = launching
-    thread.join()
+    if thread is not None:
+        thread.join()
     return found[0] if found else None
 
 

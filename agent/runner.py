@@ -225,13 +225,18 @@ def _close_opened(opening: Future[TaskVerifier]) -> None:
         opening.result().close()
 
 
+CLEAN_LEFTOVERS = True
+"""Whether open_backend removes dead invocations' containers (the daemon, agent/daemon.py, does
+that between commands instead, and turns this off for its workers)."""
+
+
 def open_backend(name: str | None) -> SandboxBackend:
     """The sandbox backend for a new invocation (`ooda run`, `eval`, `ci`); meanwhile, in the
     background (it does not block the backend), the Docker containers that killed or crashed
     earlier invocations left behind are removed (best effort: their owner process is gone)."""
     from agent.sandbox import cleanup_leftovers, get_backend
 
-    if name in (None, "auto", "docker"):
+    if CLEAN_LEFTOVERS and name in (None, "auto", "docker"):
 
         def cleanup() -> None:
             with contextlib.suppress(Exception):  # no engine, or it broke: get_backend says
