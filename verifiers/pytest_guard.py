@@ -51,7 +51,9 @@ PHASES = ("setup", "call", "teardown")
 MAX_PROBLEMS = 20
 DESCRIPTORS = (types.FunctionType, staticmethod, classmethod, property)
 
-Snapshot = dict[tuple[str, str, str], object]
+Snapshot = dict[tuple[str, str], dict[str, object]]
+"""(module, class name or "" for the module itself) -> member name -> the function or method;
+for a class, the member "" holds the frozenset of its method names."""
 
 
 def _watched(module_name: str) -> bool:
@@ -78,45 +80,48 @@ def snapshot() -> Snapshot:
     for module_name, module in list(sys.modules.items()):
         if module is None or not _watched(module_name):
             continue
+        functions: dict[str, object] = {}
         for attr, value in list(vars(module).items()):
             if isinstance(value, types.FunctionType | types.BuiltinFunctionType):
-                found[(module_name, "", attr)] = value
+                functions[attr] = value
             elif isinstance(value, type) and value.__module__ == module_name:
-                members = [(k, v) for k, v in vars(value).items() if isinstance(v, DESCRIPTORS)]
-                for name, member in members:
-                    found[(module_name, attr, name)] = member
-                found[(module_name, attr, "")] = frozenset(k for k, _ in members)
+                members = {k: v for k, v in vars(value).items() if isinstance(v, DESCRIPTORS)}
+                found[(module_name, attr)] = {**members, "": frozenset(members)}
+        found[(module_name, "")] = functions
     return found
 
 
 def changes(before: Snapshot, suspect: Callable[[object], bool]) -> list[str]:
     """Names of the snapshotted functions and methods that were replaced, removed or added,
-    where `suspect(new value)` says the change may come from the code under test."""
+    where `suspect(new value)` says the change may come from the code under test. (Run before
+    and after every test: each owner's namespace is looked up once, names built only for a
+    change.)"""
     changed: list[str] = []
-    for (module_name, cls_name, name), value in before.items():
+    for (module_name, cls_name), members in before.items():
         module = sys.modules.get(module_name)
         owner: Any = module if not cls_name else getattr(module, cls_name, None)
+        prefix = f"{module_name}.{cls_name}" if cls_name else module_name
         if owner is None:
-            changed.append(f"{module_name}.{cls_name} (removed)")
+            changed.append(f"{prefix} (removed)")
             continue
-        where = ".".join(p for p in (module_name, cls_name, name) if p)
         try:
             namespace = vars(owner)
         except TypeError:
-            changed.append(where)
+            changed.append(prefix)
             continue
-        if name:
-            now = namespace.get(name)
-            if now is not value and suspect(now):
-                changed.append(where)
-        else:
+        for name, value in members.items():
+            if name:
+                now = namespace.get(name)
+                if now is not value and suspect(now):
+                    changed.append(f"{prefix}.{name}")
+                continue
             assert isinstance(value, frozenset)
             added = {
                 k
                 for k, v in namespace.items()
-                if isinstance(v, DESCRIPTORS) and k not in value and suspect(v)
+                if k not in value and isinstance(v, DESCRIPTORS) and suspect(v)
             }
-            changed += [f"{where}.{k} (added)" for k in sorted(added)]
+            changed += [f"{prefix}.{k} (added)" for k in sorted(added)]
     return changed
 
 
