@@ -37,9 +37,9 @@ from typing import Any, BinaryIO
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("agent", "verifiers", "tasks")
 KEY_ENV_PREFIXES = ("OODA_", "PYTHON", "LC_")
-KEY_ENV_NAMES = ("TMPDIR", "LANG")
-"""Variables read when modules are imported or streams opened (a worker gets every other one
-of its client's variables as they are)."""
+KEY_ENV_NAMES = ("TMPDIR", "LANG", "SSL_CERT_FILE", "SSL_CERT_DIR")
+"""Variables read when modules are imported, streams opened or TLS settings built (a worker
+gets every other one of its client's variables as they are)."""
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 START_WAIT_S = 3.0
 """How long a client waits for a daemon that is starting (it is ready ~1.5 s after spawn)."""

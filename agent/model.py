@@ -19,6 +19,7 @@ import math
 import os
 import random
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -268,6 +269,21 @@ class _StopBeforeDeadline(tenacity.stop.stop_base):
 
 
 _warmed = False
+_tls: ssl.SSLContext | None = None
+_tls_lock = threading.Lock()
+
+
+def tls_context() -> ssl.SSLContext:
+    """The TLS settings of every client in this process, as the SDK's HTTP library builds them
+    by default (SSL_CERT_FILE/SSL_CERT_DIR honoured): built once, since building them loads the
+    CA bundle (~25 ms a client)."""
+    global _tls
+    with _tls_lock:
+        if _tls is None:
+            import httpx2
+
+            _tls = httpx2.create_ssl_context()
+        return _tls
 
 
 def warm_http_client() -> None:
@@ -280,7 +296,11 @@ def warm_http_client() -> None:
         return
     import openai
 
-    client = openai.OpenAI(api_key="warm-up", base_url="http://127.0.0.1:9/v1")
+    client = openai.OpenAI(
+        api_key="warm-up",
+        base_url="http://127.0.0.1:9/v1",
+        http_client=openai.DefaultHttpxClient(verify=tls_context()),
+    )
     _ = client.chat.completions  # imported on first use
     client.close()
     _warmed = True
@@ -318,6 +338,7 @@ class OpenAIModel:
                 }
                 if self._url is not None:
                     kwargs["base_url"] = self._url
+                kwargs["http_client"] = openai.DefaultHttpxClient(verify=tls_context())
                 self._client = openai.OpenAI(**kwargs)
             return self._client
 
