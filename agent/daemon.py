@@ -120,6 +120,7 @@ class Daemon:
     stop_requested: bool = False
 
     def serve(self) -> None:
+        self.last_activity = time.monotonic()  # idle from now, not from before the warm start
         self.write_status()
         try:
             while True:
@@ -314,13 +315,18 @@ def run_worker(
         with contextlib.suppress(Exception):
             traceback.print_exc()
     finally:
-        with contextlib.suppress(Exception):
-            from agent import entry
+        try:
+            with contextlib.suppress(Exception):
+                from agent import entry
 
-            entry.finish()
-        with contextlib.suppress(OSError):  # the daemon says it too, unless it is gone
-            client.send_line(conn, {"exit": code})
-        os._exit(code)
+                entry.finish()
+            with contextlib.suppress(OSError):  # the daemon says it too, unless it is gone
+                client.send_line(conn, {"exit": code})
+        finally:
+            # even when interrupted meanwhile (once the client has its code it goes, and the
+            # daemon then sends SIGINT): a fork that got back into the daemon's loop would
+            # shut "the daemon" down, removing its socket
+            os._exit(code)
 
 
 def _reopen_std_streams() -> None:
