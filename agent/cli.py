@@ -437,7 +437,9 @@ def main() -> None:
 
         prestart.begin(sys.argv[2:])  # the sandbox backend opens while typer parses
     try:
-        click_command()(standalone_mode=False)
+        returned = click_command()(standalone_mode=False)
+        if returned == 130:  # typer's answer to Ctrl-C when not in standalone mode
+            raise KeyboardInterrupt
     except UsageError as exc:
         fail(str(exc), 2)
     except InfraError as exc:
@@ -467,5 +469,11 @@ def _is_click_usage_error(exc: BaseException) -> bool:
     return any(cls.__name__ in ("UsageError", "ClickException") for cls in type(exc).__mro__)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # `python -m agent.cli`: in this process, never a daemon
+    from agent.entry import exit_code, exit_now
+
+    try:
+        main()
+    except SystemExit as exc:
+        exit_now(exit_code(exc))
+    exit_now(0)

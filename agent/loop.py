@@ -160,7 +160,8 @@ class Loop:
         reason = "no candidate passed"
         parents: list[Attempt | None] = [None]
         rounds_used = 0
-        with ThreadPoolExecutor(max_workers=max(1, self.config.samples)) as pool:
+        pool = ThreadPoolExecutor(max_workers=max(1, self.config.samples))
+        try:
             for round_no in range(1, self.config.rounds + 1):
                 if self.budget.expired() or time.monotonic() >= self.work_deadline:
                     reason = "budget"
@@ -181,6 +182,12 @@ class Loop:
                 parents = self._pick_parents(batch)
             else:
                 reason = "rounds exhausted"
+        except BaseException:
+            # Ctrl-C (or a bug): candidates wind down, but no one waits for a request that hangs
+            self.stop.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         if winner is None and self.budget.expired():
             reason = "budget"
         status: Literal["passed", "failed", "error"] = "passed" if winner else "failed"

@@ -95,6 +95,30 @@ def test_flaky_endpoint_still_solves_median(median: Path, tmp_path: Path) -> Non
     check_run_dir(runs, 0)
 
 
+def test_ctrl_c_ends_a_run_whose_requests_hang(median: Path, tmp_path: Path) -> None:
+    """Ctrl-C while every request hangs: exit 130 at once with one line, not after the budget
+    (nobody waits for the hung requests), and no container of the run is left."""
+    with ReplayServer([median], faults=["hang"]) as server:
+        base_url = server.start()
+        proc = start_run(
+            str(median), "--model", "m", "--base-url", base_url, "-n", "2", "--rounds", "2",
+            "--runs-dir", str(tmp_path / "runs"), "--time-budget", "300",
+            env={"OPENAI_API_KEY": "k"},
+        )  # fmt: skip
+        try:
+            wait_for(lambda: server.stats["in_flight"] >= 2, 60, "both requests to hang")
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "ooda: error: interrupted", err
+    assert "Traceback" not in err
+    wait_for(lambda: not containers_of(proc.pid), 30, "the run's containers to go")
+
+
 # --------------------------------------------------------------------------- the Docker daemon
 
 
