@@ -1,0 +1,494 @@
+"""The warm `ooda` daemon (agent/daemon.py, agent/daemon_client.py, agent/entry.py) from the
+outside: the real console script in subprocesses, real Docker, the bundled endpoint.
+
+Each test has its own daemon: OODA_DAEMON_DIR is a fresh private directory (short: it holds
+the Unix socket), and every daemon a test started is stopped (killed if it must be) before the
+next test. Only behaviour is checked, never timings: the daemon served the command (its
+`served` count), the command saw the client's directory and environment, signals and a
+vanished client reach the worker, and nothing (processes, containers) is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+from sandbox_helpers import backend_or_skip, containers_of
+
+from agent import daemon_client
+from agent.server import ReplayServer
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "tasks" / "examples"
+OODA = Path(sys.executable).parent / "ooda"
+IDLE_S = "60"
+"""Idle exit of the tests' daemons: a safety net should a test's teardown miss one."""
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    return parent_of(pid) is not None
+
+
+def parent_of(pid: int) -> int | None:
+    """The parent of a live process (None when it is gone or a zombie)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]) if fields[0] != "Z" else None
+
+
+def children_of(pid: int) -> list[int]:
+    """The live processes whose parent is `pid` (a daemon's workers)."""
+    return [
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and parent_of(int(entry.name)) == pid
+    ]
+
+
+def daemons_in(directory: Path) -> list[int]:
+    """Daemon processes (and their workers) started with OODA_DAEMON_DIR=`directory`."""
+    marker = f"OODA_DAEMON_DIR={directory}\0".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"agent.daemon" in cmdline and marker in environ and alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def all_containers() -> set[str]:
+    out = subprocess.run(
+        ["docker", "ps", "-aq"], capture_output=True, text=True, check=True
+    ).stdout
+    return set(out.split())
+
+
+class Daemons:
+    """The console script run in a private daemon directory; remembers every environment it
+    ran with, so that teardown can stop each daemon those commands may have started."""
+
+    def __init__(self, directory: Path, tmp_path: Path) -> None:
+        self.dir = directory
+        self.tmp = tmp_path
+        base = {
+            k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "OODA_DAEMON"))
+        }
+        self.env = {
+            **base,
+            "OODA_DAEMON": "1",
+            "OODA_DAEMON_DIR": str(directory),
+            "OODA_DAEMON_IDLE_S": IDLE_S,
+        }
+        self.envs: list[dict[str, str]] = []
+
+    def environment(self, extra: dict[str, str] | None) -> dict[str, str]:
+        env = {**self.env, **(extra or {})}
+        if env not in self.envs:
+            self.envs.append(env)
+        return env
+
+    def ooda(
+        self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the console script to completion (`env` adds to the test's environment)."""
+        return subprocess.run(
+            [str(OODA), *args], cwd=cwd or self.tmp, env=self.environment(env),
+            capture_output=True, text=True, timeout=timeout, check=False,
+        )
+
+    def start_ooda(
+        self, *args: str, out: IO[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[str]:
+        """Start the console script; its stdout and stderr go to `out` (a file: a pipe would
+        stay open as long as the worker holding its other end)."""
+        return subprocess.Popen(
+            [str(OODA), *args], cwd=self.tmp, env=self.environment(env),
+            stdout=out, stderr=subprocess.STDOUT, text=True,
+        )
+
+    def start(self, env: dict[str, str] | None = None) -> dict[str, Any]:
+        proc = self.ooda("daemon", "start", "--timeout", "60", env=env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr + self.logs()
+        status = self.status(env)
+        assert status is not None
+        return status
+
+    def status(self, env: dict[str, str] | None = None) -> dict[str, Any] | None:
+        proc = self.ooda("daemon", "status", "--json", env=env)
+        status: dict[str, Any] | None = json.loads(proc.stdout)
+        assert proc.returncode == (0 if status is not None else 1), proc.stderr
+        return status
+
+    def logs(self) -> str:
+        return "".join(p.read_text() for p in sorted(self.dir.glob("*.log")))
+
+    def files(self) -> list[str]:
+        return sorted(p.name for p in self.dir.iterdir())
+
+    def stop_all(self) -> None:
+        """Stop every daemon the test's commands may have started: politely, then by force
+        (one still running a command, or still starting, or unreachable)."""
+        for env in self.envs:
+            with contextlib.suppress(Exception):
+                self.ooda("daemon", "stop", env=env, timeout=30)
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: not daemons_in(self.dir), 20, "the daemons to stop")
+            return
+        left = daemons_in(self.dir)
+        for pid in left:  # a worker as by Ctrl-C, a daemon as by `kill`
+            sig = signal.SIGINT if parent_of(pid) in left else signal.SIGTERM
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: not daemons_in(self.dir), 20, "the daemons to exit")
+            return
+        for pid in daemons_in(self.dir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not daemons_in(self.dir), 10, "the killed daemons to go")
+
+
+@pytest.fixture(autouse=True)
+def _docker() -> None:
+    backend_or_skip("docker")
+
+
+@pytest.fixture
+def daemons(tmp_path: Path) -> Iterator[Daemons]:
+    directory = Path(tempfile.mkdtemp(prefix="od-", dir="/tmp"))  # mode 0700
+    d = Daemons(directory, tmp_path)
+    try:
+        yield d
+    finally:
+        try:
+            d.stop_all()
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def median(tmp_path: Path) -> Path:
+    dest = tmp_path / "median"
+    shutil.copytree(EXAMPLES / "median", dest, ignore=shutil.ignore_patterns(".*_cache"))
+    return dest
+
+
+def replay_run(task: str, runs: str) -> list[str]:
+    """`ooda run` of `task` with the scripted offline model (median: solved in round 2)."""
+    return ["run", task, "--model", "replay", "-n", "4", "--rounds", "3", "--runs-dir", runs,
+            "--json"]
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.strip()]
+
+
+# --------------------------------------------------------------------------- serving commands
+
+
+def test_a_run_is_served_by_the_started_daemon(daemons: Daemons, median: Path) -> None:
+    before = daemons.start()
+    assert before["served"] == 0 and before["running"] == 0
+    runs = daemons.tmp / "runs"
+    proc = daemons.ooda(*replay_run(str(median), str(runs)))
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["status"] == "passed" and summary["rounds_used"] == 2
+    run_dir = Path(summary["run_dir"])
+    assert run_dir.parent == runs and (run_dir / "run.json").is_file()
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "passed"
+    after = daemons.status()
+    assert after is not None
+    assert after["pid"] == before["pid"] and after["served"] == 1 and after["running"] == 0
+
+
+def test_relative_paths_resolve_against_the_clients_directory(
+    daemons: Daemons, median: Path
+) -> None:
+    first = daemons.start()
+    proc = daemons.ooda(*replay_run("median", "runs"), cwd=median.parent)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["status"] == "passed"
+    run_dir = Path(summary["run_dir"])  # as given: relative
+    assert not run_dir.is_absolute() and run_dir.parent == Path("runs")
+    assert (median.parent / run_dir / "run.json").is_file()
+    status = daemons.status()
+    assert status is not None and status["served"] == first["served"] + 1
+
+
+def test_bad_input_is_one_error_line_and_exit_2(daemons: Daemons, tmp_path: Path) -> None:
+    daemons.start()
+    for served in (1, 2):  # (a worker interrupted after its exit line once shut the daemon down)
+        proc = daemons.ooda(*replay_run(str(tmp_path / "no-such-task"), str(tmp_path / "runs")))
+        assert proc.returncode == 2, proc.stderr
+        lines = error_lines(proc.stderr)
+        assert len(lines) == 1 and lines[0].startswith("ooda: error:"), proc.stderr
+        assert "Traceback" not in proc.stderr and proc.stdout == ""
+        status = daemons.status()
+        assert status is not None and status["served"] == served  # its worker said so
+
+
+def test_the_worker_gets_the_clients_environment(daemons: Daemons, median: Path) -> None:
+    """The daemon was started without OPENAI_*; each command's own endpoint and key (which
+    are no part of the daemon's key) reach its worker."""
+    daemons.start()
+    runs = daemons.tmp / "runs"
+    args = ["run", str(median), "--model", "m", "-n", "2", "--rounds", "3",
+            "--runs-dir", str(runs), "--json"]
+    with ReplayServer([EXAMPLES], api_key="s3cret") as server:
+        endpoint = {"OPENAI_BASE_URL": server.start()}
+        good = daemons.ooda(*args, env={**endpoint, "OPENAI_API_KEY": "s3cret"})
+        bad = daemons.ooda(*args, env={**endpoint, "OPENAI_API_KEY": "wrong"})
+        assert server.stats["chat_requests"] > 0
+    assert good.returncode == 0, good.stderr
+    assert json.loads(good.stdout)["status"] == "passed"
+    assert bad.returncode == 2, bad.stderr
+    lines = error_lines(bad.stderr)
+    assert len(lines) == 1 and "rejected the API key" in lines[0], bad.stderr
+    status = daemons.status()
+    assert status is not None and status["served"] == 2
+
+
+# --------------------------------------------------------------------------- interrupted commands
+#
+# The model streams slowly (the first round takes a few seconds) rather than hanging: a run
+# interrupted while a request hangs waits for it (the loop's threads are joined, and nothing
+# stops a request that sends nothing), in-process as in a worker.
+
+SLOW_TOKENS_PER_S = 15.0
+
+
+def slow_run(
+    daemons: Daemons, median: Path, server: ReplayServer, out: IO[str]
+) -> tuple[subprocess.Popen[str], int, set[str]]:
+    """Start a run on a slowly streaming model; once its worker is generating, the client, the
+    worker's pid and the ids of the containers the worker uses."""
+    daemon_pid = int(daemons.start()["pid"])
+    proc = daemons.start_ooda(
+        "run", str(median), "--model", "m", "--base-url", server.base_url, "-n", "2",
+        "--rounds", "3", "--runs-dir", str(daemons.tmp / "runs"), "--json", out=out,
+    )  # fmt: skip
+    wait_for(lambda: server.stats["in_flight"] >= 1, 60, "the run to wait on the model")
+    (worker,) = children_of(daemon_pid)
+    status = daemons.status()
+    assert status is not None and status["running"] == 1
+    # The warm container is labelled with the daemon's pid: the worker's once handed over.
+    handed_over = not status["warm_container"]
+
+    def used() -> set[str]:
+        own = set(containers_of(worker))
+        return own | set(containers_of(daemon_pid)) if handed_over else own
+
+    wait_for(used, 30, "the worker's containers")
+    return proc, worker, used()
+
+
+def assert_cut_short(runs: Path, output: str) -> None:
+    """The run ended before its verdict (uninterrupted, it passes in round 2)."""
+    assert "Traceback" not in output, output
+    assert '"status"' not in output, output  # no JSON summary
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    assert not (run_dir / "run.json").exists()
+
+
+def assert_cleaned_up(worker: int, used: set[str]) -> None:
+    assert not alive(worker)
+    wait_for(lambda: not used & all_containers(), 30, f"the worker's containers {used} to go")
+    assert containers_of(worker, include_stopped=True) == []
+
+
+def assert_still_serving(daemons: Daemons, median: Path, served: int) -> None:
+    proc = daemons.ooda(*replay_run(str(median), str(daemons.tmp / "runs-after")))
+    assert proc.returncode == 0, proc.stderr
+    status = daemons.status()
+    assert status is not None and status["served"] == served
+
+
+def test_ctrl_c_reaches_the_worker(daemons: Daemons, median: Path, tmp_path: Path) -> None:
+    with (
+        ReplayServer([EXAMPLES], tokens_per_s=SLOW_TOKENS_PER_S) as server,
+        (tmp_path / "client.out").open("w") as out,
+    ):
+        server.start()
+        proc, worker, used = slow_run(daemons, median, server, out)
+        try:
+            proc.send_signal(signal.SIGINT)
+            code = proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    output = (tmp_path / "client.out").read_text()
+    assert_cut_short(daemons.tmp / "runs", output)
+    assert_cleaned_up(worker, used)
+    assert_still_serving(daemons, median, served=2)
+    assert code == 130, output
+    assert error_lines(output) == ["ooda: error: interrupted"], output
+
+
+def test_a_killed_client_gets_its_worker_interrupted(
+    daemons: Daemons, median: Path, tmp_path: Path
+) -> None:
+    with (
+        ReplayServer([EXAMPLES], tokens_per_s=SLOW_TOKENS_PER_S) as server,
+        (tmp_path / "client.out").open("w") as out,
+    ):
+        server.start()
+        proc, worker, used = slow_run(daemons, median, server, out)
+        proc.kill()
+        proc.wait()
+
+        def idle() -> bool:
+            status = daemons.status()
+            return status is not None and status["running"] == 0
+
+        wait_for(idle, 60, "the daemon to end the orphaned worker")
+    assert_cut_short(daemons.tmp / "runs", (tmp_path / "client.out").read_text())
+    assert_cleaned_up(worker, used)
+    assert_still_serving(daemons, median, served=2)
+
+
+# --------------------------------------------------------------------------- which daemon, when
+
+
+def test_another_environment_does_not_use_the_running_daemon(
+    daemons: Daemons, median: Path
+) -> None:
+    """A variable read at import time (here the sandbox start timeout) takes part in the key,
+    as the package's source files do: a client with another value runs the command itself,
+    then starts a daemon of its own."""
+    first = daemons.start()
+    other = {"OODA_SANDBOX_START_TIMEOUT": "119"}
+    proc = daemons.ooda(*replay_run(str(median), str(daemons.tmp / "runs")), env=other)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "passed"
+    status = daemons.status()
+    assert status is not None and status["pid"] == first["pid"] and status["served"] == 0
+    second = daemons.start(env=other)  # the one that client spawned (or a new one)
+    assert second["pid"] != first["pid"] and second["key"] != first["key"]
+    assert second["served"] == 0
+
+
+def test_daemon_stop(daemons: Daemons) -> None:
+    status = daemons.start()
+    sock = daemons.dir / f"daemon-{status['key']}.sock"
+    assert sock.exists()
+    proc = daemons.ooda("daemon", "stop")
+    assert proc.returncode == 0 and "stopped" in proc.stdout, proc.stderr
+    wait_for(lambda: not alive(int(status["pid"])), 30, "the daemon to exit")
+    assert not sock.exists()
+    assert daemons.status() is None  # (exit 1, checked by status())
+    assert daemons.ooda("daemon", "status").returncode == 1
+
+
+def test_idle_daemon_exits_by_itself(daemons: Daemons) -> None:
+    status = daemons.start(env={"OODA_DAEMON_IDLE_S": "1"})
+    wait_for(lambda: not alive(int(status["pid"])), 30, "the idle daemon to exit")
+    assert not (daemons.dir / f"daemon-{status['key']}.sock").exists()
+    assert daemons.status() is None
+
+
+def test_a_command_without_a_daemon_runs_here_and_spawns_one(
+    daemons: Daemons, tmp_path: Path
+) -> None:
+    proc = daemons.ooda(*replay_run(str(tmp_path / "no-such-task"), str(tmp_path / "runs")))
+    assert proc.returncode == 2 and proc.stderr.startswith("ooda: error:"), proc.stderr
+    wait_for(daemons.status, 30, "the daemon spawned after the command")
+    status = daemons.status()
+    assert status is not None and status["served"] == 0
+
+
+def test_ooda_daemon_0_spawns_nothing(daemons: Daemons, tmp_path: Path) -> None:
+    off = {"OODA_DAEMON": "0"}
+    proc = daemons.ooda(*replay_run(str(tmp_path / "no-such-task"), str(tmp_path / "runs")),
+                        env=off)
+    assert proc.returncode == 2 and proc.stderr.startswith("ooda: error:"), proc.stderr
+    time.sleep(2.0)  # a spawned daemon would have opened its log and lock by now
+    assert daemons.files() == []
+    assert daemons_in(daemons.dir) == []
+    start = daemons.ooda("daemon", "start", env=off)
+    assert start.returncode == 2 and "turned off" in start.stderr, start.stderr
+    assert daemons.files() == []
+
+
+# --------------------------------------------------------------------------- the client module
+
+
+def test_routed_commands() -> None:
+    assert daemon_client.routed(["run", "tasks/x"])
+    assert daemon_client.routed(["verify", "t", "--patch", "p"])
+    assert daemon_client.routed(["eval", "tasks"]) and daemon_client.routed(["ci"])
+    assert not daemon_client.routed([])
+    assert not daemon_client.routed(["run", "--help"]) and not daemon_client.routed(["ci", "-h"])
+    assert not daemon_client.routed(["doctor"]) and not daemon_client.routed(["daemon", "stop"])
+    assert not daemon_client.routed(["serve", "--replay", "run"])
+
+
+def test_enabled_by_default_except_under_ci() -> None:
+    assert daemon_client.enabled({})
+    assert not daemon_client.enabled({"CI": "true"})
+    assert daemon_client.enabled({"CI": "true", "OODA_DAEMON": "1"})
+    assert not daemon_client.enabled({"OODA_DAEMON": "0"})
+    assert not daemon_client.enabled({"OODA_DAEMON": "off"})
+    assert daemon_client.enabled({"CI": ""})
+
+
+def test_daemon_key_follows_the_variables_read_at_import() -> None:
+    key = daemon_client.daemon_key
+    base = {"HOME": "/root", "OODA_HOME": "/a"}
+    assert len(key(base)) == 16 and key(base) == key(dict(base))
+    assert key({**base, "OODA_HOME": "/b"}) != key(base)
+    assert key({**base, "PYTHONHASHSEED": "1"}) != key(base)
+    assert key({**base, "UNRELATED": "1"}) == key(base)
+    assert key({**base, "OPENAI_API_KEY": "k"}) == key(base)  # a worker reads it itself
+    assert key({**base, "OODA_DAEMON": "1", "OODA_DAEMON_IDLE_S": "5"}) == key(base)
+
+
+def test_runtime_dir_must_be_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fresh = tmp_path / "fresh" / "dir"
+    monkeypatch.setenv("OODA_DAEMON_DIR", str(fresh))
+    assert daemon_client.runtime_dir() == fresh
+    assert fresh.stat().st_mode & 0o777 == 0o700
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    for mode in (0o750, 0o705, 0o777):
+        shared.chmod(mode)
+        monkeypatch.setenv("OODA_DAEMON_DIR", str(shared))
+        with pytest.raises(OSError, match="not a private directory"):
+            daemon_client.runtime_dir()
+    link = tmp_path / "link"
+    link.symlink_to(fresh)
+    monkeypatch.setenv("OODA_DAEMON_DIR", str(link))
+    with pytest.raises(OSError, match="not a private directory"):
+        daemon_client.runtime_dir()
