@@ -75,3 +75,40 @@ def containers_of(pid: int | str, *, include_stopped: bool = False) -> list[str]
         check=True,
     ).stdout
     return out.split()
+
+
+def all_ooda_containers(*, include_stopped: bool = False) -> set[str]:
+    """Ids of the containers any ooda process started (running ones only, unless
+    include_stopped)."""
+    flags = "-aq" if include_stopped else "-q"
+    out = subprocess.run(
+        ["docker", "ps", flags, "--filter", "label=ooda=1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return set(out.split())
+
+
+def orphaned_ooda_containers() -> set[str]:
+    """Ids of the running containers whose ooda owner process is gone: leaked (a daemon's warm
+    container, owned by the live daemon, is not one)."""
+    import json
+
+    from agent.sandbox import image
+
+    ids = all_ooda_containers()
+    if not ids:
+        return set()
+    out = subprocess.run(
+        ["docker", "inspect", "--format", "{{.Id}} {{json .Config.Labels}}", *ids],
+        capture_output=True,
+        text=True,
+        check=False,  # one may go meanwhile
+    ).stdout
+    orphans = set()
+    for line in out.splitlines():
+        container_id, _, labels = line.partition(" ")
+        if not image.owner_alive(json.loads(labels) or {}):
+            orphans.add(container_id[:12])
+    return orphans

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from sandbox_helpers import backend_or_skip, containers_of
+from sandbox_helpers import all_ooda_containers, backend_or_skip, containers_of
 
 from agent import daemon_client
 from agent.server import ReplayServer
@@ -83,13 +83,6 @@ def daemons_in(directory: Path) -> list[int]:
         if b"agent.daemon" in cmdline and marker in environ and alive(int(entry.name)):
             found.append(int(entry.name))
     return found
-
-
-def all_containers() -> set[str]:
-    out = subprocess.run(
-        ["docker", "ps", "-aq"], capture_output=True, text=True, check=True
-    ).stdout
-    return set(out.split())
 
 
 class Daemons:
@@ -324,7 +317,7 @@ def assert_cut_short(runs: Path, output: str) -> None:
 
 def assert_cleaned_up(worker: int, used: set[str]) -> None:
     assert not alive(worker)
-    wait_for(lambda: not used & all_containers(), 30, f"the worker's containers {used} to go")
+    wait_for(lambda: not used & all_ooda_containers(include_stopped=True), 30, f"the worker's containers {used} to go")
     assert containers_of(worker, include_stopped=True) == []
 
 
