@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,13 @@ def orphaned_ooda_containers() -> set[str]:
         if not image.owner_alive(json.loads(labels) or {}):
             orphans.add(container_id[:12])
     return orphans
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    """Poll `predicate` until it is true; AssertionError naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

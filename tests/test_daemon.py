@@ -19,12 +19,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from sandbox_helpers import all_ooda_containers, backend_or_skip, containers_of
+from sandbox_helpers import all_ooda_containers, backend_or_skip, containers_of, wait_for
 
 from agent import daemon_client
 from agent.server import ReplayServer
@@ -34,15 +34,6 @@ EXAMPLES = ROOT / "tasks" / "examples"
 OODA = Path(sys.executable).parent / "ooda"
 IDLE_S = "60"
 """Idle exit of the tests' daemons: a safety net should a test's teardown miss one."""
-
-
-def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def alive(pid: int) -> bool:

@@ -13,13 +13,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from adv_helpers import ROOT, assert_not_passed, cheat, make_task, ooda, skip_unless_root, verify
-from sandbox_helpers import backend_or_skip, containers_of
+from sandbox_helpers import backend_or_skip, containers_of, wait_for
 
 from agent.server import ReplayServer
 
@@ -37,16 +36,6 @@ def median(tmp_path: Path) -> Path:
     dest = tmp_path / "median"
     shutil.copytree(EXAMPLES / "median", dest, ignore=shutil.ignore_patterns(".*_cache"))
     return dest
-
-
-def wait_for(predicate: object, timeout: float, what: str) -> None:
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def start_run(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
