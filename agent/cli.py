@@ -367,7 +367,7 @@ def daemon_start(
     from agent import daemon_client
 
     if not daemon_client.enabled():
-        raise UsageError("the daemon is turned off here (OODA_DAEMON=0, or CI without OODA_DAEMON=1)")
+        raise UsageError("the daemon is turned off here (OODA_DAEMON=0)")
     if daemon_client.control("status") is None:
         daemon_client.spawn()
     deadline = time.monotonic() + timeout

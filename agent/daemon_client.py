@@ -48,13 +48,9 @@ ROUTED_COMMANDS = ("run", "verify", "eval", "ci")
 
 
 def enabled(env: dict[str, str] | os._Environ[str] = os.environ) -> bool:
-    """OODA_DAEMON=0 turns the daemon off, =1 on; by default on, except under CI."""
-    value = env.get("OODA_DAEMON", "").strip().lower()
-    if value in ("0", "false", "no", "off"):
-        return False
-    if value in ("1", "true", "yes", "on"):
-        return True
-    return not env.get("CI")
+    """On unless OODA_DAEMON is 0/false/no/off (a one-shot job, e.g. the GitHub Action's
+    `ooda ci` step, turns it off: nothing would come back to use it)."""
+    return env.get("OODA_DAEMON", "").strip().lower() not in ("0", "false", "no", "off")
 
 
 def runtime_dir() -> Path:

@@ -439,13 +439,13 @@ def test_routed_commands() -> None:
     assert not daemon_client.routed(["serve", "--replay", "run"])
 
 
-def test_enabled_by_default_except_under_ci() -> None:
+def test_enabled_unless_turned_off() -> None:
     assert daemon_client.enabled({})
-    assert not daemon_client.enabled({"CI": "true"})
-    assert daemon_client.enabled({"CI": "true", "OODA_DAEMON": "1"})
+    assert daemon_client.enabled({"CI": "true"})
+    assert daemon_client.enabled({"OODA_DAEMON": "1"})
     assert not daemon_client.enabled({"OODA_DAEMON": "0"})
     assert not daemon_client.enabled({"OODA_DAEMON": "off"})
-    assert daemon_client.enabled({"CI": ""})
+    assert not daemon_client.enabled({"CI": "true", "OODA_DAEMON": "no"})
 
 
 def test_daemon_key_follows_the_variables_read_at_import() -> None:
