@@ -104,6 +104,9 @@ def start_warm(engine: SdkEngine) -> WarmContainer | None:
 
 @dataclass
 class Daemon:
+    """The serving loop's state: the listening socket, the running workers (pid → their
+    client's connection), the warm container, and what `ooda daemon status` reports."""
+
     key: str
     listener: socket.socket
     lock_fd: int
