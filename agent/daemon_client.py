@@ -41,6 +41,7 @@ KEY_ENV_NAMES = ("TMPDIR", "LANG", "SSL_CERT_FILE", "SSL_CERT_DIR")
 """Variables read when modules are imported, streams opened or TLS settings built (a worker
 gets every other one of its client's variables as they are)."""
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+LOG_LIMIT_BYTES = 1 << 20
 START_WAIT_S = 3.0
 """How long a client waits for a daemon that is starting (it is ready ~1.5 s after spawn)."""
 ROUTED_COMMANDS = ("run", "verify", "eval", "ci")
@@ -226,6 +227,8 @@ def spawn() -> None:
     once: it cannot take the lock). Its output goes to its log; it holds none of our pipes."""
     key = daemon_key()
     log = paths(key)["log"]
+    if log.exists() and log.stat().st_size > LOG_LIMIT_BYTES:
+        log.unlink()  # one daemon's lines are a few hundred bytes; keep it from growing forever
     with open(log, "ab") as out:
         subprocess.Popen(  # noqa: S603 - our own interpreter and module
             [sys.executable, "-m", "agent.daemon", key],
