@@ -16,6 +16,7 @@ from agent import daemon_client
 
 
 def main() -> NoReturn:
+    """The console script's entry point."""
     argv = sys.argv[1:]
     use_daemon = daemon_client.routed(argv) and daemon_client.enabled()
     if use_daemon:
