@@ -77,8 +77,8 @@ def daemon_key(env: dict[str, str] | os._Environ[str] = os.environ) -> str:
     digest.update(f"{sys.executable}\0{sys.version}\0{PACKAGE_ROOT}\0".encode())
     for package in PACKAGES:
         for path in sorted((PACKAGE_ROOT / package).rglob("*.py")):
-            if "examples" in path.parts:
-                continue
+            if "examples" in path.relative_to(PACKAGE_ROOT).parts:
+                continue  # task data, not code
             info = path.stat()
             digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
     for name in sorted(env):
