@@ -209,8 +209,15 @@ def _starting(lock: Path) -> bool:
 
 
 def _forward_to(pid: int) -> Callable[[int, FrameType | None], None]:
+    """A handler passing signals on as a terminal would have delivered them: Ctrl-C and
+    hang-up to the worker's whole process group (it leads one), anything else to it alone."""
+
     def forward(signum: int, _frame: FrameType | None) -> None:
-        with contextlib.suppress(ProcessLookupError):
+        if signum in (signal.SIGINT, signal.SIGHUP):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signum)
+                return
+        with contextlib.suppress(ProcessLookupError):  # (or its group did not exist yet)
             os.kill(pid, signum)
 
     return forward
