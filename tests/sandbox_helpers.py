@@ -110,6 +110,8 @@ def orphaned_ooda_containers() -> set[str]:
     orphans = set()
     for line in out.splitlines():
         container_id, _, labels = line.partition(" ")
+        if not labels.strip():
+            continue  # being removed as we look
         if not image.owner_alive(json.loads(labels) or {}):
             orphans.add(container_id[:12])
     return orphans
