@@ -29,7 +29,6 @@ import signal
 import socket
 import struct
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -84,19 +83,10 @@ class WarmContainer:
 
 def start_warm(engine: SdkEngine) -> WarmContainer | None:
     """A container on the image used last, for tasks without requirements (None: no image)."""
-    from agent.sandbox import image
-    from agent.sandbox.launch import launch
+    from agent.sandbox.launch import launch_on_last_image
 
-    tag = image.last_tag()
-    if tag is None:
-        return None
-    work = Path(tempfile.mkdtemp(prefix="ooda-daemon-"))
-    slot = Path(tempfile.mkdtemp(prefix="slot-", dir=work))
-    try:
-        return WarmContainer(work, launch(engine, tag, slot, with_requirements=False))
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+    started = launch_on_last_image(engine, "ooda-daemon-")
+    return WarmContainer(*started) if started is not None else None
 
 
 # --------------------------------------------------------------------------- the server
@@ -271,9 +261,8 @@ class Daemon:
         self.stop()
         if self.warm is not None:
             self.warm.discard()
-        for path in (self.files["json"],):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            self.files["json"].unlink()
         log(f"stopped after {self.served} command(s)")
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import shutil
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -108,20 +107,14 @@ def _begin_launch(path: str) -> None:
             if not (Path(path) / "task.toml").is_file():
                 return  # a plain repository: left to the runner
             from agent.sandbox import image
-            from agent.sandbox.launch import SdkEngine, launch
+            from agent.sandbox.launch import SdkEngine, launch_on_last_image
 
-            tag = image.last_tag()  # checked against the backend's image before adoption
-            if tag is None:
-                return
-            engine = SdkEngine.connect()
-            work = Path(tempfile.mkdtemp(prefix="ooda-prestart-"))
-            atexit.register(shutil.rmtree, work, ignore_errors=True)  # if nobody takes it
-            slot = Path(tempfile.mkdtemp(prefix="slot-", dir=work))
-            try:
-                found.append((work, launch(engine, tag, slot, with_requirements=False)))
-            except BaseException:
-                shutil.rmtree(work, ignore_errors=True)
-                raise
+            if image.last_tag() is None:
+                return  # no image yet: not worth connecting
+            started = launch_on_last_image(SdkEngine.connect(), "ooda-prestart-")
+            if started is not None:
+                atexit.register(shutil.rmtree, started[0], ignore_errors=True)  # if not taken
+                found.append(started)
         except Exception:  # no engine, no image yet, a bad task: the runner says so later
             return
 

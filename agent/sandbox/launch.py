@@ -122,6 +122,22 @@ def launch(engine: Engine, tag: str, workspace: Path, *, with_requirements: bool
     return launched
 
 
+def launch_on_last_image(engine: Engine, prefix: str) -> tuple[Path, Launched] | None:
+    """Start a container ahead of need (agent/prestart.py, agent/daemon.py): on the image the
+    Docker backend used last, for a task without requirements, its slot in a fresh directory
+    named `prefix`… that the caller then owns. None when no image was built yet."""
+    tag = image.last_tag()  # checked against the backend's image before adoption
+    if tag is None:
+        return None
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    slot = Path(tempfile.mkdtemp(prefix="slot-", dir=work))
+    try:
+        return work, launch(engine, tag, slot, with_requirements=False)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
 # --------------------------------------------------------------------------- the engine
 
 
