@@ -470,10 +470,6 @@ def _is_click_usage_error(exc: BaseException) -> bool:
 
 
 if __name__ == "__main__":  # `python -m agent.cli`: in this process, never a daemon
-    from agent.entry import exit_code, exit_now
+    from agent.entry import exit_now, run_here
 
-    try:
-        main()
-    except SystemExit as exc:
-        exit_now(exit_code(exc))
-    exit_now(0)
+    exit_now(run_here(main))  # this module's main: `agent.cli` would be a second copy

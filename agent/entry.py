@@ -10,6 +10,7 @@ import atexit
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 from agent import daemon_client
@@ -34,10 +35,13 @@ def main() -> NoReturn:
     exit_now(code)
 
 
-def run_here() -> int:
-    """Run the command line in this process; its exit code."""
-    from agent.cli import main as cli_main
+def run_here(cli_main: Callable[[], None] | None = None) -> int:
+    """Run the command line in this process (through `cli_main`, default agent.cli.main); its
+    exit code."""
+    if cli_main is None:
+        from agent.cli import main
 
+        cli_main = main
     try:
         cli_main()
     except SystemExit as exc:
