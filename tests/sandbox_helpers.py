@@ -65,12 +65,11 @@ def host_processes_with(marker: str) -> list[str]:
     return found
 
 
-def containers_of(pid: int | str, *, include_stopped: bool = False) -> list[str]:
-    """Ids of the Docker containers that the ooda process `pid` started (running ones only,
-    unless include_stopped)."""
+def _docker_ps(label: str, include_stopped: bool) -> list[str]:
+    """Ids of the containers carrying `label` (`key` or `key=value`)."""
     flags = "-aq" if include_stopped else "-q"
     out = subprocess.run(
-        ["docker", "ps", flags, "--filter", f"label=ooda.owner_pid={pid}"],
+        ["docker", "ps", flags, "--filter", f"label={label}"],
         capture_output=True,
         text=True,
         check=True,
@@ -78,17 +77,16 @@ def containers_of(pid: int | str, *, include_stopped: bool = False) -> list[str]
     return out.split()
 
 
+def containers_of(pid: int | str, *, include_stopped: bool = False) -> list[str]:
+    """Ids of the Docker containers that the ooda process `pid` started (running ones only,
+    unless include_stopped)."""
+    return _docker_ps(f"ooda.owner_pid={pid}", include_stopped)
+
+
 def all_ooda_containers(*, include_stopped: bool = False) -> set[str]:
     """Ids of the containers any ooda process started (running ones only, unless
     include_stopped)."""
-    flags = "-aq" if include_stopped else "-q"
-    out = subprocess.run(
-        ["docker", "ps", flags, "--filter", "label=ooda=1"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return set(out.split())
+    return set(_docker_ps("ooda=1", include_stopped))
 
 
 def orphaned_ooda_containers() -> set[str]:
