@@ -2,8 +2,10 @@
 
 Each command gets fresh user, pid, network, ipc, uts and mount namespaces; `/` is the ooda
 rootfs read-only, `/work` the workspace (the only writable place besides a private /tmp), and
-the environment is an allow-list. Limits bwrap lacks come from rlimits: address space, file
-size and processes. RLIMIT_NPROC counts per real uid and is ignored for uid 0, so as root every
+the environment is an allow-list; /dev/shm is a bounded tmpfs. Memory is capped by a cgroup
+the host makes per sandbox (agent/sandbox/cgroup.py; where none can be made, only by
+RLIMIT_AS), the workspace's disk by agent/sandbox/limits.py's DiskWatch, file size and
+processes by rlimits. RLIMIT_NPROC counts per real uid and is ignored for uid 0, so as root every
 sandbox runs as its own unprivileged host uid (leased with a lock file) that appears as 1000
 inside; paths under root-only directories (e.g. /root/.cache/ooda) are first bind-mounted to
 /run/ooda-stage in a private mount namespace so that uid can reach them. Timeouts kill the
@@ -26,6 +28,8 @@ from typing import IO
 from agent.errors import InfraError
 from agent.protocols import ExecResult
 from agent.sandbox import image
+from agent.sandbox.cgroup import MemoryCgroup
+from agent.sandbox.limits import DiskWatch, Limits, configured, disk_note, memory_note
 from agent.sandbox.output import DEFAULT_CAP_BYTES
 from agent.sandbox.ownership import Lease
 from agent.sandbox.process import run_process
@@ -174,11 +178,18 @@ class BwrapBackend:
         if problem:
             raise InfraError(problem)
         self.log = log
+        self.limits = configured()
         self.rootfs = image.build_rootfs(log=log)
+        if os.geteuid() == 0:
+            group, why = MemoryCgroup.create(self.limits.memory)
+            if group is not None:
+                group.remove()
+            else:
+                log(f"bwrap: no memory cgroup ({why}): memory is bounded by RLIMIT_AS only")
 
     def open(self, workspace: Path, *, requirements: Path | None = None) -> BwrapSandbox:
         reqs = image.requirements_site(requirements, self.log) if requirements else None
-        return BwrapSandbox(self.rootfs, workspace, reqs)
+        return BwrapSandbox(self.rootfs, workspace, reqs, limits=self.limits)
 
     def close(self) -> None:
         pass
@@ -190,8 +201,17 @@ class BwrapSandbox:
     backend = "bwrap"
     workdir = "/work"
 
-    def __init__(self, rootfs: Path, workspace: Path, requirements: Path | None = None) -> None:
+    def __init__(
+        self,
+        rootfs: Path,
+        workspace: Path,
+        requirements: Path | None = None,
+        *,
+        limits: Limits | None = None,
+    ) -> None:
         self.workspace = workspace
+        self.limits = limits or configured()
+        self._cgroup: MemoryCgroup | None = None
         self.rootfs = rootfs
         self.requirements = requirements
         self.as_root = os.geteuid() == 0
@@ -204,6 +224,7 @@ class BwrapSandbox:
             for sub in ("root", "work", "reqs"):
                 (STAGE / sub).mkdir(mode=0o755, parents=True, exist_ok=True)
             self._lease = Lease(workspace, self._uid.uid, self._uid.uid)
+            self._cgroup = MemoryCgroup.create(self.limits.memory)[0]
         else:
             self._lease = Lease(workspace, os.getuid(), os.getgid())
         self._closed = False
@@ -212,10 +233,10 @@ class BwrapSandbox:
     def _argv(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
         root, work = str(self.rootfs), str(self.workspace.resolve())
         reqs = str(self.requirements) if self.requirements else ""
-        prefix: list[str] = []
+        prefix: list[str] = self._cgroup.enter_argv() if self._cgroup else []
         if self.as_root and self._uid is not None:
             stage = str(STAGE)
-            prefix = [_tool("unshare"), "--mount", "--propagation", "private", "--", "/bin/sh",
+            prefix += [_tool("unshare"), "--mount", "--propagation", "private", "--", "/bin/sh",
                       "-ec", STAGE_SCRIPT, "ooda-stage", root, work, reqs, stage]
             root, work = f"{stage}/root", f"{stage}/work"
             reqs = f"{stage}/reqs" if reqs else ""
@@ -223,6 +244,7 @@ class BwrapSandbox:
         else:
             launcher = _launcher(False, 0, _user_process_count() + PIDS_LIMIT)
         binds = ["--ro-bind", root, "/", "--proc", "/proc", "--dev", "/dev",
+                 "--perms", "1777", "--size", str(self.limits.shm), "--tmpfs", "/dev/shm",
                  "--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp",
                  "--bind", work, self.workdir]
         if reqs:
@@ -243,10 +265,20 @@ class BwrapSandbox:
         with self._one_at_a_time:
             if self._closed:
                 return ExecResult(125, "sandbox unusable: it was closed", 0.0)
-            result = run_process(self._argv(argv, env or {}), cwd="/", env=HOST_ENV,
-                                 timeout_s=timeout_s, cap_bytes=cap_bytes)
+            disk = DiskWatch(self.workspace, self.limits.disk)
+            ooms = self._cgroup.oom_kills() if self._cgroup else 0
+            result = run_process(
+                self._argv(argv, env or {}), cwd="/", env=HOST_ENV, timeout_s=timeout_s,
+                cap_bytes=cap_bytes,
+                check=lambda: disk_note(disk.limit) if disk.exceeded() else None,
+            )
             if self._uid is not None:
                 _sweep_uid(self._uid.uid)
+            if self._cgroup and self._cgroup.oom_kills() > ooms and not result.timed_out:
+                note = memory_note(self.limits.memory)
+                code = result.exit_code if result.exit_code else 137
+                result = ExecResult(code, f"{result.output.rstrip()}\n{note}\n".lstrip(),
+                                    result.duration_s)
             return result
 
     def close(self) -> None:
@@ -258,3 +290,6 @@ class BwrapSandbox:
             if self._uid is not None:
                 self._uid.release()
                 self._uid = None
+            if self._cgroup is not None:
+                self._cgroup.remove()
+                self._cgroup = None

@@ -7,7 +7,9 @@ signals cannot reach from inside. Commands go to it over a unix socket the host 
 just once (so no candidate can connect to it later); each runs in a forked child, and once it
 ends (or times out) every other process in the container is SIGKILLed, so nothing outlives a
 command. If a command does not end shortly after its timeout, the host kills the container and
-the sandbox refuses further runs with an error result.
+the sandbox refuses further runs with an error result. While a command runs, the host watches
+what it writes to the workspace (agent/sandbox/limits.py) and asks PID 1 to end it past the
+allowance; PID 1 reports memory cgroup OOM kills: both end the output with a line saying so.
 
 `reset()` makes the container as fresh as a new one (processes, /tmp, /dev/shm, IPC) and
 `lend()` hands a refilled workspace back to the sandbox user: agent/sandbox/pool.py reuses
@@ -31,6 +33,7 @@ from agent.errors import InfraError
 from agent.protocols import ExecResult
 from agent.sandbox import image, zygote
 from agent.sandbox.launch import WORKDIR, Engine, Launched, SdkEngine, launch
+from agent.sandbox.limits import POLL_S, DiskWatch, configured, disk_note, memory_note
 from agent.sandbox.output import DEFAULT_CAP_BYTES
 from agent.sandbox.ownership import Lease, chown_tree
 
@@ -123,6 +126,7 @@ class DockerSandbox:
         """Start a container on `workspace` (or adopt `launched`, one started already on it,
         e.g. by agent/prestart.py) and wait for its PID 1 to connect."""
         self.workspace = workspace
+        self.limits = configured()
         self._engine = engine
         self._broken: str | None = None
         self._closed = False
@@ -193,11 +197,19 @@ class DockerSandbox:
         timeout_s = max(timeout_s, 0.0)
         request = {"op": "run", "argv": list(argv), "env": dict(env), "cwd": self.workdir,
                    "timeout": timeout_s, "cap": cap_bytes}
+        disk = DiskWatch(self.workspace, self.limits.disk)
+        done = threading.Event()
         try:
             self._sock.settimeout(timeout_s + HOST_GRACE_S)
             zygote.send(self._sock, json.dumps(request).encode())
-            header = zygote.receive(self._sock)
-            output = zygote.receive(self._sock) if header is not None else None
+            watcher = threading.Thread(target=self._watch, args=(disk, done), daemon=True)
+            watcher.start()
+            try:
+                header = zygote.receive(self._sock)
+                output = zygote.receive(self._sock) if header is not None else None
+            finally:
+                done.set()
+                watcher.join()
         except TimeoutError:
             self._broken = f"a command outlived its {timeout_s:g} s timeout; container killed"
             self._kill()
@@ -215,8 +227,22 @@ class DockerSandbox:
         text = output.decode("utf-8", "replace")
         if info.get("timed_out"):
             return ExecResult(None, text, duration, timed_out=True)
-        code = info.get("exit")
-        return ExecResult(int(code) if code is not None else 125, text, duration)
+        code = int(info["exit"]) if info.get("exit") is not None else 125
+        broke = [disk_note(disk.limit)] if info.get("cancelled") or disk.exceeded() else []
+        if info.get("oom"):
+            broke.append(memory_note(self.limits.memory))
+        if broke:
+            text = "\n".join([text.rstrip(), *broke, ""]).lstrip()
+            code = code if code > 0 else 137
+        return ExecResult(code, text, duration)
+
+    def _watch(self, disk: DiskWatch, done: threading.Event) -> None:
+        """While a command runs: past its disk allowance, ask PID 1 to end it."""
+        while not done.wait(POLL_S):
+            if disk.exceeded():
+                with contextlib.suppress(OSError):
+                    zygote.send(self._sock, b'{"op": "cancel"}')
+                return
 
     # ------------------------------------------------------------------ reuse
 

@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 from agent.errors import InfraError
 from agent.sandbox import image, zygote
+from agent.sandbox.limits import configured
 
-MEMORY_LIMIT_BYTES = 2 << 30
 CPUS = float(os.environ.get("OODA_SANDBOX_CPUS", "1"))
 PIDS_LIMIT = 256
 TMP_SIZE = "256m"
@@ -69,8 +69,10 @@ def container_config(
     tag: str, workspace: Path, control: Path, env: dict[str, str], uid: int, gid: int
 ) -> dict[str, Any]:
     """The Docker API's create body: no network, no capabilities, no new privileges, read-only
-    root, private /tmp, pids/memory/CPU/file-size limits, an allow-listed environment, removed
-    as soon as PID 1 exits (when the host closes the control socket)."""
+    root, private /tmp, a bounded /dev/shm, pids/memory/CPU/file-size limits (see
+    agent/sandbox/limits.py), an allow-listed environment, removed as soon as PID 1 exits
+    (when the host closes the control socket)."""
+    limits = configured()
     return {
         "Image": tag,
         "Cmd": ["/usr/bin/python3", "-c", ZYGOTE_SOURCE, zygote.MARKER,
@@ -89,8 +91,9 @@ def container_config(
             "ReadonlyRootfs": True,
             "Tmpfs": {"/tmp": f"size={TMP_SIZE},mode=1777,exec"},
             "PidsLimit": PIDS_LIMIT,
-            "Memory": MEMORY_LIMIT_BYTES,
-            "MemorySwap": MEMORY_LIMIT_BYTES,
+            "ShmSize": limits.shm,
+            "Memory": limits.memory,
+            "MemorySwap": limits.memory,
             "NanoCpus": int(CPUS * 1e9),
             "Ulimits": [{"Name": "fsize", "Soft": FILE_SIZE_LIMIT, "Hard": FILE_SIZE_LIMIT}],
         },

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import cast
 
@@ -24,8 +24,13 @@ def run_process(
     timeout_s: float,
     cap_bytes: int = DEFAULT_CAP_BYTES,
     preexec_limits: bool = False,
+    check: Callable[[], str | None] | None = None,
+    poll_s: float = 0.2,
 ) -> ExecResult:
-    """Run argv in a new session; on timeout SIGKILL its whole process group."""
+    """Run argv in a new session; on timeout SIGKILL its whole process group.
+
+    `check`, when given, is called every `poll_s` while the command runs and once after it
+    ended: a line it returns (a limit the command broke) kills the group and ends the output."""
     start = time.monotonic()
     proc = subprocess.Popen(
         list(argv),
@@ -47,18 +52,32 @@ def run_process(
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     timed_out = False
+    broke: str | None = None
+    deadline = start + max(timeout_s, 0.0)
     try:
-        proc.wait(timeout=max(timeout_s, 0.0))
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                proc.wait(timeout=min(left, poll_s) if check else left)
+                break
+            except subprocess.TimeoutExpired:
+                if check is not None and (broke := check()) is not None:
+                    break
+        else:
+            timed_out = True
     finally:
         kill_group(proc.pid)
         proc.wait()
     reader.join(timeout=2.0)
     stdout.close()
+    if broke is None and check is not None and not timed_out:
+        broke = check()
+    output = buffer.text()
+    if broke is not None:
+        return ExecResult(proc.returncode if proc.returncode > 0 else 137,
+                          f"{output.rstrip()}\n{broke}\n".lstrip(), time.monotonic() - start)
     return ExecResult(
         exit_code=None if timed_out else proc.returncode,
-        output=buffer.text(),
+        output=output,
         duration_s=time.monotonic() - start,
         timed_out=timed_out,
     )

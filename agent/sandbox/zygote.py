@@ -16,7 +16,9 @@ handlers). Then it serves one request at a time:
   workspace module shadowing a loaded one, a user site, other interpreter options); any other
   argv is exec'd. stdout and stderr are merged and capped (head and tail kept). When
   the child exits, or at the timeout, every other process in the container is SIGKILLed, so
-  nothing outlives a command.
+  nothing outlives a command. A `cancel` frame from the host while it runs (the command broke
+  a limit the host watches: the workspace's disk) ends it the same way; one that arrives too
+  late is ignored. The header says when the container's memory cgroup OOM-killed a process.
 - `reset`: kill everything, empty /tmp, /dev/shm and /dev/mqueue and remove SysV IPC objects,
   so the next candidate finds the container as fresh as a new one (the host empties /work).
 
@@ -46,6 +48,7 @@ within milliseconds, and an import (~0.1 s) cannot be interrupted for it."""
 IPC_RMID = 0
 PR_SET_DUMPABLE = 4
 _HEADER = struct.Struct(">I")
+OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
 
 # --------------------------------------------------------------------------- frames
@@ -113,6 +116,20 @@ def _reap() -> dict[int, int]:
         if pid == 0:
             return done
         done[pid] = status
+
+
+def oom_kills() -> int:
+    """Processes the container's memory cgroup killed so far (cgroup v2 or v1; 0: unknown)."""
+    for path in OOM_COUNTERS:
+        try:
+            with open(path) as counters:
+                for line in counters:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill" and value.strip().isdigit():
+                        return int(value)
+        except OSError:
+            continue
+    return 0
 
 
 def sweep() -> dict[int, int]:
@@ -323,6 +340,8 @@ def run(
     """Run one command (see the module docstring); its header and output. If the host goes
     away meanwhile, kill everything and exit."""
     sweep()
+    ooms = oom_kills()
+    cancelled = False
     started = time.monotonic()
     deadline = started + max(float(request.get("timeout", 60.0)), 0.0)
     output = Capped(int(request.get("cap", 256 * 1024)))
@@ -343,9 +362,12 @@ def run(
             if left <= 0:
                 break
             ready, _, _ = select.select([*watched, sock.fileno()], [], [], left)
-            if sock.fileno() in ready and not sock.recv(1, socket.MSG_PEEK):
-                sweep()  # the host closed the sandbox: nothing may outlive it
-                os._exit(0)
+            if sock.fileno() in ready:
+                if not sock.recv(1, socket.MSG_PEEK) or receive(sock) is None:
+                    sweep()  # the host closed the sandbox: nothing may outlive it
+                    os._exit(0)
+                cancelled = True  # the only frame the host sends meanwhile
+                break
             if read_end in ready:
                 chunk = os.read(read_end, 1 << 16)
                 if chunk:
@@ -354,7 +376,7 @@ def run(
                     watched.remove(read_end)
             if pidfd in ready:
                 status = os.waitpid(pid, 0)[1]
-        timed_out = status is None
+        timed_out = status is None and not cancelled
         reaped = sweep()
         if status is None:
             status = reaped.get(pid)
@@ -370,11 +392,12 @@ def run(
     if timed_out:
         code = 124
     elif status is None:
-        code = 125
+        code = 137 if cancelled else 125
     else:
         code = os.waitstatus_to_exitcode(status)
         code = 128 - code if code < 0 else code
-    header = {"exit": code, "timed_out": timed_out, "duration": time.monotonic() - started}
+    header = {"exit": code, "timed_out": timed_out, "duration": time.monotonic() - started,
+              "cancelled": cancelled, "oom": oom_kills() > ooms}
     return header, output.value()
 
 
@@ -469,6 +492,8 @@ def main(args: list[str]) -> None:
             header, output = run(sock, request, loaded, base_env)
             send(sock, json.dumps(header).encode())
             send(sock, output)
+        elif request.get("op") == "cancel":
+            continue  # for a command that had ended already
         elif request.get("op") == "reset":
             send(sock, json.dumps(reset()).encode())
         else:
