@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
+from agent import fstree
 from agent.errors import InfraError, UsageError
 from agent.github import (
     BRANCH_PREFIX,
@@ -196,7 +197,7 @@ class RepoFiles:
     def all(self) -> list[str]:
         if self._all is None:
             self._all = []
-            for root, dirs, names in os.walk(self.repo):
+            for root, dirs, names in fstree.walk(self.repo):  # iterative: any depth
                 dirs[:] = sorted(d for d in dirs if d not in self.SKIP)
                 base = Path(root).relative_to(self.repo)
                 self._all += [(base / f).as_posix() for f in sorted(names) if f.endswith(".py")]

@@ -7,16 +7,21 @@ touch). So the host can hand every candidate a private copy of the base's cache,
 the base was checked (mypy revalidates each entry against the sources and options, so a copy is
 never wrong, only more or less warm), and a new task's base starts from a per-machine seed:
 the first base cache this machine built with this toolchain, backend and mypy configuration.
+
+Only runs of the unpatched code, in a workspace no candidate ever touched, feed the base cache
+and the seed (a candidate's cache, even one whose mypy run failed, is never kept), and a cache
+leaves a workspace only as directories and regular files: a link planted there is never
+followed on the host (agent/fstree.py).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
+from agent import fstree
 from agent.sandbox import image
 from verifiers.mypy_check import CACHE_DIR, MYPY_ARGV
 
@@ -65,12 +70,27 @@ def seed_path(backend: str, repo: Path) -> Path:
 
 
 def copy_cache(source: Path, workspace: Path) -> bool:
-    """Copy a cache directory into `workspace`'s cache location; False when there is none."""
-    if not source.is_dir():
+    """Copy a host-held cache (the base's, a seed) into `workspace`'s cache location; False
+    when there is none."""
+    if not source.is_dir() or source.is_symlink():
         return False
     target = cache_dir(workspace)
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(source, target, symlinks=False, dirs_exist_ok=True)
+    fstree.copy_tree(source, target, file_mode=0o644, dir_mode=0o755)
+    return True
+
+
+def take_cache(workspace: Path, kept: Path) -> bool:
+    """Copy `workspace`'s cache out to the host directory `kept` (created); False when there is
+    none or it cannot be copied. Call it only on a workspace where no candidate code ever ran
+    (the base's own runs): only directories and regular files come out (links, FIFOs and devices
+    are left behind, never followed or read), with plain modes."""
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fstree.copy_tree(workspace, kept, rel=CACHE_DIR, file_mode=0o644, dir_mode=0o755)
+    except OSError:
+        fstree.remove_tree(kept)
+        return False
     return True
 
 
@@ -81,18 +101,16 @@ def prepare(workspace: Path) -> Path:
     return target
 
 
-def save_seed(workspace: Path, backend: str, repo: Path) -> None:
-    """Keep `workspace`'s cache as the machine's seed unless one exists (atomic, race-safe)."""
+def save_seed(kept: Path, backend: str, repo: Path) -> None:
+    """Keep the host-held base cache `kept` as the machine's seed unless one exists (atomic,
+    race-safe). `kept` must come from take_cache() on a base-only run."""
     seed = seed_path(backend, repo)
-    source = cache_dir(workspace)
-    if seed.exists() or not source.is_dir() or not any(source.iterdir()):
+    if seed.exists() or not kept.is_dir() or not any(kept.iterdir()):
         return
     seed.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=seed.name + ".tmp-", dir=seed.parent))
     try:
-        shutil.copytree(source, tmp, symlinks=False, dirs_exist_ok=True)
-        for path in [tmp, *tmp.rglob("*")]:
-            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        fstree.copy_tree(kept, tmp, file_mode=0o644, dir_mode=0o755)
         os.rename(tmp, seed)
     except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)  # another process won the race, or no room
+        fstree.remove_tree(tmp)  # another process won the race, or no room

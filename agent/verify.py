@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol, cast, runtime_checkable
 
-from agent import mypycache
+from agent import fstree, mypycache
 from agent.errors import InfraError
 from agent.protocols import CheckSpec, ExecResult, Sandbox, Verifier, VerifierResult
 from agent.sandbox.pool import SandboxPool
@@ -105,6 +105,11 @@ class TaskVerifier:
         self._base_caches: list[Path] = []
         self._base_mypy_runs = 0
         self._warmer: threading.Thread | None = None
+        self._cache_grower: threading.Thread | None = None
+        """Grows the base's mypy cache in a base-only sandbox after a candidate needed the
+        baseline of files it lacked (that candidate's own cache is never kept)."""
+        self._cached: set[str] = set()
+        """Files the kept base cache has been checked for."""
         self.on_close: list[Callable[[], None]] = []
         """Called at the end of close() (e.g. to close a backend opened for this verifier)."""
 
@@ -133,7 +138,7 @@ class TaskVerifier:
     def _warm_files(self) -> list[str]:
         """The repo's non-test Python files, when there are few enough to check them all."""
         found: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(self.task.repo):
+        for dirpath, dirnames, filenames in fstree.walk(self.task.repo):
             dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in WARM_SKIP]
             rel = os.path.relpath(dirpath, self.task.repo)
             for name in filenames:
@@ -265,8 +270,8 @@ class TaskVerifier:
             spec = CheckSpec(changed_files=missing, timeout_s=check.timeout_s)
             with _as_base(sandbox.workspace, self.task.repo, check.changed_files):
                 found = verifier.baseline(sandbox, spec)
-                if verifier.name == "mypy":
-                    self._keep_base_cache(sandbox.workspace)
+                if verifier.name == "mypy":  # never keep this cache: the candidate's run wrote it
+                    self._grow_cache_later(verifier, missing)
             with self._lock:
                 self._baselines[verifier.name].merge(found)
         with self._lock:
@@ -302,10 +307,39 @@ class TaskVerifier:
                     found = verifier.baseline(watched, spec)
                     with self._lock:
                         self._baselines[verifier.name].merge(found)
-                if any(verifier.name == "mypy" for verifier, _ in todo):
-                    self._keep_base_cache(sandbox.workspace)
+                for verifier, missing in todo:
+                    if verifier.name == "mypy":  # a base-only run: its cache may be kept
+                        self._keep_base_cache(sandbox.workspace)
+                        with self._lock:
+                            self._cached.update(missing)
             finally:
                 self.pool.release(sandbox)
+
+    def _grow_cache_later(self, verifier: BaselineVerifier, files: list[str]) -> None:
+        """In the background, check `files` on the unpatched repo in a pool sandbox that never
+        held candidate code, and keep that run's cache as the base cache (and the seed)."""
+        with self._lock:
+            todo = [path for path in files if path not in self._cached]
+            if not todo or (self._cache_grower is not None and self._cache_grower.is_alive()):
+                return
+            self._cached.update(todo)
+
+        def grow() -> None:
+            try:
+                sandbox, _ = self.pool.acquire(self._fill_base)
+            except Exception:  # closing, or no sandbox: the cache just stays cooler
+                return
+            try:
+                spec = CheckSpec(changed_files=todo, timeout_s=self.task.verifiers.timeout_s)
+                verifier.baseline(Watched(sandbox), spec)
+                self._keep_base_cache(sandbox.workspace)
+            except Exception:
+                pass
+            finally:
+                self.pool.release(sandbox)
+
+        self._cache_grower = threading.Thread(target=grow, name="ooda-mypy-cache", daemon=True)
+        self._cache_grower.start()
 
     def _fill_base(self, workspace: Path) -> None:
         """The unpatched repo, the hidden tests, and the base's mypy cache (else the seed)."""
@@ -316,19 +350,19 @@ class TaskVerifier:
             self._give_mypy_cache(workspace)
 
     def _keep_base_cache(self, workspace: Path) -> None:
-        """Keep the base's grown mypy cache on the host (a new copy, swapped in)."""
-        source = mypycache.cache_dir(workspace)
-        if not source.is_dir():
-            return
+        """Keep the base's grown mypy cache on the host (a new copy, swapped in). Only for a
+        workspace that never held candidate code (_ensure_baselines' pool sandbox)."""
         kept = self._fresh_dir(prefix="base-mypy-")
-        mypycache.copy_cache(source, kept)
+        if not mypycache.take_cache(workspace, mypycache.cache_dir(kept)):
+            remove_workspace(kept)
+            return
         with self._lock:
             self._base_cache = mypycache.cache_dir(kept)
             self._base_caches.append(kept)
             first = self._base_mypy_runs == 0
             self._base_mypy_runs += 1
         if first:
-            mypycache.save_seed(workspace, self.backend.name, self.task.repo)
+            mypycache.save_seed(mypycache.cache_dir(kept), self.backend.name, self.task.repo)
 
     def _fresh_dir(self, prefix: str = "base-") -> Path:
         self.work_root.mkdir(parents=True, exist_ok=True)
@@ -362,8 +396,9 @@ class TaskVerifier:
     def close(self) -> None:
         """Release the pool (when this verifier made it) and the base's mypy caches (the
         backend stays open, unless an on_close callback closes it)."""
-        if self._warmer is not None:
-            self._warmer.join(timeout=60)
+        for thread in (self._warmer, self._cache_grower):
+            if thread is not None:
+                thread.join(timeout=60)
         try:
             if self._own_pool:
                 self.pool.close()
@@ -435,7 +470,7 @@ def _as_base(workspace: Path, repo: Path, changed: list[str]) -> Iterator[None]:
             here.unlink(missing_ok=True)
         for path in moved:
             os.rename(stash / path, workspace / path)
-        shutil.rmtree(stash, ignore_errors=True)
+        remove_workspace(stash)
 
 
 class _HiddenTestsConflict(PatchError):

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import shutil
-import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
+from agent import fstree
 from agent.errors import InfraError
 
 COPY_EXCLUDES = frozenset({".git", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
@@ -62,6 +60,9 @@ METADATA_SUFFIXES = (".egg-info", ".dist-info", ".egg-link")
 BYTECODE_SUFFIXES = (".pyc", ".pyo")
 SYMLINK_MODE = "120000"
 GIT_MESSAGE_LIMIT = 1500
+MAX_PATH_PARTS = 64
+"""Deepest path a patch may touch: a fix never needs more, and a tree thousands of levels deep
+only stresses the host's tree walks."""
 MAX_PATCH_BYTES = 4 * 1024 * 1024
 """Largest candidate patch considered (a fix is rarely more than a few kilobytes)."""
 
@@ -79,53 +80,23 @@ def make_workspace(repo: Path, parent: Path) -> Path:
     """Copy `repo` into a fresh directory under `parent` and return it.
 
     Caches and `.git` are left out; symlinks are copied as symlinks (never followed), and
-    special files (sockets, FIFOs, devices) are skipped."""
+    special files (sockets, FIFOs, devices) are skipped (agent.fstree: iterative, no links)."""
     parent.mkdir(parents=True, exist_ok=True)
+    dest: Path | None = None
     try:
         dest = Path(tempfile.mkdtemp(prefix="ws-", dir=parent))
-        shutil.copytree(repo, dest, symlinks=True, ignore=_ignore_entries, dirs_exist_ok=True)
-    except shutil.Error as exc:  # one entry per file that failed: the first says why
-        errors = exc.args[0] if exc.args and isinstance(exc.args[0], list) else []
-        why = str(errors[0][2]).split(": '", 1)[0] if errors else str(exc)
-        count = f" ({len(errors)} files not copied)" if len(errors) > 1 else ""
-        raise InfraError(f"cannot copy {repo} into a workspace under {parent}: {why}{count}") from exc
+        fstree.copy_tree(repo, dest, keep_links=True, ignore=COPY_EXCLUDES.__contains__)
     except OSError as exc:
+        if dest is not None:
+            fstree.remove_tree(dest)
         raise InfraError(f"cannot copy {repo} into a workspace under {parent}: {exc}") from exc
     return dest
 
 
-def _ignore_entries(directory: str, names: list[str]) -> set[str]:
-    ignored = set()
-    for name in names:
-        if name in COPY_EXCLUDES:
-            ignored.add(name)
-            continue
-        try:
-            mode = os.lstat(os.path.join(directory, name)).st_mode
-        except OSError:
-            ignored.add(name)
-            continue
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
-            ignored.add(name)
-    return ignored
-
-
 def remove_workspace(workspace: Path) -> None:
-    """Delete a workspace, making read-only directories writable when needed; never raises."""
-
-    def retry(func: Callable[..., object], path: str, _exc: object) -> None:
-        try:
-            os.chmod(os.path.dirname(path), 0o700)
-            if os.path.isdir(path) and not os.path.islink(path):
-                os.chmod(path, 0o700)
-            func(path)
-        except OSError:
-            pass
-
-    if workspace.is_symlink():
-        workspace.unlink(missing_ok=True)
-        return
-    shutil.rmtree(workspace, onerror=retry)
+    """Delete a workspace however deep, making read-only directories writable when needed and
+    never following a link (a link is unlinked); never raises."""
+    fstree.remove_tree(workspace)
 
 
 # --------------------------------------------------------------------------- policy
@@ -244,9 +215,19 @@ def check_patch_policy(patch: str) -> None:
             if reason:
                 raise PatchError(reason)
     for path in paths:
-        reason = protected_reason(path)
+        reason = protected_reason(path) or _depth_reason(path)
         if reason:
             raise PatchError(reason)
+
+
+def _depth_reason(path: str) -> str | None:
+    depth = len(PurePosixPath(path).parts)
+    if depth > MAX_PATH_PARTS:
+        return (
+            f"{path[:80]}...: the path is {depth} directories deep (at most {MAX_PATH_PARTS}); "
+            "keep files in the repository's own layout"
+        )
+    return None
 
 
 def _has_surrogates(text: str) -> bool:

@@ -128,13 +128,17 @@ def test_gold_patch_passes_with_logs_and_cleanup(task: Task, tmp_path: Path) -> 
     assert "tests/test_hidden.py::test_hidden_add" in (logs / "pytest.log").read_text()
     assert not (task.repo / "tests" / "test_hidden.py").exists()
     assert "a - b" in (task.repo / "calc.py").read_text()
+    grower = verifier._cache_grower
+    assert grower is not None
+    grower.join()
     assert len(list((tmp_path / "work").iterdir())) == 1  # the base's mypy cache only
     verifier.close()
     assert list((tmp_path / "work").iterdir()) == []
     # ruff and mypy found something on calc.py, so its baselines were computed in the
     # candidate's own sandbox; mypy runs after the tests in a fresh one (with this backend,
-    # that cannot be reset, a second sandbox)
-    assert backend.closed == len(backend.opened) == 2
+    # that cannot be reset, a second sandbox); the base's mypy cache is never taken from a
+    # candidate's sandbox but grown in a third that only ever held the unpatched repo
+    assert backend.closed == len(backend.opened) == 3
 
 
 def test_no_op_patch_fails_at_pytest(task: Task, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from agent import fstree
 from agent.workspace import CONFIG_NAMES, RESERVED_DIRS, SHADOWED, TEST_DIRS, TEST_FILE_PATTERNS
 
 MAX_ENTRIES = 200_000
@@ -64,7 +65,7 @@ def manifest(workspace: Path) -> Manifest:
     found: Manifest = {}
     entries = 0
     root = str(workspace)
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in fstree.walk(root):  # iterative: any depth
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
         if not rel_dir:

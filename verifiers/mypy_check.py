@@ -4,6 +4,10 @@ The repository's own mypy configuration applies (it comes from the base: a candi
 edit tool configuration); imports are followed silently so only the changed files are judged.
 Only errors the unpatched code did not already have are charged (see verifiers.Baseline).
 
+Mypy runs as `python3 -P -m mypy`: the workspace is its working directory but not on its
+import path, so a module the candidate adds (named like one mypy imports: `librt`,
+`typing_extensions`, `mypy` itself) is checked, never run inside mypy.
+
 Suppression comments are not honoured: mypy reads each checked file through `--shadow-file`
 from a copy without its `# type: ignore` and `# mypy: ...` comments (found with `tokenize`, so
 strings are never touched and line numbers stay), on the base and on the candidate alike. An
@@ -21,6 +25,7 @@ import time
 import tokenize
 from pathlib import Path
 
+from agent import fstree
 from agent.protocols import CheckSpec, Sandbox, VerifierResult
 from verifiers import (
     Baseline,
@@ -38,6 +43,7 @@ CACHE_DIR = ".ooda/mypy-cache"
 host can give each candidate a copy of the base's warm cache (agent/mypycache.py)."""
 MYPY_ARGV = (
     "python3",
+    "-P",  # the workspace (cwd) is not put on sys.path: it cannot shadow mypy's own imports
     "-m",
     "mypy",
     "-O",
@@ -83,8 +89,8 @@ def _shadow_args(sandbox: Sandbox, files: list[str]) -> list[str]:
     args: list[str] = []
     for path in files:
         try:
-            stripped = strip_suppressions((sandbox.workspace / path).read_bytes())
-        except OSError:
+            stripped = strip_suppressions(fstree.read_regular(sandbox.workspace, path))
+        except OSError:  # gone, a link, not a regular file: never followed or read on the host
             continue
         if stripped is None:
             continue

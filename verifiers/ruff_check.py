@@ -6,7 +6,8 @@ mistakes, not style), so the verdict does not move with ruff versions (whose def
 grow). `--ignore-noqa` disregards `# noqa` comments, file-level ones included, on the base and
 on the candidate alike: an error the candidate adds and hides behind a new `# noqa` still counts,
 while the base's own suppressed findings stay in the baseline. `--output-format json` gives a
-structured report. Only diagnostics the unpatched code did not already have are charged to the
+structured report. `python3 -P` keeps the workspace off the import path, so a module the
+candidate adds (`ruff`, or one the launcher imports) cannot stand in for ruff. Only diagnostics the unpatched code did not already have are charged to the
 candidate (see verifiers.Baseline).
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 
+from agent import fstree
 from agent.protocols import CheckSpec, Sandbox, VerifierResult, VerifierStatus
 from verifiers import (
     Baseline,
@@ -31,6 +33,7 @@ RULES = "E4,E7,E9,F"
 """Ruff's long-standing default selection: import, statement and syntax errors, pyflakes."""
 RUFF_ARGV = (
     "python3",
+    "-P",  # the workspace (cwd) is not put on sys.path: it cannot shadow ruff's launcher
     "-m",
     "ruff",
     "check",
@@ -107,7 +110,7 @@ class RuffVerifier:
 
 
 def _text(sandbox: Sandbox, path: str) -> str:
-    try:
-        return (sandbox.workspace / path).read_text(encoding="utf-8", errors="replace")
+    try:  # never through a link, never from a FIFO or device (agent.fstree)
+        return fstree.read_regular(sandbox.workspace, path).decode("utf-8", "replace")
     except OSError:
         return ""

@@ -10,18 +10,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from agent import fstree
+
 
 def chown_tree(root: Path, uid: int, gid: int) -> None:
-    """lchown `root` and everything below it (symlinks themselves, never their targets)."""
+    """lchown `root` and everything below it (symlinks themselves, never their targets;
+    iteratively, through descriptors: see agent.fstree)."""
     if os.geteuid() != 0:
         return
-    os.lchown(root, uid, gid)
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in (*dirnames, *filenames):
-            try:
-                os.lchown(os.path.join(dirpath, name), uid, gid)
-            except FileNotFoundError:
-                pass
+    fstree.chown_tree(root, uid, gid)
 
 
 class Lease:

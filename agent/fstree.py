@@ -1,0 +1,303 @@
+"""Walk, copy and remove directory trees on the host without recursion and without following links.
+
+Candidate code writes the workspaces, so a tree the host walks may hold symbolic links (to
+/proc/self/environ, to a root-only file), FIFOs and devices, or be thousands of levels deep.
+Python 3.11's os.walk, shutil.copytree, shutil.rmtree and Path.rglob recurse (RecursionError
+past ~1,000 levels) and copytree(symlinks=False) follows links, which the host must never do
+on such a tree. Here every traversal keeps an explicit stack, descends with directory file
+descriptors opened O_NOFOLLOW (a link swapped in for a directory is refused, not followed),
+reads only regular files (fstat after an O_NOFOLLOW | O_NONBLOCK open: no FIFO blocks, no
+device is read), and removal flattens a deep chain into its root so that the number of open
+descriptors stays small however deep the tree is.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+MAX_COPY_DEPTH = 200
+"""Deepest directory level copied; a deeper tree is refused (TreeTooDeep)."""
+FLATTEN_DEPTH = 64
+"""remove_tree() moves a directory this deep up into the root before going on."""
+_CHUNK = 1 << 20
+
+
+class TreeTooDeep(OSError):
+    """A tree nested more deeply than a copy accepts."""
+
+
+class NotRegular(OSError):
+    """A path that is a link, a directory or a special file where a regular file was wanted."""
+
+
+def walk(root: Path | str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """os.walk(root) top-down, iteratively, never following links: yields (dirpath, dirnames,
+    filenames); the caller may prune dirnames in place. Links and special files are listed in
+    filenames; unreadable directories (or paths too long to name) are skipped."""
+    stack = [os.fspath(root)]
+    while stack:
+        top = stack.pop()
+        dirs: list[str] = []
+        files: list[str] = []
+        try:
+            with os.scandir(top) as entries:
+                for entry in entries:
+                    try:
+                        is_dir = entry.is_dir(follow_symlinks=False)
+                    except OSError:
+                        is_dir = False
+                    (dirs if is_dir else files).append(entry.name)
+        except OSError:
+            continue
+        yield top, dirs, files
+        stack.extend(os.path.join(top, name) for name in reversed(dirs))
+
+
+def open_dir(root: Path | str, rel: str = "") -> int:
+    """A descriptor for `root`/`rel`, opening each component of `rel` with O_NOFOLLOW (a link
+    anywhere below `root` raises OSError instead of being followed)."""
+    fd = os.open(os.fspath(root), DIR_FLAGS)
+    for part in Path(rel).parts if rel else ():
+        try:
+            child = os.open(part, DIR_FLAGS, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = child
+    return fd
+
+
+def read_regular(root: Path | str, rel: str, limit: int | None = None) -> bytes:
+    """The bytes of the regular file `root`/`rel` (at most `limit`), never through a link
+    (in any component below `root`) and never from a FIFO, socket or device: NotRegular."""
+    parent, _, name = rel.rpartition("/")
+    dir_fd = open_dir(root, parent)
+    try:
+        try:
+            fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            raise NotRegular(exc.errno, f"{rel}: not a regular file") from exc
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegular(f"{rel}: not a regular file")
+        return handle.read() if limit is None else handle.read(limit)
+
+
+def copy_tree(
+    source: Path | str,
+    target: Path | str,
+    *,
+    rel: str = "",
+    keep_links: bool = False,
+    ignore: Callable[[str], bool] | None = None,
+    file_mode: int | None = None,
+    dir_mode: int | None = None,
+    max_depth: int = MAX_COPY_DEPTH,
+) -> int:
+    """Copy the tree at `source`/`rel` (no link followed on the way to it) into `target` (created; existing directories are merged) and
+    return how many entries were left out. Only directories and regular files are copied;
+    links are recreated as links when `keep_links` (never followed) and left out otherwise;
+    special files are left out, and so is any name `ignore(name)` accepts. Modes are kept (less
+    set-id bits) unless `file_mode`/`dir_mode` say otherwise; file times are kept. TreeTooDeep
+    when `source` nests more than `max_depth` levels."""
+    skipped = 0
+    src_fd = open_dir(source, rel)
+    _make_dir(target, dir_mode if dir_mode is not None else _mode(os.fstat(src_fd).st_mode))
+    # frames: (source directory fd, its target path, remaining names)
+    frames: list[tuple[int, str, Iterator[str]]] = []
+    frames.append((src_fd, os.fspath(target), iter(sorted(os.listdir(src_fd)))))
+    try:
+        while frames:
+            fd, dst, names = frames[-1]
+            name = next(names, None)
+            if name is None:
+                os.close(fd)
+                frames.pop()
+                continue
+            if ignore is not None and ignore(name):
+                skipped += 1
+                continue
+            info = os.lstat(name, dir_fd=fd)
+            out = os.path.join(dst, name)
+            if stat.S_ISDIR(info.st_mode):
+                if len(frames) >= max_depth:
+                    raise TreeTooDeep(f"{source}: nested more than {max_depth} directories deep")
+                child = os.open(name, DIR_FLAGS, dir_fd=fd)
+                frames.append((child, out, iter(sorted(os.listdir(child)))))
+                _make_dir(out, dir_mode if dir_mode is not None else _mode(info.st_mode))
+            elif stat.S_ISREG(info.st_mode):
+                if not _copy_file(fd, name, out, file_mode):
+                    skipped += 1
+            elif stat.S_ISLNK(info.st_mode) and keep_links:
+                os.symlink(os.readlink(name, dir_fd=fd), out)
+            else:
+                skipped += 1
+    finally:
+        for fd, _, _ in frames:
+            os.close(fd)
+    return skipped
+
+
+def _mode(st_mode: int) -> int:
+    return stat.S_IMODE(st_mode) & 0o777
+
+
+def _make_dir(path: Path | str, mode: int) -> None:
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            raise
+    os.chmod(path, mode | 0o700)
+
+
+def _copy_file(dir_fd: int, name: str, out: str, mode: int | None) -> bool:
+    """Copy one regular file (False when it turned out not to be one)."""
+    fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return False
+        wanted = mode if mode is not None else _mode(info.st_mode)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        dst = os.open(out, flags, 0o600)
+        try:
+            while chunk := os.read(fd, _CHUNK):
+                os.write(dst, chunk)
+            os.fchmod(dst, wanted)
+            os.utime(dst, ns=(info.st_atime_ns, info.st_mtime_ns))
+        finally:
+            os.close(dst)
+    finally:
+        os.close(fd)
+    return True
+
+
+def remove_tree(path: Path | str) -> bool:
+    """Delete `path` and everything below it, however deep, never following a link (a link at
+    `path` itself is unlinked) and making read-only directories writable on the way. Returns
+    False when something could not be removed; never raises OSError."""
+    path = os.fspath(path)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if not stat.S_ISDIR(info.st_mode):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return False
+        return True
+    if stat.S_IMODE(info.st_mode) & 0o700 != 0o700:
+        _try(os.chmod, path, 0o700)
+    try:
+        _empty(path)
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True
+
+
+def _empty(path: str) -> None:
+    """Remove everything inside the directory `path` (see remove_tree)."""
+    root = open_dir(path)
+    counter = itertools.count()
+    frames: list[tuple[int, str, list[str]]] = [(root, "", _listing(root))]
+    failed: OSError | None = None
+    try:
+        while frames:
+            fd, name, names = frames[-1]
+            if not names:
+                frames.pop()
+                if frames:  # the root itself is removed by the caller
+                    os.close(fd)
+                    failed = _try(os.rmdir, name, dir_fd=frames[-1][0]) or failed
+                continue
+            child = names.pop()
+            try:
+                info = os.lstat(child, dir_fd=fd)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISDIR(info.st_mode):
+                failed = _try(os.unlink, child, dir_fd=fd) or failed
+            elif len(frames) >= FLATTEN_DEPTH:  # move it up into the root, go on from there
+                flat = f".ooda-rm-{os.getpid()}-{next(counter)}"
+                os.rename(child, flat, src_dir_fd=fd, dst_dir_fd=root)
+                frames[0][2].append(flat)
+            else:
+                if stat.S_IMODE(info.st_mode) & 0o700 != 0o700:
+                    _try(os.chmod, child, 0o700, dir_fd=fd)
+                sub = os.open(child, DIR_FLAGS, dir_fd=fd)
+                frames.append((sub, child, _listing(sub)))
+    finally:
+        for fd, _, _ in frames[1:]:
+            os.close(fd)
+        os.close(root)
+    if failed is not None:
+        raise failed
+
+
+def _listing(fd: int) -> list[str]:
+    try:
+        os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) | 0o700)
+    except OSError:
+        pass
+    return os.listdir(fd)
+
+
+def _try(action: Callable[..., object], *args: Any, **kwargs: Any) -> OSError | None:
+    """Run action(*args, **kwargs); the OSError it raised (None: done, or already gone)."""
+    try:
+        action(*args, **kwargs)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc
+    return None
+
+
+CHOWN_DEPTH = 256
+"""chown_tree() leaves entries deeper than this as they are (one descriptor per level)."""
+
+
+def chown_tree(root: Path | str, uid: int, gid: int) -> None:
+    """lchown `root` and everything below it (links themselves, never their targets), through
+    directory descriptors opened O_NOFOLLOW; entries below CHOWN_DEPTH levels are left alone."""
+    os.lchown(root, uid, gid)
+    frames: list[tuple[int, list[str]]] = []
+    try:
+        top = open_dir(root)
+        frames.append((top, os.listdir(top)))
+        while frames:
+            fd, names = frames[-1]
+            if not names:
+                os.close(fd)
+                frames.pop()
+                continue
+            name = names.pop()
+            try:
+                os.chown(name, uid, gid, dir_fd=fd, follow_symlinks=False)
+                if len(frames) < CHOWN_DEPTH and stat.S_ISDIR(
+                    os.lstat(name, dir_fd=fd).st_mode
+                ):
+                    sub = os.open(name, DIR_FLAGS, dir_fd=fd)
+                    frames.append((sub, os.listdir(sub)))
+            except FileNotFoundError:
+                continue
+    finally:
+        for fd, _ in frames:
+            os.close(fd)
