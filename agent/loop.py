@@ -11,6 +11,7 @@ rounds, the tokens or the wall-clock budget run out.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 import time
@@ -34,7 +35,7 @@ from tasks.loader import Task
 AttemptStatus = Literal[
     "pending", "passed", "failed", "invalid_edit", "timeout", "cancelled", "error"
 ]
-_REPLACE_LINE = re.compile(r"^\s*>{5,9} ?REPLACE\b.*\n", re.MULTILINE)
+_REPLACE_LINE = re.compile(r"^[ \t]*>{5,9} ?REPLACE\b.*\n", re.MULTILINE)
 """A completed end-of-block line (the forms agent/edits.py accepts)."""
 # How far a failed attempt got: later stages make better parents for the next round.
 STAGE_RANK = {"mypy": 5, "pytest": 4, "ruff": 2, "syntax": 1}
@@ -87,6 +88,10 @@ class Attempt:
     t_first_token: float | None = None
     t_generated: float | None = None
     t_verified: float | None = None
+    edit_format: str | None = None
+    """The edit format the answer was read in (agent.edits.FORMATS); None when invalid."""
+    invalid_kind: str | None = None
+    """For an invalid edit: the short name of the reason (EditError.kind)."""
 
     @property
     def parent_id(self) -> str | None:
@@ -151,6 +156,7 @@ class Loop:
         self._verify_slots = threading.BoundedSemaphore(max(1, config.verify_concurrency))
         self.fatal: InfraError | UsageError | None = None
         """An error that every candidate would meet (endpoint down, key rejected): ends the run."""
+        self._repo_files: list[str] | None = None
 
     # ------------------------------------------------------------------ the loop
 
@@ -331,19 +337,37 @@ class Loop:
 
         return read
 
+    def _lister_for(self, attempt: Attempt) -> Callable[[], list[str]]:
+        """Lists the files this attempt sees: the repository's (walked once), with the files
+        its parent created."""
+        parent = attempt.parent
+        created = list(parent.files) if parent and parent.status != "invalid_edit" else []
+
+        def listing() -> list[str]:
+            if self._repo_files is None:
+                self._repo_files = _list_repo(self.task.repo)
+            return sorted({*self._repo_files, *created})
+
+        return listing
+
     def _make_patch(self, attempt: Attempt) -> bool:
         base = self.task.repo
         parent = attempt.parent
         parent_files = parent.files if parent and parent.status != "invalid_edit" else {}
         try:
-            parsed = edits.parse_edits(attempt.answer, self._reader_for(attempt))
+            parsed = edits.parse_edits(
+                attempt.answer, self._reader_for(attempt), self._lister_for(attempt)
+            )
+            attempt.edit_format = parsed.edit_format
             files = {**parent_files, **parsed.files}
             attempt.files = files
             attempt.patch = edits.make_patch(files, lambda p: _read_text(base / p))
         except edits.EditError as exc:
+            attempt.invalid_kind = exc.kind
             self._finish(attempt, "invalid_edit", str(exc), feedback=str(exc))
             return False
         if not attempt.patch.strip():
+            attempt.invalid_kind = "no_op"
             reason = "the edits leave every file as it was originally"
             self._finish(attempt, "invalid_edit", reason, feedback=reason)
             return False
@@ -454,6 +478,8 @@ class Loop:
             "duplicate_of": a.duplicate_of,
             "status": a.status,
             "reason": a.reason,
+            "edit_format": a.edit_format,
+            "invalid_reason": a.invalid_kind,
             "verifiers": [
                 {
                     "name": r.name,
@@ -512,6 +538,17 @@ def _trim_history(messages: list[dict[str, str]], keep_exchanges: int = 2) -> li
     """Keep the system prompt, the task prompt and the last few answer/feedback exchanges."""
     head, rest = messages[:2], messages[2:]
     return head + rest[-2 * keep_exchanges :]
+
+
+def _list_repo(root: Path) -> list[str]:
+    """The repository's files, repo-relative, skipping VCS, cache and virtualenv folders
+    (an iterative walk: no recursion limit on deep trees)."""
+    found: list[str] = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in prompts.SKIP_DIRS]
+        rel = Path(folder).relative_to(root)
+        found += [(rel / n).as_posix() for n in names]
+    return found
 
 
 def _read_text(path: Path) -> str | None:

@@ -184,9 +184,9 @@ def test_no_match_names_path_block_lines_and_closest() -> None:
     assert "closest lines in the file (line 2)" in msg and "    while b:" in msg
 
 
-def test_indentation_hint() -> None:
+def test_search_with_other_indentation_is_found_and_replace_reindented() -> None:
     answer = "m.py\n<<<<<<< SEARCH\nreturn a\n=======\nreturn b\n>>>>>>> REPLACE\n"
-    assert "different indentation" in error(answer)
+    assert parse(answer).files["m.py"] == GCD.replace("    return a\n", "    return b\n")
 
 
 def test_ambiguous_match_is_an_error() -> None:

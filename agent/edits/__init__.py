@@ -1,0 +1,144 @@
+"""Turn a model's answer into one unified diff, whatever edit format the answer is in.
+
+One class per format, each with the prompt text that teaches it beside its parser:
+`SearchReplace` (agent/edits/search_replace.py), `UnifiedDiff` (udiff.py), `WholeFile`
+(whole_file.py) and `Definitions` (definitions.py); FORMATS maps their names to them.
+The order of trying them (docs/EDIT_FORMATS.md):
+
+1. SEARCH/REPLACE blocks and fenced diffs, in any mix, applied in order, each against the
+   content the previous ones left. When an answer holds any, they alone count.
+2. Otherwise the fenced code blocks (agent/edits/code_blocks.py picks the one that counts):
+   a block naming its file replaces the whole file, or the definitions it shows; a block
+   without a path replaces the definitions it shows in the one file that has them (or the
+   whole file when it shows all of it).
+
+Pure: the only I/O is the callbacks passed in (`read_file`: a file's base content or None;
+`list_files`: the repository's files). Every rejection is an `EditError` whose message is
+written to be fed back to the model and whose `kind` names the reason. Scanning is linear in
+the answer's length; text no file can hold (NUL, lone surrogates) is an EditError.
+"""
+
+from __future__ import annotations
+
+from agent.edits.base import (
+    Context,
+    EditError,
+    ListFiles,
+    ParsedEdits,
+    ReadFile,
+    Workspace,
+    make_patch,
+)
+from agent.edits.code_blocks import apply_best
+from agent.edits.definitions import Definitions
+from agent.edits.scan import REPLACE_RE, Fence, check_text, fences
+from agent.edits.search_replace import ReplaceBlock, SearchReplace
+from agent.edits.udiff import DiffBlock, UnifiedDiff
+from agent.edits.whole_file import WholeFile
+
+__all__ = [
+    "FORMATS",
+    "ORDER",
+    "EditError",
+    "ListFiles",
+    "ParsedEdits",
+    "ReadFile",
+    "make_patch",
+    "parse_edits",
+    "partial_answer_is_hopeless",
+]
+
+FormatClass = type[SearchReplace] | type[UnifiedDiff] | type[WholeFile] | type[Definitions]
+FORMATS: dict[str, FormatClass] = {
+    cls.name: cls for cls in (SearchReplace, UnifiedDiff, WholeFile, Definitions)
+}
+"""Every accepted edit format, by the name recorded as `edit_format`."""
+ORDER: tuple[str, ...] = ("search_replace", "udiff", "whole_file", "definitions")
+"""The order of trying: explicit edits (SEARCH/REPLACE and diffs, mixed in answer order)
+first; fenced code blocks (whole file, then definitions) only when there are none."""
+
+
+def _explicit(lines: list[str], blocks: list[Fence]) -> list[ReplaceBlock | DiffBlock]:
+    """Every SEARCH/REPLACE block and fenced diff of the answer, in order (one pass)."""
+    diffs = {f.start: f for f in blocks if UnifiedDiff.is_diff(f)}
+    found: list[ReplaceBlock | DiffBlock] = []
+    n_blocks = n_diffs = 0
+    last_path: str | None = None
+    i = 0
+    while i < len(lines):
+        if SearchReplace.is_start(lines[i]):
+            n_blocks += 1
+            block, i = SearchReplace.read(lines, i, n_blocks, last_path)
+            last_path = block.path
+            found.append(block)
+        elif i in diffs:
+            n_diffs += 1
+            fence = diffs[i]
+            found.append(DiffBlock(n_diffs, "\n".join(fence.body) + "\n"))
+            i = fence.end + 1
+        else:
+            i += 1
+    return found
+
+
+def _apply_explicit(edits: list[ReplaceBlock | DiffBlock], ws: Workspace) -> str | None:
+    """Apply the explicit edits in order; the format name, or None when none was an edit."""
+    used: list[str] = []
+    for edit in edits:
+        if isinstance(edit, ReplaceBlock):
+            SearchReplace.apply(ws, edit)
+            name = SearchReplace.name
+        elif UnifiedDiff.apply(ws, edit):
+            name = UnifiedDiff.name
+        else:
+            continue
+        if name not in used:
+            used.append(name)
+    return "+".join(used) if used else None
+
+
+def parse_edits(
+    answer: str, read_file: ReadFile, list_files: ListFiles | None = None
+) -> ParsedEdits:
+    """Apply the answer's edits (in the first format of ORDER that it uses) to the files
+    `read_file` gives and return the resulting patch; `list_files` lets a code block
+    without a path find the one file that defines its functions."""
+    lines = check_text(answer).split("\n")
+    blocks = fences(lines)
+    ctx = Context(read_file, list_files)
+    ws = Workspace(read_file)
+    name = _apply_explicit(_explicit(lines, blocks), ws)
+    if name is None:
+        code = [f for f in blocks if not UnifiedDiff.is_diff(f)]
+        ws, name = apply_best(lines, code, ctx)
+    files = ws.changed()
+    if not files:
+        raise EditError(
+            "the edits change nothing: every REPLACE part is identical to its SEARCH part; "
+            "make the change that fixes the problem", "no_op")
+    return ParsedEdits(patch=make_patch(files, ws.base.get), files=files, edit_format=name)
+
+
+def partial_answer_is_hopeless(answer_so_far: str, read_file: ReadFile) -> str | None:
+    """For streaming early-abort: the reason why the blocks already complete in a partial
+    answer cannot apply (a SEARCH that does not match, a bad path), or None.
+
+    Only the text up to the last complete `>>>>>>> REPLACE` line is looked at, so the cost
+    is one parse of that prefix; callers should call it when a block has just completed.
+    """
+    try:
+        lines = check_text(answer_so_far).split("\n")
+    except EditError as err:
+        return str(err)
+    last = -1
+    for k, line in enumerate(lines[:-1]):
+        if REPLACE_RE.match(line):
+            last = k
+    if last < 0:
+        return None
+    prefix = lines[: last + 1] + [""]
+    try:
+        _apply_explicit(_explicit(prefix, fences(prefix)), Workspace(read_file))
+    except EditError as err:
+        return str(err)
+    return None

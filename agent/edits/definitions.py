@@ -1,0 +1,259 @@
+"""Definitions: a fenced Python block of whole functions, methods or classes that replace
+the definitions of the same qualified names in the one file that has them.
+
+Matched through the AST: the rest of the file stays as it was, each replacement moves to
+the indentation of the definition it replaces, a replaced definition keeps its decorators
+unless the block gives its own, a class in the block that shows only some of its methods
+replaces those methods alone, and imports the block adds go after the file's imports.
+Names defined in no file, or in several, are an EditError naming them and the files.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import ClassVar
+
+from agent.edits.base import Context, EditError, bodies, splice
+
+Def = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+_DEF_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+@dataclass
+class PyBlock:
+    """A fenced block read as Python: its lines (dedented) and syntax tree."""
+
+    lines: list[str]
+    tree: ast.Module
+
+    @classmethod
+    def parse(cls, body: Sequence[str]) -> PyBlock | None:
+        """The block as Python, or None when it is not valid Python."""
+        text = textwrap.dedent("\n".join(body).expandtabs(8) if _mixed(body) else
+                               "\n".join(body))
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        return cls(text.split("\n"), tree)
+
+    @property
+    def defs(self) -> list[Def]:
+        return [n for n in self.tree.body if isinstance(n, _DEF_TYPES)]
+
+    @property
+    def names(self) -> list[str]:
+        return [n.name for n in self.defs]
+
+
+def _mixed(body: Sequence[str]) -> bool:
+    """True when some lines are indented with tabs and others with spaces."""
+    tabs = any(line.startswith("\t") for line in body)
+    spaces = any(line.startswith(" ") for line in body)
+    return tabs and spaces
+
+
+def is_test_path(path: str) -> bool:
+    """Test files and conftest.py: never a target for a pathless block."""
+    p = PurePosixPath(path)
+    return (p.name.startswith("test_") or p.name.endswith("_test.py")
+            or p.name == "conftest.py" or bool({"tests", "test"} & set(p.parts[:-1])))
+
+
+def module_defs(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _defines(tree: ast.Module, name: str) -> bool:
+    """True when the module defines `name` at top level or as a method of a top-level class."""
+    for node in tree.body:
+        if isinstance(node, _DEF_TYPES) and node.name == name:
+            return True
+        if isinstance(node, ast.ClassDef) and any(
+            isinstance(m, _DEF_TYPES) and m.name == name for m in node.body
+        ):
+            return True
+    return False
+
+
+class Definitions:
+    """Whole definitions in a fenced Python block, replaced where they are defined."""
+
+    name: ClassVar[str] = "definitions"
+    prompt: ClassVar[str] = (
+        "A ```python block holding whole functions, methods or classes that exist in exactly "
+        "one file replaces those definitions there (name the file on the line before the "
+        "block when the names are not unique)."
+    )
+
+    @staticmethod
+    def find_files(names: list[str], ctx: Context) -> dict[str, list[str]]:
+        """Name -> the non-test Python files of the repository that define it."""
+        where: dict[str, list[str]] = {name: [] for name in names}
+        patterns = {
+            name: re.compile(rf"^[ \t]*(?:async[ \t]+def|def|class)[ \t]+{re.escape(name)}\b",
+                             re.MULTILINE)
+            for name in names
+        }
+        for path in ctx.files():
+            if not path.endswith(".py") or is_test_path(path):
+                continue
+            text = ctx.read_file(path)
+            if text is None:
+                continue
+            hits = [n for n in names if patterns[n].search(text)]
+            if not hits:
+                continue
+            tree = module_defs(text)
+            if tree is None:
+                continue
+            for n in hits:
+                if _defines(tree, n):
+                    where[n].append(path)
+        return where
+
+    @classmethod
+    def target(cls, block: PyBlock, ctx: Context, what: str) -> str | None:
+        """The one file that defines every name of the block; None when no file defines
+        any; EditError naming names and files when it is ambiguous."""
+        names = block.names
+        where = cls.find_files(names, ctx)
+        common = set.intersection(*(set(files) for files in where.values())) if where else set()
+        if len(common) == 1:
+            return common.pop()
+        if not any(where.values()):
+            return None
+        listing = "; ".join(f"{n}: {', '.join(f) or 'no file'}" for n, f in where.items())
+        if len(common) > 1:
+            raise EditError(
+                f"{what}: the definitions ({', '.join(names)}) exist in several files "
+                f"({', '.join(sorted(common))}); name the file on the line before the block "
+                "or use SEARCH/REPLACE blocks", "ambiguous_definitions")
+        raise EditError(
+            f"{what}: no single file defines all of the block's names ({listing}); give one "
+            "block per file with its path on the line before it, or use SEARCH/REPLACE blocks",
+            "ambiguous_definitions")
+
+    @staticmethod
+    def covers(block: PyBlock, text: str) -> bool:
+        """True when the block defines every top-level definition of the file and repeats its
+        imports (and so reads as the whole file rather than a few of its definitions)."""
+        tree = module_defs(text)
+        if tree is None:
+            return True
+        wanted = {n.name for n in tree.body if isinstance(n, _DEF_TYPES)}
+        if not wanted <= set(block.names):
+            return False
+        lines = text.split("\n")
+        shown = {line.strip() for line in block.lines}
+        return all(
+            lines[node.lineno - 1].strip() in shown
+            for node in tree.body
+            if isinstance(node, ast.Import | ast.ImportFrom)
+        )
+
+    @classmethod
+    def replace(cls, block: PyBlock, text: str, path: str, what: str) -> str:
+        """`text` (the file at `path`) with the block's definitions put in place."""
+        tree = module_defs(text)
+        if tree is None:
+            raise EditError(f"{what}: {path} is not valid Python, so its definitions cannot "
+                            "be found; use SEARCH/REPLACE blocks", "unplaced_definitions")
+        file_lines = bodies(text)
+        edits: list[tuple[int, int, list[str]]] = []
+        unmatched: list[str] = []
+        for node in block.defs:
+            cls._match(block, node, tree.body, file_lines, "", edits, unmatched, top=True)
+        if unmatched:
+            have = ", ".join(n.name for n in tree.body if isinstance(n, _DEF_TYPES)) or "none"
+            raise EditError(
+                f"{what}: these definitions match nothing in {path}: {', '.join(unmatched)} "
+                f"(its top-level definitions: {have}); replace existing definitions by their "
+                "exact names, or add new code with SEARCH/REPLACE blocks",
+                "unplaced_definitions")
+        imports = cls._new_imports(block, tree, file_lines)
+        if imports:
+            edits.append(imports)
+        for start, end, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+            text = splice(text, start, end - start, new)
+        return text
+
+    @classmethod
+    def _match(cls, block: PyBlock, node: Def, scope: list[ast.stmt], file_lines: list[str],
+               qual: str, edits: list[tuple[int, int, list[str]]], unmatched: list[str],
+               top: bool = False) -> None:
+        target = next((t for t in scope if isinstance(t, _DEF_TYPES) and t.name == node.name),
+                      None)
+        if target is None and top and not isinstance(node, ast.ClassDef):
+            methods = [m for c in scope if isinstance(c, ast.ClassDef) for m in c.body
+                       if isinstance(m, _DEF_TYPES) and m.name == node.name]
+            if len(methods) == 1:
+                target = methods[0]
+        if target is None:
+            unmatched.append(qual + node.name)
+            return
+        if isinstance(node, ast.ClassDef) and isinstance(target, ast.ClassDef):
+            shown = {m.name for m in node.body if isinstance(m, _DEF_TYPES)}
+            existing = {m.name for m in target.body if isinstance(m, _DEF_TYPES)}
+            if not existing <= shown:
+                for member in node.body:
+                    if isinstance(member, _DEF_TYPES):
+                        cls._match(block, member, target.body, file_lines,
+                                   f"{qual}{node.name}.", edits, unmatched)
+                return
+        edits.append(cls._replacement(block, node, target, file_lines))
+
+    @staticmethod
+    def _replacement(block: PyBlock, node: Def, target: Def,
+                     file_lines: list[str]) -> tuple[int, int, list[str]]:
+        """(start, end, lines): the file's lines [start, end) that `node` replaces."""
+        keep_decorators = not node.decorator_list
+        start = target.lineno if keep_decorators or not target.decorator_list else min(
+            d.lineno for d in target.decorator_list)
+        end = target.end_lineno or target.lineno
+        first = node.lineno if not node.decorator_list else min(
+            d.lineno for d in node.decorator_list)
+        new = block.lines[first - 1 : node.end_lineno or node.lineno]
+        while new and not new[-1].strip():
+            new.pop()
+        def_line = file_lines[target.lineno - 1]
+        file_indent = def_line[: len(def_line) - len(def_line.lstrip())]
+        block_def = block.lines[node.lineno - 1]
+        block_indent = block_def[: len(block_def) - len(block_def.lstrip())]
+        if file_indent != block_indent:
+            new = [file_indent + line[len(block_indent):] if line.startswith(block_indent)
+                   and line.strip() else line for line in new]
+        return start - 1, end, new
+
+    @staticmethod
+    def _new_imports(block: PyBlock, tree: ast.Module,
+                     file_lines: list[str]) -> tuple[int, int, list[str]] | None:
+        """An insertion of the block's top-level imports the file lacks, after its imports."""
+        present = {line.strip() for line in file_lines}
+        added = []
+        for node in block.tree.body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                lines = block.lines[node.lineno - 1 : node.end_lineno or node.lineno]
+                if not all(line.strip() in present for line in lines):
+                    added += [line.strip() if len(lines) == 1 else line for line in lines]
+        if not added:
+            return None
+        at = 0
+        for node in tree.body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                at = node.end_lineno or node.lineno
+            elif at == 0 and isinstance(node, ast.Expr) and isinstance(
+                    node.value, ast.Constant) and isinstance(node.value.value, str):
+                at = node.end_lineno or node.lineno
+        if at and at == (tree.body[0].end_lineno if tree.body else 0) and not any(
+                isinstance(n, ast.Import | ast.ImportFrom) for n in tree.body):
+            added = ["", *added]
+        return at, at, added
