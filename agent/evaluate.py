@@ -285,6 +285,8 @@ def run_record(task_id: str, status: str, summary: dict[str, Any], run_dir: Path
         "tokens": {"prompt": int(tokens.get("prompt", 0)),
                    "completion": int(tokens.get("completion", 0))},
         "last_failed_verifier": stats["last_failed_verifier"],
+        "edit_formats": stats["edit_formats"],
+        "invalid_reasons": stats["invalid_reasons"],
         "wall_s": float(summary.get("wall_s", 0.0)),
         "generation_s": stats["generation_s"],
         "verification_s": stats["verification_s"],

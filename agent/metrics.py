@@ -131,11 +131,33 @@ def attempt_stats(attempts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {
         "n": n,
         "c": c,
+        **answer_formats(attempts),
         "generation_s": round(generation, 3),
         "verification_s": round(verification, 3),
         "verifier_run_s": round(verifier_run, 3),
         "last_failed_verifier": last_failed_stage(attempts),
     }
+
+
+def answer_formats(attempts: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """How the answers were written: `edit_formats` counts the parsed answers by the edit
+    format they were read in ("invalid" for those that did not apply), `invalid_reasons`
+    the invalid ones by the short name of the reason (agent/edits EditError.kind)."""
+    parsed = [a for a in attempts if a.get("edit_format") or a.get("status") == "invalid_edit"]
+    return {
+        "edit_formats": _count(a.get("edit_format") or "invalid" for a in parsed),
+        "invalid_reasons": _count(a.get("invalid_reason") or "other" for a in attempts
+                                  if a.get("status") == "invalid_edit"),
+    }
+
+
+def _add_counts(records: Iterable[Mapping[str, Any]], key: str) -> dict[str, int]:
+    """The per-task count tables under `key`, summed."""
+    total: dict[str, int] = {}
+    for r in records:
+        for name, n in (r.get(key) or {}).items():
+            total[name] = total.get(name, 0) + int(n)
+    return dict(sorted(total.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def last_failed_stage(attempts: Sequence[Mapping[str, Any]]) -> str | None:
@@ -198,6 +220,8 @@ def summarize(
         "cost_per_solve": per(total_cost),
         "candidates": candidates,
         "candidates_per_solve": per(candidates),
+        "edit_formats": _add_counts(results, "edit_formats"),
+        "invalid_reasons": _add_counts(results, "invalid_reasons"),
         "time_to_first_pass_s": distribution(ttfp),
         "resolved_by_budget": resolved_by_budget(ttfp, total),
         "time_breakdown_s": time_breakdown(results),

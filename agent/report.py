@@ -356,6 +356,12 @@ def eval_html(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) 
                 "<tr><th>stage</th><th>tasks</th></tr>",
                 *[f'<tr><td>{_e(k)}</td><td class="num">{v}</td></tr>' for k, v in failed.items()],
                 "</table>"]
+    formats = _format_rows(summary)
+    if formats:
+        out += ["<h2>Answers by edit format</h2><table>",
+                "<tr><th>edit format / invalid reason</th><th>answers</th></tr>",
+                *[f'<tr><td>{_e(k)}</td><td class="num">{v}</td></tr>' for k, v in formats],
+                "</table>"]
     out += ["<h2>Tasks</h2><table><tr>", *[f"<th>{_e(c)}</th>" for c in TASK_COLUMNS], "</tr>"]
     for r in results:
         cells = _task_row(r)
@@ -405,8 +411,22 @@ def eval_markdown(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any
     pass_k = sorted((summary.get("pass_at_k") or {}).items(), key=lambda kv: int(kv[0]))
     lines += ["## pass@k", "", *_md_table(["k", "pass@k"], [[k, fmt_pct(v)] for k, v in pass_k]),
               ""]
+    formats = _format_rows(summary)
+    if formats:
+        lines += ["## Answers by edit format", "",
+                  *_md_table(["edit format / invalid reason", "answers"],
+                             [[k, str(v)] for k, v in formats]), ""]
     lines += ["## Tasks", "", *_md_table(TASK_COLUMNS, [_task_row(r) for r in results]), ""]
     return "\n".join(lines)
+
+
+def _format_rows(summary: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """How the model wrote its answers: counts per edit format, then the invalid ones per
+    reason."""
+    rows = [(str(k), int(v)) for k, v in (summary.get("edit_formats") or {}).items()]
+    rows += [(f"invalid: {k}", int(v))
+             for k, v in (summary.get("invalid_reasons") or {}).items()]
+    return rows
 
 
 # --------------------------------------------------------------------------- single run
