@@ -30,6 +30,7 @@ from agent.cli_options import (
     VerifierTimeoutOpt,
 )
 from agent.errors import InfraError, UsageError
+from agent.textsafe import markup_safe, printable
 
 app = typer.Typer(
     name="ooda",
@@ -70,7 +71,7 @@ RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", help="Where run director
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error on stderr and exit with the contract's code."""
     first = message.strip().splitlines()[0] if message.strip() else "error"
-    print(f"ooda: error: {first}", file=sys.stderr)
+    print(f"ooda: error: {printable(first)}", file=sys.stderr)
     raise SystemExit(code)
 
 
@@ -206,13 +207,14 @@ def _print_run_result(
     status = summary["status"]
     style = {"passed": "bold green", "failed": "bold red"}.get(status, "bold yellow")
     console.print(
-        f"[{style}]{status.upper()}[/{style}] {summary['task_id']}: {summary['reason']} — "
+        f"[{style}]{status.upper()}[/{style}] {markup_safe(summary['task_id'])}: "
+        f"{markup_safe(summary['reason'])} — "
         f"{summary['attempts']} attempts, {summary['rounds_used']} round(s), "
         f"{summary['wall_s']:.1f}s, tokens {summary['tokens']['prompt']}+"
         f"{summary['tokens']['completion']}"
     )
     if patch:
-        console.print(Syntax(patch, "diff", theme="ansi_dark"))
+        console.print(Syntax(printable(patch), "diff", theme="ansi_dark"))
         console.print(f"final.diff: {run_dir / 'final.diff'}")
     console.print(f"run directory: {run_dir}")
 
@@ -278,11 +280,12 @@ def verify(
 
         console = Console()
         style = "bold green" if verdict.status == "passed" else "bold red"
-        console.print(f"[{style}]{verdict.status.upper()}[/{style}] {task.id}: {verdict.reason}")
+        console.print(f"[{style}]{verdict.status.upper()}[/{style}] {markup_safe(task.id)}: "
+                      f"{markup_safe(verdict.reason)}")
         for r in verdict.results:
             console.print(f"  {r.name:<8} {r.status:<8} {r.duration_s:6.2f}s")
         if verdict.status != "passed" and verdict.feedback:
-            console.print(verdict.feedback, markup=False, highlight=False)
+            console.print(printable(verdict.feedback), markup=False, highlight=False)
     raise SystemExit(0 if verdict.status == "passed" else 1)
 
 

@@ -28,6 +28,7 @@ from agent.cli_options import (
     VerifierTimeoutOpt,
 )
 from agent.errors import UsageError
+from agent.textsafe import markup_safe
 
 
 class PostTarget(StrEnum):
@@ -130,14 +131,14 @@ def ci(
     if json_out:
         print(json.dumps(outcome.as_json(), indent=2))
     elif outcome.skipped:
-        console.print(f"ooda ci: {outcome.skipped}")
+        console.print(f"ooda ci: {markup_safe(outcome.skipped)}")
     else:
         style = {"passed": "bold green", "failed": "bold red"}.get(outcome.status, "bold yellow")
         console.print(
-            f"[{style}]{outcome.status.upper()}[/{style}] {outcome.reason}; "
+            f"[{style}]{outcome.status.upper()}[/{style}] {markup_safe(outcome.reason)}; "
             f"comment: {out / 'comment.md'}"
             + (f", suggestion: {out / 'suggestion.diff'}" if outcome.patch else "")
         )
         for warning in outcome.warnings:
-            console.print(f"[yellow]warning:[/yellow] {warning}")
+            console.print(f"[yellow]warning:[/yellow] {markup_safe(warning)}")
     raise SystemExit(outcome.exit_code)

@@ -19,6 +19,7 @@ from agent.cli_options import (
     SelectName,
 )
 from agent.errors import UsageError
+from agent.textsafe import printable
 
 
 def eval_command(
@@ -147,7 +148,7 @@ def print_summary(summary: dict[str, Any], eval_dir: Path, skipped: int) -> None
     if summary.get("cost") is not None:
         print(f"cost ${summary['cost']:.4f}")
     for failure in summary.get("gold_failures") or []:
-        print(f"GOLD FAILURE {failure['task_id']}: {failure['reason']}")
+        print(printable(f"GOLD FAILURE {failure['task_id']}: {failure['reason']}"))
     print(f"report: {eval_dir / 'report.html'}")
 
 

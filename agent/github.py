@@ -22,6 +22,7 @@ from typing import Any
 import httpx2
 
 from agent.errors import InfraError, UsageError
+from agent.textsafe import printable
 
 DEFAULT_API_URL = "https://api.github.com"
 COMMENT_MARKER = "<!-- ooda-ci -->"
@@ -218,11 +219,11 @@ class GitHubClient:
 
     def create_issue_comment(self, body: str) -> dict[str, Any]:
         url = f"{self._repo_path}/issues/{self.target.number}/comments"
-        return self._json("POST", url, {"body": body})
+        return self._json("POST", url, {"body": printable(body)})
 
     def update_issue_comment(self, comment_id: int, body: str) -> dict[str, Any]:
         url = f"{self._repo_path}/issues/comments/{comment_id}"
-        return self._json("PATCH", url, {"body": body})
+        return self._json("PATCH", url, {"body": printable(body)})
 
     def upsert_comment(
         self, body: str, marker: str = COMMENT_MARKER
@@ -244,8 +245,11 @@ class GitHubClient:
     def create_review(
         self, commit_id: str | None, body: str, comments: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        """A COMMENT review with inline comments (suggestions) on the pull request."""
-        payload: dict[str, Any] = {"event": "COMMENT", "body": body, "comments": comments}
+        """A COMMENT review with inline comments (suggestions) on the pull request.
+
+        Comment text leaves ooda here: control characters (bidi ones too) are made visible."""
+        comments = [{**c, "body": printable(str(c.get("body", "")))} for c in comments]
+        payload: dict[str, Any] = {"event": "COMMENT", "body": printable(body), "comments": comments}
         if commit_id:
             payload["commit_id"] = commit_id
         return self._json("POST", f"{self._repo_path}/pulls/{self.target.number}/reviews", payload)

@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.text import Text
 
 from agent.loop import Attempt
+from agent.textsafe import printable
 
 STATE_STYLE = {
     "generating": "cyan",
@@ -46,7 +47,8 @@ class RunProgress:
             if state in ("passed", "failed", "invalid_edit", "timeout", "error"):
                 line = Text(f"  {attempt.attempt_id:<7} ", style="dim")
                 line.append(f"{state:<13}", style=STATE_STYLE.get(state, ""))
-                line.append(attempt.reason.splitlines()[0][:100] if attempt.reason else "")
+                reason = attempt.reason.splitlines()[0][:100] if attempt.reason else ""
+                line.append(printable(reason))
                 self._live.console.print(line)
         self._live.update(self._render())
 

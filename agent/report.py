@@ -12,6 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agent.textsafe import printable
+
 COLORS = {
     "resolved": "#2e7d32", "passed": "#2e7d32", "unresolved": "#c62828", "failed": "#c62828",
     "error": "#ef6c00", "invalid_edit": "#8e24aa", "timeout": "#6d4c41", "cancelled": "#9e9e9e",
@@ -57,7 +59,8 @@ def fmt_pct(value: object) -> str:
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    """HTML-escaped, control characters made visible (agent/textsafe.py)."""
+    return html.escape(printable(str(value)), quote=True)
 
 
 def nice_ticks(top: float, count: int = 5) -> list[float]:
@@ -417,7 +420,7 @@ def eval_markdown(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any
                   *_md_table(["edit format / invalid reason", "answers"],
                              [[k, str(v)] for k, v in formats]), ""]
     lines += ["## Tasks", "", *_md_table(TASK_COLUMNS, [_task_row(r) for r in results]), ""]
-    return "\n".join(lines)
+    return printable("\n".join(lines))
 
 
 def _format_rows(summary: Mapping[str, Any]) -> list[tuple[str, int]]:
@@ -489,4 +492,4 @@ def run_markdown(run: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]],
     ]
     if patch:
         lines += ["## Winning patch", "", "```diff", patch.rstrip(), "```", ""]
-    return "\n".join(lines)
+    return printable("\n".join(lines))
