@@ -404,6 +404,10 @@ def serve(
     faults: Annotated[
         str | None, typer.Option(help="Comma-separated fault cycle: ok,429,500,drop,hang.")
     ] = None,
+    answer_as: Annotated[
+        str, typer.Option(help="Rewrite each answer: as-is, whole-file, definitions (bare "
+                          "functions in prose) or mixed (agent/answer_styles.py).")
+    ] = "as-is",
 ) -> None:
     """Serve scripted answers over an OpenAI-compatible API (tests, demos, benchmarks)."""
     from agent.server import serve_forever
@@ -418,6 +422,7 @@ def serve(
         tokens_per_s=tokens_per_s,
         ttft_s=ttft,
         faults=faults.split(",") if faults else None,
+        answer_as=answer_as,
     )
 
 

@@ -12,6 +12,10 @@ that task whose round matches (or, when none names this round, is absent) and wh
 `contains` occurs in the last user message are served in turn, a counter per (task, round),
 so parallel samples differ.
 
+`answer_as` rewrites every served answer into another edit format, as chat models often
+answer (whole files, bare functions in prose: agent/answer_styles.py), so that the parser's
+other formats can be measured end to end on tasks whose scripted fix is known.
+
 For tests and demos it can pace the stream (`ttft_s`, `tokens_per_s`, ~4 characters a
 token) and inject faults, in arrival order (`faults`, cycled) or at random (`fault_rate_*`
 with `seed`): "429" (optionally "429:SECONDS", sent as Retry-After / retry-after-ms),
@@ -38,6 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from agent.answer_styles import STYLES, restyle
 from agent.errors import UsageError
 
 __all__ = ["ReplayServer", "Script", "load_scripts", "serve_forever"]
@@ -158,8 +163,10 @@ class _State:
         api_key: str | None,
         models: list[str],
         accept_stream_options: bool,
+        answer_as: str = "as-is",
     ) -> None:
         self.scripts = scripts
+        self.answer_as = answer_as
         self.tokens_per_s = tokens_per_s
         self.ttft_s = ttft_s
         self.faults = faults
@@ -221,7 +228,11 @@ class _State:
         with self.lock:
             count = self.counters.get((task, round_), 0)
             self.counters[(task, round_)] = count + 1
-        return task, candidates[count % len(candidates)].answer
+        answer = candidates[count % len(candidates)].answer
+        if self.answer_as != "as-is":
+            first_user = _content_text(users[0].get("content")) if users else ""
+            answer = restyle(answer, first_user, self.answer_as, count)
+        return task, answer
 
     def count_status(self, status: int | str) -> None:
         with self.lock:
@@ -567,11 +578,16 @@ class ReplayServer:
         api_key: str | None = None,
         models: list[str] | None = None,
         accept_stream_options: bool = True,
+        answer_as: str = "as-is",
     ) -> None:
         """`scripts`: replay.jsonl files or directories searched for them. `tokens_per_s`
         0 streams at once. `faults` apply to chat requests in arrival order, cycled.
         `api_key`: when set, requests must bear it. `accept_stream_options=False` rejects
-        requests carrying stream_options with a 400, like some real endpoints."""
+        requests carrying stream_options with a 400, like some real endpoints.
+        `answer_as`: one of agent.answer_styles.STYLES, how each answer is rewritten."""
+        if answer_as not in STYLES:
+            raise UsageError(f"unknown answer style {answer_as!r}; use one of "
+                             f"{', '.join(STYLES)}")
         if tokens_per_s < 0 or ttft_s < 0:
             raise UsageError("tokens_per_s and ttft_s must not be negative")
         rates = {"429": fault_rate_429, "500": fault_rate_500, "drop": fault_rate_drop}
@@ -589,6 +605,7 @@ class ReplayServer:
             api_key=api_key,
             models=models or ["replay"],
             accept_stream_options=accept_stream_options,
+            answer_as=answer_as,
         )
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -670,6 +687,7 @@ def serve_forever(
     api_key: str | None = None,
     models: list[str] | None = None,
     on_ready: Callable[[str], None] | None = None,
+    answer_as: str = "as-is",
 ) -> None:
     """Serve until interrupted (Ctrl-C). `on_ready(base_url)` is called once listening;
     by default the base URL is printed on standard output."""
@@ -686,6 +704,7 @@ def serve_forever(
         seed=seed,
         api_key=api_key,
         models=models,
+        answer_as=answer_as,
     )
     base_url = server.start()
     if on_ready is not None:
