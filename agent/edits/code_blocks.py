@@ -136,7 +136,7 @@ def _apply(cand: Candidate, ws: Workspace, ctx: Context) -> str | None:
                 f"{what}: the block is not valid Python, so it is neither the whole file nor "
                 "whole definitions; give the whole file, whole functions, or SEARCH/REPLACE "
                 "blocks", "syntax")
-        if Definitions.covers(block, old):
+        if Definitions.reads_as_module(block, old):
             WholeFile.apply(ws, path, body)
             return WholeFile.name
         if not block.defs:
@@ -163,7 +163,7 @@ def _apply(cand: Candidate, ws: Workspace, ctx: Context) -> str | None:
     if old is None:
         return None
     what = f"{what} ({target})"
-    if Definitions.covers(block, old):
+    if Definitions.reads_as_module(block, old):
         WholeFile.apply(ws, target, body)
         return WholeFile.name
     ws.set(target, Definitions.replace(block, old, target, what))

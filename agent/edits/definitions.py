@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import re
-import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -34,8 +33,7 @@ class PyBlock:
     @classmethod
     def parse(cls, body: Sequence[str]) -> PyBlock | None:
         """The block as Python, or None when it is not valid Python."""
-        text = textwrap.dedent("\n".join(body).expandtabs(8) if _mixed(body) else
-                               "\n".join(body))
+        text = "\n".join(_dedent([ln.expandtabs(8) for ln in body] if _mixed(body) else body))
         try:
             tree = ast.parse(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -49,6 +47,21 @@ class PyBlock:
     @property
     def names(self) -> list[str]:
         return [n.name for n in self.defs]
+
+
+def _dedent(lines: list[str] | Sequence[str]) -> list[str]:
+    """The lines without the indentation they all share (whitespace-only lines kept as
+    they are, unlike textwrap.dedent, so the file's blank lines survive unchanged)."""
+    indents = [ln[: len(ln) - len(ln.lstrip())] for ln in lines if ln.strip()]
+    if not indents:
+        return list(lines)
+    common = indents[0]
+    for ind in indents[1:]:
+        while not ind.startswith(common):
+            common = common[:-1]
+    if not common:
+        return list(lines)
+    return [ln[len(common):] if ln.startswith(common) else ln for ln in lines]
 
 
 def _mixed(body: Sequence[str]) -> bool:
@@ -159,6 +172,16 @@ class Definitions:
             for node in tree.body
             if isinstance(node, ast.Import | ast.ImportFrom)
         )
+
+    @staticmethod
+    def reads_as_module(block: PyBlock, text: str) -> bool:
+        """True when the block is the whole file: it defines all the file's definitions,
+        repeats its imports, and holds module-level code besides definitions and imports (a
+        block of definitions alone replaces those definitions, keeping the rest)."""
+        if not Definitions.covers(block, text):
+            return False
+        return any(not isinstance(n, (*_DEF_TYPES, ast.Import, ast.ImportFrom))
+                   for n in block.tree.body) or not block.defs
 
     @classmethod
     def replace(cls, block: PyBlock, text: str, path: str, what: str) -> str:
