@@ -180,12 +180,12 @@ class BwrapBackend:
         self.log = log
         self.limits = configured()
         self.rootfs = image.build_rootfs(log=log)
-        if os.geteuid() == 0:
-            group, why = MemoryCgroup.create(self.limits.memory)
-            if group is not None:
-                group.remove()
-            else:
-                log(f"bwrap: no memory cgroup ({why}): memory is bounded by RLIMIT_AS only")
+        group, why = MemoryCgroup.create(self.limits.memory) if os.geteuid() == 0 else (
+            None, "not root")
+        if group is not None:
+            group.remove()
+        else:
+            log(f"bwrap: no memory cgroup ({why}): memory is bounded by RLIMIT_AS only")
 
     def open(self, workspace: Path, *, requirements: Path | None = None) -> BwrapSandbox:
         reqs = image.requirements_site(requirements, self.log) if requirements else None
