@@ -265,13 +265,16 @@ def _indent_of(line: str) -> str:
 
 def reindent(found: list[str], needle: list[str], new: list[str]) -> list[str]:
     """`new` moved to the indentation of the file's `found` lines when the `needle` they
-    matched was indented differently (the first non-blank lines give the two indents)."""
+    matched was indented differently (the first line pair whose indents differ gives the
+    shift)."""
     pairs = [(f, n) for f, n in zip(found, needle, strict=False) if n.strip()]
-    if not pairs:
+    differing = [(f, n) for f, n in pairs if _indent_of(f) != _indent_of(n)]
+    if not differing:
         return new
-    file_indent, needle_indent = _indent_of(pairs[0][0]), _indent_of(pairs[0][1])
-    if file_indent == needle_indent:
-        return new
+    file_indent, needle_indent = _indent_of(differing[0][0]), _indent_of(differing[0][1])
+    first_new = next((line for line in new if line.strip()), "")
+    if differing[0] == pairs[0] and _indent_of(first_new) == file_indent:
+        return new  # REPLACE is written at the file's indentation already
     out = []
     for line in new:
         if line.startswith(needle_indent) and line.strip():

@@ -21,7 +21,7 @@ from agent.edits.whole_file import WholeFile
 
 _FIX_RE = re.compile(
     r"\b(?:fix|fixed|fixes|corrected|correct version|updated|revised|should be|should read|"
-    r"change it to|replace it with|solution|new version)\b", re.IGNORECASE)
+    r"change it to|replace it with|solution|new version|final|instead|actually)\b", re.IGNORECASE)
 _QUOTE_RE = re.compile(
     r"\b(?:buggy|original|current|currently|existing|broken|wrong|incorrect|before|"
     r"problem is|bug is)\b", re.IGNORECASE)

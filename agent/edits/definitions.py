@@ -64,6 +64,23 @@ def _dedent(lines: list[str] | Sequence[str]) -> list[str]:
     return [ln[len(common):] if ln.startswith(common) else ln for ln in lines]
 
 
+def _indent_like(new: list[str], file_lines: list[str]) -> list[str]:
+    """`new` with its leading tabs as four spaces when the file indents with spaces only,
+    or its leading runs of four spaces as tabs when the file indents with tabs only."""
+    spaces = any(line.startswith(" ") for line in file_lines)
+    tabs = any(line.startswith("\t") for line in file_lines)
+    out = []
+    for line in new:
+        text = line.lstrip(" \t")
+        lead = line[: len(line) - len(text)]
+        if spaces and not tabs:
+            lead = lead.replace("\t", "    ")
+        elif tabs and not spaces:
+            lead = lead.replace("    ", "\t")
+        out.append(lead + text)
+    return out
+
+
 def _mixed(body: Sequence[str]) -> bool:
     """True when some lines are indented with tabs and others with spaces."""
     tabs = any(line.startswith("\t") for line in body)
@@ -254,7 +271,7 @@ class Definitions:
         if file_indent != block_indent:
             new = [file_indent + line[len(block_indent):] if line.startswith(block_indent)
                    and line.strip() else line for line in new]
-        return start - 1, end, new
+        return start - 1, end, _indent_like(new, file_lines)
 
     @staticmethod
     def _new_imports(block: PyBlock, tree: ast.Module,
