@@ -209,7 +209,7 @@ class TaskVerifier:
         of the base's mypy cache (checked for the changed files already, so their imports are
         in it). Returns the paths the patch changed; raises PatchError (_HiddenTestsConflict)."""
         self._copy_repo(workspace)
-        changed = apply_patch(workspace, patch)
+        changed = apply_patch(workspace, patch, protected=self.task.protected)
         if self.task.test_patch:
             try:
                 apply_patch(workspace, self.task.test_patch, trusted=True)

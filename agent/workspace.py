@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from unidiff.errors import UnidiffParseError
@@ -20,6 +21,7 @@ from unidiff.patch import PatchSet
 
 from agent import fstree
 from agent.errors import InfraError
+from agent.testsupport import support_reason
 
 COPY_EXCLUDES = frozenset({".git", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 """Directory (or file) names never copied into a workspace."""
@@ -184,12 +186,13 @@ def protected_reason(path: str) -> str | None:
     return None
 
 
-def check_patch_policy(patch: str) -> None:
+def check_patch_policy(patch: str, protected: Sequence[str] = ()) -> None:
     """Raise PatchError(reason) when a candidate patch may not be applied.
 
     Rejected: empty, huge or non-text patches, binary patches, symlinks, absolute paths, '..',
     anything under .git/ or .ooda/, test files, conftest.py, tool and git configuration, site
-    hooks (.pth, sitecustomize), packaging metadata and bytecode."""
+    hooks (.pth, sitecustomize), packaging metadata and bytecode; test support files, by rule
+    and by the task's `protected` patterns (agent/testsupport.py)."""
     if not patch.strip():
         raise PatchError("the patch is empty: it changes no file")
     size = len(patch.encode("utf-8", "surrogatepass"))
@@ -215,7 +218,9 @@ def check_patch_policy(patch: str) -> None:
             if reason:
                 raise PatchError(reason)
     for path in paths:
-        reason = protected_reason(path) or _depth_reason(path)
+        reason = (
+            protected_reason(path) or support_reason(path, protected) or _depth_reason(path)
+        )
         if reason:
             raise PatchError(reason)
 
@@ -269,7 +274,9 @@ def _creates_symlink(info: str) -> bool:
 # --------------------------------------------------------------------------- applying
 
 
-def apply_patch(workspace: Path, patch: str, *, trusted: bool = False) -> list[str]:
+def apply_patch(
+    workspace: Path, patch: str, *, trusted: bool = False, protected: Sequence[str] = ()
+) -> list[str]:
     """Apply a unified diff to `workspace` with `git apply`; return the paths it changed.
 
     Untrusted (candidate) patches must pass check_patch_policy first; trusted ones (the task's
@@ -277,12 +284,16 @@ def apply_patch(workspace: Path, patch: str, *, trusted: bool = False) -> list[s
     if trusted and not patch.strip():
         return []
     if not trusted:
-        check_patch_policy(patch)
+        check_patch_policy(patch, protected)
     _, paths, strip = _parse(patch)
     touched = _git_numstat(workspace, patch, strip)
     changed = list(dict.fromkeys(paths + touched))
     for path in changed:
-        reason = _path_safety(path) if trusted else protected_reason(path)
+        reason = (
+            _path_safety(path)
+            if trusted
+            else protected_reason(path) or support_reason(path, protected)
+        )
         if reason:
             raise PatchError(reason)
         _check_inside(workspace, path)

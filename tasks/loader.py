@@ -4,7 +4,12 @@ task.toml keys (SPEC.md): `id`, `statement` | `statement_file`, `repo`, `fail_to
 `pass_to_pass`, `gold_patch`, `test_patch`, and the `[verifiers]` table (`ruff`, `mypy`,
 `timeout_s`). Extensions of ours, all optional:
 
-- `test_cmd = "python -m pytest -q"`: a shell test command, used when there are no node ids.
+- `test_cmd = "python -m pytest -q"`: a pytest command, used when there are no node ids. It
+  must be a plain pytest call (`pytest ARGS` or `python -m pytest ARGS`, optionally after
+  VAR=value): tests are graded per test from pytest's report, never by exit status alone.
+- `protected = ["pkg/helpers.py", "pkg/fixtures/"]`: test support files the candidate may not
+  edit, in .gitignore syntax, on top of the files protected by rule (agent/testsupport.py);
+  a `!pattern` lets the candidate edit a file the rule would protect.
 - `requirements = "requirements.txt"`: third-party packages the repo needs; the path is
   looked up relative to the task directory first, then relative to the repo. Without the key,
   a `requirements.txt` in the task directory is used when present.
@@ -68,6 +73,9 @@ class Task:
     """The task directory, when the task came from one."""
     replay: Path | None = None
     """Scripted answers (replay.jsonl) for the bundled endpoint, when the task ships them."""
+    protected: list[str] = field(default_factory=list)
+    """Test support files a candidate may not edit (.gitignore patterns, `!` to allow one),
+    on top of those protected by rule (agent/testsupport.py)."""
 
 
 TASK_FILE = "task.toml"
@@ -86,6 +94,7 @@ TOP_KEYS = (
     "test_cmd",
     "requirements",
     "replay",
+    "protected",
 )
 """Keys allowed at the top level of task.toml."""
 
@@ -138,6 +147,9 @@ def load_task(path: Path) -> Task:
     test_cmd = _opt_str(data, "test_cmd", where)
     if test_cmd is not None and not test_cmd.strip():
         raise UsageError(f"{where}: 'test_cmd' is empty")
+    if test_cmd is not None:
+        check_test_cmd(test_cmd, where)
+    protected = _protected(data, where)
     if not fail_to_pass and test_cmd is None:
         raise UsageError(f"{where}: nothing to check: give 'fail_to_pass' tests or a 'test_cmd'")
 
@@ -159,6 +171,7 @@ def load_task(path: Path) -> Task:
         requirements=requirements,
         root=root,
         replay=replay,
+        protected=protected,
     )
 
 
@@ -190,6 +203,8 @@ def task_from_repo(
             _check_test_id(item, name, where)
     if test_cmd is not None and not test_cmd.strip():
         raise UsageError(f"{where}: the test command is empty")
+    if test_cmd is not None:
+        check_test_cmd(test_cmd, where)
     if not fail_to_pass and test_cmd is None:
         raise UsageError(f"{where}: nothing to check: pass --fail-to-pass or --test-cmd")
     _check_verifier_values(verifiers, where)
@@ -283,6 +298,26 @@ def _check_test_id(item: str, key: str, where: str) -> None:
         raise UsageError(f"{where}: {key!r} holds an empty test id")
     if item.startswith("-"):
         raise UsageError(f"{where}: {key!r} holds {item!r}, which looks like an option")
+
+
+def check_test_cmd(cmd: str, where: str) -> None:
+    """UsageError unless `cmd` is a plain pytest call (its tests can be graded one by one)."""
+    from verifiers.pytest_check import not_gradable, pytest_command
+
+    if pytest_command(cmd) is None:
+        raise UsageError(f"{where}: {not_gradable(cmd)}")
+
+
+def _protected(data: dict[str, Any], where: str) -> list[str]:
+    patterns = data.get("protected", [])
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise _type_error("protected", "a list of path patterns", patterns, where)
+    from agent.testsupport import check_patterns
+
+    problem = check_patterns(patterns)
+    if problem:
+        raise UsageError(f"{where}: 'protected': {problem}")
+    return list(patterns)
 
 
 def _check_id(task_id: str, where: str) -> None:

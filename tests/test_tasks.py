@@ -115,8 +115,27 @@ def test_task_toml_path_names_its_directory(tmp_path: Path) -> None:
 
 
 def test_test_cmd_alone_is_enough(tmp_path: Path) -> None:
-    task = load_task(make_task(tmp_path / "t", 'statement = "s"\ntest_cmd = "make test"\n'))
-    assert task.fail_to_pass == [] and task.test_cmd == "make test"
+    toml = 'statement = "s"\ntest_cmd = "PYTHONPATH=src pytest -q tests"\n'
+    task = load_task(make_task(tmp_path / "t", toml))
+    assert task.fail_to_pass == [] and task.test_cmd == "PYTHONPATH=src pytest -q tests"
+
+
+@pytest.mark.parametrize("cmd", ["make test", "pytest -q tests && true", "pytest; exit 0"])
+def test_a_test_cmd_graded_by_exit_status_alone_is_refused(tmp_path: Path, cmd: str) -> None:
+    toml = f'statement = "s"\ntest_cmd = "{cmd}"\n'
+    message = error_of(make_task(tmp_path / "t", toml))
+    assert "not a plain pytest invocation" in message and "exit status alone" in message
+
+
+def test_protected_patterns(tmp_path: Path) -> None:
+    assert load_task(make_task(tmp_path / "a", MINIMAL)).protected == []
+    toml = MINIMAL + 'protected = ["pkg/helpers.py", "!xarray/testing.py"]\n'
+    task = load_task(make_task(tmp_path / "b", toml))
+    assert task.protected == ["pkg/helpers.py", "!xarray/testing.py"]
+    assert "'protected' must be a list" in error_of(
+        make_task(tmp_path / "c", MINIMAL + 'protected = "pkg/helpers.py"\n')
+    )
+    assert "empty pattern" in error_of(make_task(tmp_path / "d", MINIMAL + 'protected = [" "]\n'))
 
 
 def test_missing_path_and_not_a_directory(tmp_path: Path) -> None:
@@ -258,11 +277,11 @@ def test_task_from_repo(tmp_path: Path) -> None:
         statement="fix",
         fail_to_pass=[],
         pass_to_pass=[],
-        test_cmd="make test",
+        test_cmd="python -m pytest -q",
         verifiers=VerifierOptions(),
         task_id="custom",
     )
-    assert named.id == "custom" and named.test_cmd == "make test"
+    assert named.id == "custom" and named.test_cmd == "python -m pytest -q"
 
 
 @pytest.mark.parametrize(
@@ -272,6 +291,7 @@ def test_task_from_repo(tmp_path: Path) -> None:
         ({"statement": " "}, "no statement"),
         ({"fail_to_pass": []}, "nothing to check"),
         ({"test_cmd": ""}, "test command is empty"),
+        ({"test_cmd": "pytest -q && true"}, "not a plain pytest invocation"),
         ({"verifiers": VerifierOptions(timeout_s=0)}, "positive number"),
         ({"task_id": "../x"}, "bad task id"),
         ({"fail_to_pass": ["-k"]}, "looks like an option"),

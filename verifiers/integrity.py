@@ -3,8 +3,8 @@
 Two sources, both independent of what pytest's JUnit report says:
 
 - the workspace: the files that decide how tests run (conftest.py, test modules, tool
-  configuration, `.pth` files, bytecode, packaging metadata, modules named like pytest or the
-  standard library at the top level) are fingerprinted before and after the run; the code
+  configuration, `.pth` files, bytecode, packaging metadata, test support files such as
+  `pkg/testing.py`, modules named like pytest or the standard library at the top level) are fingerprinted before and after the run; the code
   under test creating, changing or deleting any of them is tampering (and would otherwise
   reach a later run in the same workspace);
 - the guard's record (verifiers/pytest_guard.py): what pytest really observed per test,
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import fstree
+from agent.testsupport import is_test_support
 from agent.workspace import CONFIG_NAMES, RESERVED_DIRS, SHADOWED, TEST_DIRS, TEST_FILE_PATTERNS
 
 MAX_ENTRIES = 200_000
@@ -55,6 +56,8 @@ def run_relevant(path: str) -> bool:
         return True
     if not name.endswith((".py", ".so")):
         return False
+    if is_test_support(path):  # assertion helpers the tests import (agent/testsupport.py)
+        return True
     module = name.split(".", 1)[0] if len(parts) == 1 else parts[0]
     return module in SHADOWED  # shadows pytest or the standard library for the next run
 

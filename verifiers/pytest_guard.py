@@ -9,11 +9,23 @@ host copies this file into the workspace's report directory and runs
 Everything below happens before any repository code is imported (pytest, the built-in plugins
 and this plugin are loaded first, from the image, with the workspace not yet on sys.path):
 
-- the functions and methods of `pytest`, `_pytest`, `pluggy` and this guard are snapshotted, and checked
-  again before and after every test and at the end: one replaced, added or removed by code the
-  candidate wrote (a monkeypatched JUnit writer, report class or runner) is caught by name,
-  while replacements defined in trusted files (pytest's legacypath plugin, the repository's
-  own conftest files) are not held against it;
+- the toolchain's packages (pytest's own dependencies, read from its metadata) are imported
+  too, so a module in the workspace named like one cannot replace it; any toolchain module
+  found imported from the workspace (or a standard-library one from a file the candidate
+  wrote) is tampering;
+- the functions and methods of `pytest`, `_pytest`, `pluggy` and this guard are snapshotted
+  (again once pytest's legacypath plugin made its own changes, before any conftest loads), and
+  checked before and after every test and at the end: one replaced, added or removed is caught
+  by name whatever file the replacement lives in (another pytest function put in its place
+  too); only a replacement defined in one of the repository's own, unchanged conftest files is
+  not held against it;
+- each collected test's function and code objects (with a hash of their marshalled form) are
+  recorded at collection and checked around its call, and the call phase must show the test's
+  own code being entered (a profile hook, removed as soon as it has seen it): a bypassed
+  runner, a `__code__` swapped for a no-op, an instance-level `runtest` are caught;
+- every comparison in a passing rewritten `assert` is probed (pytest's assertion-pass path):
+  an operand that is not a plain builtin value and compares equal to a fresh object, or to a
+  different value of its own builtin base type (an `__eq__` that is always true), is tampering;
 - every hook implementation is checked to come from somewhere other than the files the
   candidate changed (a plugin registered at run time by the code under test);
 - the innermost hook wrappers around each test's setup, call and teardown record whether the
@@ -30,9 +42,14 @@ the generic tricks fail loudly instead of passing quietly.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.metadata
 import json
+import marshal
+import operator
 import os
+import re
 import sys
 import time
 import types
@@ -62,7 +79,9 @@ def _watched(module_name: str) -> bool:
 
 
 def preload() -> None:
-    """Import pytest's built-in plugins now, so that the snapshot covers them."""
+    """Import pytest's built-in plugins and the toolchain's packages now (from the image: the
+    workspace is not on sys.path yet), so that the snapshot covers them and no module in the
+    workspace can stand in for one that pytest would only import later."""
     import _pytest.config
 
     names = [*_pytest.config.essential_plugins, *_pytest.config.default_plugins]
@@ -71,6 +90,113 @@ def preload() -> None:
             importlib.import_module(f"_pytest.{name}")
         except Exception:  # a plugin this pytest lacks or cannot load: pytest will say
             continue
+    for name in sorted(toolchain_modules()):
+        try:
+            importlib.import_module(name)
+        except Exception:  # an optional dependency not installed (colorama, exceptiongroup)
+            continue
+    import _pytest.assertion.rewrite as rewrite
+
+    rewrite._call_reprcompare = _probing_reprcompare(rewrite._call_reprcompare)
+
+
+_REQUIREMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def toolchain_modules() -> set[str]:
+    """Top-level module names of pytest, pluggy and the distributions pytest requires."""
+    names = set(WATCHED_PACKAGES)
+    try:
+        requires = importlib.metadata.distribution("pytest").requires or []
+        owners = importlib.metadata.packages_distributions()
+    except Exception:
+        return names
+    wanted = {_canonical(m.group(0)) for r in requires if (m := _REQUIREMENT.match(r))}
+    for module, dists in owners.items():
+        if module.isidentifier() and any(_canonical(d) in wanted for d in dists):
+            names.add(module)
+    return names
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# --------------------------------------------------------------------------- assert probes
+
+
+class _Probe:
+    """A fresh object that nothing honest compares equal to."""
+
+
+_SCALARS = (int, float, complex, str, bytes, bool, type(None))
+_CONTAINERS = (list, tuple, set, frozenset)
+MAX_PROBED = 1000
+_flagged: list[str] = []
+"""Types caught comparing equal to anything since the last check (read by the Guard)."""
+
+
+def _different(value: object) -> object:
+    """A value of `value`'s builtin base type that an honest subclass never equals."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return int(value) + 7919
+    if isinstance(value, float):
+        return float(value) * 2 + 7919.5 if float(value) == float(value) else 0.5
+    if isinstance(value, complex):
+        return complex(value) + 7919.5
+    if isinstance(value, str):
+        return str.__str__(value) + "\x00probe"
+    if isinstance(value, bytes):
+        return bytes(value) + b"\x00probe"
+    return _Probe()
+
+
+def _equal_to_anything(value: object, budget: list[int]) -> type | None:
+    """The type of a value in `value` (builtin containers are searched) that says it equals a
+    fresh object, or a different value of its builtin base type; else None."""
+    kind = type(value)
+    if kind in _SCALARS or budget[0] <= 0:
+        return None
+    budget[0] -= 1
+    if isinstance(value, dict) and kind is dict:
+        parts: list[object] = [p for pair in value.items() for p in pair]
+    elif kind in _CONTAINERS:
+        parts = list(value)  # type: ignore[call-overload]
+    else:
+        for probe in (_Probe(), _different(value)):
+            try:
+                if bool(operator.eq(value, probe)) or not bool(operator.ne(value, probe)):
+                    return kind
+            except Exception:  # numpy arrays, strict __eq__s: no verdict, nothing held against it
+                continue
+        return None
+    for part in parts:
+        found = _equal_to_anything(part, budget)
+        if found is not None:
+            return found
+    return None
+
+
+def _probing_reprcompare(original: Callable[..., str]) -> Callable[..., str]:
+    def _call_reprcompare(ops: Any, results: Any, expls: Any, each_obj: Any) -> str:
+        """pytest's explanation of a comparison; on the pass path (every result true) the
+        operands are probed instead, and no diff is computed."""
+        try:
+            passed = all(bool(r) for r in results)
+        except Exception:
+            passed = False
+        if not passed:
+            return original(ops, results, expls, each_obj)
+        budget = [MAX_PROBED]
+        for operand in list(each_obj):
+            found = _equal_to_anything(operand, budget)
+            if found is not None:
+                _flagged.append(f"{found.__module__}.{found.__qualname__}")
+        return str(expls[-1]) if expls else ""
+
+    return _call_reprcompare
 
 
 def snapshot() -> Snapshot:
@@ -125,6 +251,43 @@ def changes(before: Snapshot, suspect: Callable[[object], bool]) -> list[str]:
     return changed
 
 
+SKIPS = (pytest.skip.Exception, pytest.xfail.Exception)
+ITEM_METHODS = frozenset({"runtest", "setup", "teardown", "_getobj", "ihook"})
+"""Names an item's instance dictionary must not hold (they would replace pytest's methods)."""
+
+
+def _codes(function: object) -> tuple[tuple[types.CodeType, ...], str]:
+    """The code objects of a test function and of what it wraps (`__wrapped__`), with a hash
+    of their marshalled form."""
+    codes: list[types.CodeType] = []
+    current: object = getattr(function, "__func__", function)
+    while current is not None and len(codes) < 8:
+        code = getattr(current, "__code__", None)
+        if isinstance(code, types.CodeType):
+            codes.append(code)
+        current = getattr(current, "__wrapped__", None)
+        current = getattr(current, "__func__", current)
+    digest = hashlib.sha256()
+    for code in codes:
+        try:
+            digest.update(marshal.dumps(code))
+        except ValueError:
+            digest.update(code.co_code)
+    return tuple(codes), digest.hexdigest()
+
+
+def _own_hook(impl: Any, hook_name: str) -> bool:
+    """False when a hook implementation of pytest's own plugins no longer is the plugin's
+    function of that name (its `function` swapped for another)."""
+    plugin = impl.plugin
+    owner = plugin.__name__ if isinstance(plugin, types.ModuleType) else type(plugin).__module__
+    if not isinstance(owner, str) or not _watched(owner):
+        return True
+    if impl.opts.get("specname"):  # registered under another attribute name: not checked
+        return True
+    return bool(getattr(plugin, hook_name, None) == impl.function)
+
+
 class Guard:
     """The pytest plugin: raw phase outcomes, logged reports, tamper checks."""
 
@@ -133,6 +296,12 @@ class Guard:
         self.changed = {_realpath(os.path.join(self.root, p)) for p in changed_files}
         self.started = time.time()
         self.baseline = baseline
+        self.reference = baseline
+        """What check() compares with: the baseline, then pytest's configured state."""
+        self.codes: dict[str, tuple[object, tuple[types.CodeType, ...], str]] = {}
+        """node id -> (test function, its code objects, hash of their marshalled form)."""
+        self._expected: types.CodeType | None = None
+        self._entered = False
         self.raw: dict[str, dict[str, bool]] = {}
         """node id -> phase -> raised."""
         self.reports: dict[str, list[str]] = {}
@@ -147,6 +316,7 @@ class Guard:
         self._mangle = _pytest.junitxml.mangle_test_address
         self._escape = _pytest.junitxml.bin_xml_escape
         self._config: pytest.Config | None = None
+        self.toolchain = toolchain_modules()
 
     # ------------------------------------------------------------------ checks
 
@@ -158,8 +328,16 @@ class Guard:
 
     def check(self, when: str) -> None:
         """Record any change to pytest's machinery and any hook from the candidate's files."""
-        for name in changes(self.baseline, self._suspect_value)[:5]:
+        for name in changes(self.reference, self._suspect_value)[:5]:
             self.problem(f"{name} was replaced or changed at run time", when)
+        for name in self._shadowed():
+            self.problem(f"{name} was imported from the workspace, not from the image", when)
+        while _flagged:
+            self.problem(
+                f"an assertion compared a {_flagged.pop()} that equals anything (its __eq__ "
+                "does not compare values)",
+                when,
+            )
         if self._config is None:
             return
         for hook_name, caller in list(vars(self._config.hook).items()):
@@ -173,19 +351,80 @@ class Guard:
                 if filename is not None:
                     where = os.path.relpath(filename)
                     self.problem(f"{where} registers a pytest hook ({hook_name}) at run time", when)
+                elif not _own_hook(impl, hook_name):
+                    self.problem(f"pytest's own {hook_name} hook was replaced at run time", when)
+
+    def _shadowed(self) -> list[str]:
+        """Toolchain modules imported from the workspace, and standard-library ones imported
+        from a file the candidate wrote."""
+        found = []
+        for name, module in list(sys.modules.items()):
+            top = name.split(".", 1)[0]
+            toolchain = top in self.toolchain
+            if not toolchain and top not in sys.stdlib_module_names:
+                continue
+            filename = getattr(module, "__file__", None)
+            if not isinstance(filename, str):
+                continue
+            if not _realpath(filename).startswith(self.root + os.sep):
+                continue
+            if toolchain or self._suspect(filename):
+                found.append(name)
+        return found[:5]
 
     def _suspect_value(self, value: object) -> bool:
-        """Whether a replacement in pytest's machinery may come from the code under test: its
-        code is in a suspect file (see _source_of), or it has no code at all (a deletion, a
-        builtin). Replacements defined in trusted files (pytest's own plugins, e.g.
-        legacypath; the repository's conftest files) are not suspect."""
+        """Whether a change in pytest's machinery may come from the code under test: anything
+        but a function defined in one of the repository's own, unchanged conftest files (a
+        deletion, a builtin, a function of pytest itself put in another's place, code from
+        any other file)."""
         if isinstance(value, property):
             value = value.fget
         elif isinstance(value, staticmethod | classmethod):
             value = value.__func__
-        if not isinstance(getattr(getattr(value, "__code__", None), "co_filename", None), str):
+        filename = getattr(getattr(value, "__code__", None), "co_filename", None)
+        if not isinstance(filename, str) or os.path.basename(filename) != "conftest.py":
             return True
-        return self._source_of(value) is not None
+        path = _realpath(os.path.abspath(filename))
+        return not path.startswith(self.root + os.sep) or self._source_of(value) is not None
+
+    # ------------------------------------------------------------------ the tests' own code
+
+    def _remember_code(self, item: pytest.Item) -> None:
+        if isinstance(item, pytest.Function):
+            function = getattr(item, "obj", None)
+            self.codes[item.nodeid] = (function, *_codes(function))
+
+    def check_code(self, item: pytest.Item, when: str) -> None:
+        """Record a test whose function or code changed since collection, or whose item got
+        its own runtest/setup/teardown."""
+        shadowing = sorted(set(vars(item)) & ITEM_METHODS)
+        if shadowing:
+            self.problem(f"{item.nodeid} had its {shadowing[0]} replaced at run time", when)
+        known = self.codes.get(item.nodeid)
+        if known is None:
+            return
+        function = getattr(item, "obj", None)
+        if function is not known[0] or _codes(function) != known[1:]:
+            self.problem(f"the code of {item.nodeid} was replaced at run time", when)
+
+    def _skipped_by_candidate(self, nodeid: str, exc: BaseException) -> None:
+        """Record a skip or xfail raised through a file the candidate wrote: code under test
+        that skips the tests that check it."""
+        if not isinstance(exc, SKIPS):
+            return
+        trace = exc.__traceback__
+        while trace is not None:
+            filename = trace.tb_frame.f_code.co_filename
+            if self._suspect(filename):
+                where = os.path.relpath(filename) if not filename.startswith("<") else filename
+                self.problem(f"{nodeid} was skipped by the code under test ({where})")
+                return
+            trace = trace.tb_next
+
+    def _profile(self, frame: types.FrameType, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code is self._expected:
+            self._entered = True
+            sys.setprofile(None)
 
     def _source_of(self, function: object) -> str | None:
         """Where `function` comes from when that is suspect, else None: a file the candidate
@@ -252,8 +491,29 @@ class Guard:
     def pytest_configure(self, config: pytest.Config) -> None:
         self._config = config
 
+    @pytest.hookimpl
+    def pytest_load_initial_conftests(self) -> None:
+        """After legacypath's own changes (tryfirst), before any conftest loads (trylast):
+        those become the reference; any other change by then is flagged."""
+        legacypath = sys.modules.get("_pytest.legacypath")
+        own = getattr(legacypath, "__file__", None)
+
+        def suspect(value: object) -> bool:
+            value = value.fget if isinstance(value, property) else value
+            return getattr(getattr(value, "__code__", None), "co_filename", None) != own
+
+        for name in changes(self.baseline, suspect)[:5]:
+            self.problem(f"{name} was replaced or changed at run time", "before conftest")
+        self.reference = snapshot()
+
+    @pytest.hookimpl
+    def pytest_assertion_pass(self) -> None:
+        """Implemented so that passing asserts take pytest's pass path (see the probes)."""
+
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        for item in session.items:
+            self._remember_code(item)
         self.check("after collection")
 
     @pytest.hookimpl(wrapper=True, trylast=True)
@@ -263,7 +523,25 @@ class Guard:
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        return (yield from self._observe(item, "call"))
+        self.check_code(item, f"before {item.nodeid}")
+        known = self.codes.get(item.nodeid)
+        self._expected = known[1][0] if known is not None and known[1] else None
+        self._entered = False
+        if self._expected is not None:
+            sys.setprofile(self._profile)
+        try:
+            result = yield from self._observe(item, "call")
+        finally:
+            if sys.getprofile() == self._profile:
+                sys.setprofile(None)
+        self.check_code(item, f"after {item.nodeid}")
+        if self._expected is not None and not self._entered:
+            self.problem(
+                f"{item.nodeid} went through its call phase but its test function never ran "
+                "(pytest's runner was bypassed)",
+                f"at {item.nodeid}",
+            )
+        return result
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_teardown(
@@ -276,8 +554,9 @@ class Guard:
     def _observe(self, item: pytest.Item, phase: str) -> Generator[None, object, object]:
         try:
             result = yield
-        except BaseException:
+        except BaseException as exc:
             self._raw(item, phase, True)
+            self._skipped_by_candidate(item.nodeid, exc)
             raise
         self._raw(item, phase, False)
         return result
@@ -289,6 +568,11 @@ class Guard:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        longrepr = report.longrepr
+        if report.outcome == "skipped" and isinstance(longrepr, tuple) and longrepr:
+            if isinstance(longrepr[0], str) and self._suspect(longrepr[0]):
+                where = os.path.relpath(longrepr[0])
+                self.problem(f"{report.nodeid} was skipped by the code under test ({where})")
         if report.outcome != "passed":
             self._key(report.nodeid)
             self.reports.setdefault(report.nodeid, []).append(str(report.outcome))
@@ -315,6 +599,7 @@ def main(argv: list[str]) -> NoReturn:
     except BaseException as exc:  # SystemExit & co. escaping pytest: the run did not finish
         guard.problem(f"the test run was ended by {type(exc).__name__} from the code under test")
         exit_code = 3
+    guard.reference = guard.baseline  # pytest undid its own changes when it unconfigured
     guard.check("after pytest returned")
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
