@@ -23,7 +23,7 @@ from agent.errors import InfraError
 from agent.sandbox import image
 
 BASE_REPO = "ooda-env-base"
-PREP_VERSION = "1"
+PREP_VERSION = "2"
 PREP_SCRIPT = """
 apt-get update -q
 apt-get install -q -y --no-install-recommends python3-pip ca-certificates

@@ -8,6 +8,7 @@ mounts; a pip cache on the host is shared by every build. The container is alway
 from __future__ import annotations
 
 import contextlib
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,8 @@ from agent.environments.hostconfig import HostConfig
 from agent.errors import InfraError
 from agent.sandbox import image
 
-PIP_CACHE_IN_CONTAINER = "/var/cache/ooda-pip"
+PIP_CACHE_IN_CONTAINER = "/run/ooda-build/pip-cache"
+BUILD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 RUNTIME_CHANGES = (
     f"ENV PATH={image.SANDBOX_PATH}",
     "ENV LANG=C.UTF-8",
@@ -55,45 +57,50 @@ def run_script(
 
     cache = image.ooda_home() / "envs" / "pip-cache"
     cache.mkdir(parents=True, exist_ok=True)
-    binds = {path: {"bind": target, "mode": "ro"} for path, target in host.binds.items()}
-    binds[str(cache)] = {"bind": PIP_CACHE_IN_CONTAINER, "mode": "rw"}
+    binds = [f"{path}:{target}:ro" for path, target in host.binds.items()]
+    binds.append(f"{cache}:{PIP_CACHE_IN_CONTAINER}:rw")
     environment = {**host.env, "PIP_CACHE_DIR": PIP_CACHE_IN_CONTAINER,
                    "DEBIAN_FRONTEND": "noninteractive", "PIP_NO_INPUT": "1",
                    "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_ROOT_USER_ACTION": "ignore",
-                   "HOME": "/root", "LANG": "C.UTF-8", **(env or {})}
+                   "HOME": "/root", "LANG": "C.UTF-8", "PATH": BUILD_PATH, **(env or {})}
+    # exported by the script, not given as the container's Env: `docker commit` would keep
+    # the build's settings (CA path, indexes) in the image
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in environment.items())
+    api = client.api
     try:
-        container = client.containers.create(
-            base, command=["/bin/sh", "-ec", script], user="0:0", working_dir="/work",
-            environment=environment, volumes=binds, network_mode="bridge",
+        created = api.create_container(
+            base, command=["/bin/sh", "-ec", exports + script], user="0:0",
+            working_dir="/work",
             labels={"ooda": "1", "ooda.build": "1", **image.owner_labels(), **(labels or {})},
+            host_config=api.create_host_config(binds=binds, network_mode="bridge"),
         )
     except (docker.errors.DockerException, OSError) as exc:
         raise InfraError(f"could not create a build container from {base}: {exc}") from exc
+    cid = created["Id"]
     try:
         if upload is not None:
-            container.put_archive(upload[0], upload[1])
-        container.start()
+            api.put_archive(cid, upload[0], upload[1])
+        api.start(cid)
         try:
-            status = container.wait(timeout=timeout_s)
-            code = int(status.get("StatusCode", 1))
+            code = int(api.wait(cid, timeout=timeout_s).get("StatusCode", 1))
         except Exception:  # requests' ReadTimeout: the build ran past its limit
             with contextlib.suppress(docker.errors.DockerException):
-                container.kill()
+                api.kill(cid)
             code = 124
-        log = container.logs(stdout=True, stderr=True).decode("utf-8", "replace")
+        log = api.logs(cid, stdout=True, stderr=True).decode("utf-8", "replace")
         if code == 124:
             log += f"\nooda: the build ran past its {timeout_s:g} s limit\n"
         if code == 0 and commit_as is not None:
             repo, _, tag = commit_as.partition(":")
-            container.commit(repository=repo, tag=tag,
-                             changes=[*RUNTIME_CHANGES,
-                                      *(f"LABEL {k}={v}" for k, v in (labels or {}).items())])
+            api.commit(cid, repository=repo, tag=tag,
+                       changes=[*RUNTIME_CHANGES,
+                                *(f"LABEL {k}={v}" for k, v in (labels or {}).items())])
         return Outcome(code, log)
     except (docker.errors.DockerException, OSError) as exc:
         raise InfraError(f"the build container from {base} failed: {exc}") from exc
     finally:
         with contextlib.suppress(docker.errors.DockerException, OSError):
-            container.remove(force=True)
+            api.remove_container(cid, force=True)
 
 
 def tar_of(directory: Path) -> bytes:

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CA_IN_CONTAINER = "/etc/ooda-host-ca.pem"
+CA_IN_CONTAINER = "/run/ooda-build/host-ca.pem"
 DEFAULT_CA_BUNDLES = (
     "/etc/ssl/certs/ca-certificates.crt",  # Debian, Ubuntu
     "/etc/pki/tls/certs/ca-bundle.crt",  # Fedora, RHEL
