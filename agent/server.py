@@ -167,6 +167,8 @@ class _State:
     ) -> None:
         self.scripts = scripts
         self.answer_as = answer_as
+        self.restyled = 0
+        """Answers rewritten so far ("mixed" alternates its styles by this count)."""
         self.tokens_per_s = tokens_per_s
         self.ttft_s = ttft_s
         self.faults = faults
@@ -230,8 +232,11 @@ class _State:
             self.counters[(task, round_)] = count + 1
         answer = candidates[count % len(candidates)].answer
         if self.answer_as != "as-is":
+            with self.lock:
+                served = self.restyled
+                self.restyled += 1
             first_user = _content_text(users[0].get("content")) if users else ""
-            answer = restyle(answer, first_user, self.answer_as, count)
+            answer = restyle(answer, first_user, self.answer_as, served)
         return task, answer
 
     def count_status(self, status: int | str) -> None:
