@@ -5,24 +5,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from agent.edits.search_replace import SearchReplace
+from agent.edits.udiff import UnifiedDiff
 from tasks.loader import Task
 
-SYSTEM_PROMPT = """\
+SYSTEM_PROMPT = f"""\
 You are an expert software engineer fixing a bug in a Python repository.
-Answer with edits only, as SEARCH/REPLACE blocks. Each block is the file's path (relative to
-the repository root) alone on a line, then:
-
-<<<<<<< SEARCH
-lines copied exactly from the current file
-=======
-the lines that replace them
->>>>>>> REPLACE
-
-Copy the SEARCH lines exactly, including indentation, and keep them short but unique.
-An empty SEARCH part on a new path creates that file. A unified diff in a ```diff block
-(with --- a/path and +++ b/path headers) is also accepted.
+{SearchReplace.prompt}
+{UnifiedDiff.prompt}
 Do not edit tests, conftest.py or tool configuration: such edits are rejected.
 Think briefly, then give the edits."""
+"""Asks for SEARCH/REPLACE blocks (the cheapest format to generate); each format's teaching
+text lives beside its parser in agent/edits/. Whole files and bare definitions are accepted
+too (docs/EDIT_FORMATS.md) but not asked for: they cost more tokens."""
 
 CONTEXT_BUDGET_CHARS = 60_000
 SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".mypy_cache", ".tox"}
