@@ -118,7 +118,13 @@ def run(
     from rich.console import Console
 
     from agent.runner import RunOptions, run_task
-    from tasks.loader import VerifierOptions, is_task_dir, load_task, task_from_repo
+    from tasks.loader import (
+        VerifierOptions,
+        check_test_cmd,
+        is_task_dir,
+        load_task,
+        task_from_repo,
+    )
 
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
@@ -138,6 +144,7 @@ def run(
         if pass_to_pass:
             task.pass_to_pass = list(pass_to_pass)
         if test_cmd:
+            check_test_cmd(test_cmd, "--test-cmd")
             task.test_cmd = test_cmd
     else:
         if statement is None:
