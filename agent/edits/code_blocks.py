@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from agent.edits.base import Context, EditError, Workspace, check_path
 from agent.edits.definitions import Definitions, PyBlock, is_test_path
@@ -69,13 +70,13 @@ def _path_for(fence: Fence, before: list[str], ctx: Context) -> str | None:
     """The path a block names: on its fence line, alone on the line before it, or mentioned
     (as an existing file) in the text right before it."""
     from_fence = path_from_fence(fence.info)
-    if from_fence is not None:
+    if from_fence is not None and _plausible(from_fence, ctx):
         return from_fence
     if before:
         line = before[-1]
         if fence_info(line) is None:
             lone = clean_path(line)
-            if lone is not None and "." in lone.strip("."):
+            if lone is not None and _plausible(lone, ctx):
                 return lone
     mentioned: list[str] = []
     for line in before[-2:]:
@@ -84,6 +85,21 @@ def _path_for(fence: Fence, before: list[str], ctx: Context) -> str | None:
             if ctx.read_file(path) is not None and path not in mentioned:
                 mentioned.append(path)
     return mentioned[-1] if mentioned else None
+
+
+_NEW_FILE_SUFFIXES = frozenset({
+    ".py", ".pyi", ".md", ".rst", ".txt", ".toml", ".cfg", ".ini", ".json", ".yaml", ".yml",
+    ".sh", ".c", ".h", ".js", ".ts", ".html", ".css", ".sql", ".csv", ".xml",
+})
+
+
+def _plausible(path: str, ctx: Context) -> bool:
+    """True for an existing file, or a new one with a usual suffix (so "e.g." or
+    "python3.11" on a fence line is not taken for a file to create)."""
+    if ctx.read_file(path.replace("\\", "/").removeprefix("./")) is not None:
+        return True
+    return PurePosixPath(path).suffix.lower() in _NEW_FILE_SUFFIXES and bool(
+        PurePosixPath(path).stem)
 
 
 def apply_best(lines: list[str], blocks: list[Fence], ctx: Context) -> tuple[Workspace, str]:
