@@ -239,6 +239,7 @@ def verify(
     """Run the verifier cascade on one patch (no model involved) and print the verdict."""
     import tempfile
 
+    from agent.runner import derive_test_lists
     from agent.sandbox import get_backend
     from agent.verify import TaskVerifier
     from tasks.loader import load_task
@@ -255,6 +256,8 @@ def verify(
         with tempfile.TemporaryDirectory(prefix="ooda-verify-") as work:
             verifier = TaskVerifier(task, backend, Path(work))
             try:
+                # a test command's tests, per test: those failing on the base must pass now
+                verifier.task = task = derive_test_lists(task, verifier)
                 verdict = verifier.verify(patch_text, log_dir=logs)
             finally:
                 verifier.close()

@@ -257,3 +257,16 @@ def test_a_pytest_test_cmd_is_graded_per_test_end_to_end(tmp_path: Path) -> None
     assert proc.returncode == 1, proc.stdout + proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["status"] == "failed" and summary["winner"] is None
+
+
+def test_ooda_verify_counts_a_skip_from_the_code_under_test(tmp_path: Path) -> None:
+    """`ooda verify` on a test-command task: test_add fails on the base and the candidate
+    makes it skip; graded per test (the base's failing tests must pass), it fails."""
+    backend_or_skip("docker")
+    task = command_task(tmp_path / "t")
+    patch = tmp_path / "skip.diff"
+    patch.write_text(calc_patch('"""Arithmetic."""\n\n\n' + SKIP))
+    proc = ooda("verify", str(task), "--patch", str(patch), "--json", timeout=180)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    verdict = json.loads(proc.stdout)
+    assert verdict["status"] == "failed" and "test_add" in json.dumps(verdict)
