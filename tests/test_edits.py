@@ -446,3 +446,29 @@ def test_make_patch_from_full_contents(tmp_path: Path) -> None:
     assert "same.py" not in patch and "new file mode" in patch
     assert git_apply(tmp_path, base, patch) == {**base, **files}
     assert make_patch({"m.py": GCD}, base.get) == ""
+
+
+# --------------------------------------------------------------------------- hostile text
+
+
+def test_fence_line_with_many_spaces_is_no_edit() -> None:
+    """The old fence regex backtracked cubically on this answer (8,000 spaces: 442 s)."""
+    msg = error("```" + " " * 8_000 + "`")
+    assert msg.startswith("no edits found")
+
+
+@pytest.mark.parametrize("bad", ["\ud800", "\udfff", "\x00"])
+def test_text_no_file_can_hold_is_an_invalid_edit(bad: str) -> None:
+    answer = SR.replace("abs(a * b)", f"abs(a * b){bad}")
+    with pytest.raises(EditError) as info:
+        parse(answer)
+    assert info.value.kind == "invalid_text"
+    assert partial_answer_is_hopeless(answer, reader({"m.py": GCD})) == str(info.value)
+
+
+def test_parse_result_records_the_format() -> None:
+    assert parse(SR).edit_format == "search_replace"
+    assert parse(DIFF).edit_format == "udiff"
+    assert parse(DIFF + "\n" + SR.replace("abs(a * b)", "abs(a) * abs(b)").replace(
+        "    return a * b // gcd(a, b)\n=", "    return abs(a * b) // gcd(a, b)\n=")
+    ).edit_format == "udiff+search_replace"
