@@ -460,3 +460,24 @@ def test_examples_buggy_fail_gold_pass_and_replays_behave() -> None:
         assert "passed" in by_round[name, 1], by_round
         assert len(wrong_kinds & set(by_round[name, 1])) >= 2, by_round
         assert set(by_round[name, 2]) == {"passed"}
+
+
+@pytest.mark.parametrize(
+    ("path", "patterns", "protected"),
+    [
+        ("pkg/testing.py", [], True),
+        ("numpy/testing/_private/utils.py", [], True),
+        ("pandas/_testing/asserters.py", [], True),
+        ("testing.py", [], True),
+        ("pkg/core.py", [], False),
+        ("pkg/attesting.py", [], False),
+        ("xarray/testing.py", ["!xarray/testing.py"], False),
+        ("pkg/helpers.py", ["pkg/helpers.py"], True),
+        ("pkg/fixtures/data.py", ["pkg/fixtures/"], True),
+    ],
+)
+def test_test_support_rule(path: str, patterns: list[str], protected: bool) -> None:
+    from agent.testsupport import is_test_support, support_reason
+
+    assert is_test_support(path, patterns) is protected
+    assert (support_reason(path, patterns) is not None) is protected

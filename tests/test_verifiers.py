@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import InfraError
+from agent.errors import InfraError, UsageError
 from agent.protocols import CheckSpec, ExecResult, Sandbox, VerifierResult
 from agent.sandbox.local_sandbox import LocalSandbox
 from verifiers import Baseline, Diagnostic, new_diagnostics
@@ -445,3 +445,29 @@ def test_tool_paths_are_made_repo_relative() -> None:
     assert relative_to_workdir("/ws/pkg/m.py", "/ws") == "pkg/m.py"
     assert relative_to_workdir("./pkg/m.py", "/ws") == "pkg/m.py"
     assert relative_to_workdir("/private/ws/pkg/m.py", "/ws", ["m.py", "pkg/m.py"]) == "pkg/m.py"
+
+
+def test_the_workspace_cannot_shadow_the_toolchain(repo: Path) -> None:
+    """pytest imports `packaging` only when the config sets minversion, after the workspace is
+    on sys.path: the guard imported it (and every other dependency of pytest) from the image
+    first, so a `packaging.py` in the workspace that ends the process with status 0 never runs."""
+    write(
+        repo,
+        {
+            "pytest.ini": "[pytest]\nminversion = 7.0\n",
+            "packaging.py": "import os\nos._exit(0)\n",
+            "pluggy.py": "import os\nos._exit(0)\n",
+            "calc.py": "def add(a: int, b: int) -> int:\n    return a - b\n",
+        },
+    )
+    result = pytest_check(repo, ids("test_add"))
+    assert result.status == "failed" and "FAILED tests/test_calc.py::test_add" in result.summary
+
+
+def test_shell_test_commands_are_refused_by_the_loader_too() -> None:
+    from tasks.loader import check_test_cmd
+
+    check_test_cmd("PYTHONPATH=src python3 -m pytest -q tests", "task.toml")
+    for cmd in ("pytest -q tests && true", "make test", "pytest | tee log"):
+        with pytest.raises(UsageError, match="exit status alone"):
+            check_test_cmd(cmd, "task.toml")
