@@ -70,21 +70,40 @@ def _path_for(fence: Fence, before: list[str], ctx: Context) -> str | None:
     """The path a block names: on its fence line, alone on the line before it, or mentioned
     (as an existing file) in the text right before it."""
     from_fence = path_from_fence(fence.info)
-    if from_fence is not None and _plausible(from_fence, ctx):
+    if from_fence is not None and _plausible(from_fence, ctx) and _fits(fence, from_fence):
         return from_fence
     if before:
         line = before[-1]
         if fence_info(line) is None:
             lone = clean_path(line)
-            if lone is not None and _plausible(lone, ctx):
+            if lone is not None and _plausible(lone, ctx) and _fits(fence, lone):
                 return lone
     mentioned: list[str] = []
     for line in before[-2:]:
         for word in paths_mentioned(line):
             path = word.replace("\\", "/")
-            if ctx.read_file(path) is not None and path not in mentioned:
+            if ctx.read_file(path) is not None and path not in mentioned and _fits(fence, path):
                 mentioned.append(path)
     return mentioned[-1] if mentioned else None
+
+
+_LANG_SUFFIXES = {
+    "python": {".py", ".pyi"}, "py": {".py", ".pyi"}, "python3": {".py", ".pyi"},
+    "py3": {".py", ".pyi"}, "markdown": {".md"}, "md": {".md"}, "yaml": {".yaml", ".yml"},
+    "yml": {".yaml", ".yml"}, "toml": {".toml"}, "ini": {".ini", ".cfg"}, "cfg": {".cfg"},
+    "json": {".json"}, "text": {".txt"}, "txt": {".txt"}, "rst": {".rst"},
+    "bash": {".sh"}, "sh": {".sh"}, "shell": {".sh"},
+}
+
+
+def _fits(fence: Fence, path: str) -> bool:
+    """True when the block's language suits the file (a ```bash block after a sentence
+    naming README.md is a command to run, not the new README)."""
+    lang = fence.lang
+    if not lang or (path_from_fence(fence.info) is not None and lang == fence.info.strip()):
+        return True  # no language given (or the fence line is the path itself)
+    suffix = PurePosixPath(path).suffix.lower()
+    return suffix in _LANG_SUFFIXES.get(lang, {"." + lang})
 
 
 _NEW_FILE_SUFFIXES = frozenset({
