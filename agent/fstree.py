@@ -291,9 +291,7 @@ def chown_tree(root: Path | str, uid: int, gid: int) -> None:
             name = names.pop()
             try:
                 os.chown(name, uid, gid, dir_fd=fd, follow_symlinks=False)
-                if len(frames) < CHOWN_DEPTH and stat.S_ISDIR(
-                    os.lstat(name, dir_fd=fd).st_mode
-                ):
+                if len(frames) < CHOWN_DEPTH and stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
                     sub = os.open(name, DIR_FLAGS, dir_fd=fd)
                     frames.append((sub, os.listdir(sub)))
             except FileNotFoundError:

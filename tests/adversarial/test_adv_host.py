@@ -31,6 +31,7 @@ from agent import fstree, mypycache
 from agent.server import ReplayServer
 from agent.verify import TaskVerifier
 from tasks.loader import load_task
+from verifiers.mypy_check import CACHE_DIR
 
 TYPE_ERROR = FIXED + "\n\ndef name() -> str:\n    return 1\n"
 RUFF_ERROR = FIXED.replace('"""Arithmetic."""\n', '"""Arithmetic."""\nimport sys\n')
@@ -46,7 +47,7 @@ def plant(secret: Path, exit_code: int) -> str:
     ends the process with `exit_code`."""
     return (
         "import os\n\n"
-        f"cache = {mypycache.CACHE_DIR!r}\n"
+        f"cache = {CACHE_DIR!r}\n"
         "os.makedirs(os.path.join(cache, '3.11'), exist_ok=True)\n"
         f"for name, target in (('secret.data.json', {str(secret)!r}),\n"
         "                     ('environ.data.json', '/proc/self/environ'),\n"
@@ -221,7 +222,7 @@ def test_cache_taken_from_a_workspace_holds_no_link_nor_special_file(
     kept = tmp_path / "kept" / "cache"
     assert not mypycache.take_cache(workspace, kept)  # too deep: refused, nothing kept
     assert not kept.exists()
-    fstree.remove_tree(workspace / mypycache.CACHE_DIR / "d")
+    fstree.remove_tree(workspace / CACHE_DIR / "d")
     assert mypycache.take_cache(workspace, kept)
     assert_clean_cache(kept.parent, planted_ok=True)
     assert (kept / "PLANTED").exists()  # why only base-only runs may feed it (see verify.py)
