@@ -5,9 +5,9 @@ A spec is plain values (so it can come from task.toml, the SWE-bench table or de
 says: the Python wanted (hence the Debian release, see releases.py), Debian packages, pinned
 pip packages, commands run before the install, how the repository installs itself, and the
 test runner's own packages (the task's pytest and plugins, installed last so their pins win).
-The hash covers the spec, the build recipe's version and the repository's install-relevant
-files (setup.py, pyproject.toml, requirements files...), so an unchanged project reuses its
-image and a changed pin or dependency list gets a new one.
+The hash covers the spec, the build recipe's version, the base image's recipe (so the release)
+and the repository's install-relevant files (setup.py, pyproject.toml, requirements files...),
+so an unchanged project reuses its image and a changed pin or dependency list gets a new one.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.environments import releases
+from agent.environments.base import base_tag
 from agent.errors import UsageError
 
 RECIPE_VERSION = "1"
@@ -169,7 +170,7 @@ def spec_hash(spec: EnvSpec, repo: Path | None = None) -> str:
     `repo` is given) the repository's install-relevant files."""
     payload: dict[str, Any] = {
         "recipe": RECIPE_VERSION,
-        "release": spec.debian.name,
+        "base": base_tag(spec.debian),
         "spec": spec.to_dict(),
     }
     if repo is not None and spec.install is not None:
