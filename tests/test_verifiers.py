@@ -450,7 +450,9 @@ def test_tool_paths_are_made_repo_relative() -> None:
 def test_the_workspace_cannot_shadow_the_toolchain(repo: Path) -> None:
     """pytest imports `packaging` only when the config sets minversion, after the workspace is
     on sys.path: the guard imported it (and every other dependency of pytest) from the image
-    first, so a `packaging.py` in the workspace that ends the process with status 0 never runs."""
+    first, so a `packaging.py` the candidate added, which ends the process with status 0,
+    never runs. (One of the repository's own would be imported: the repository is that
+    package.)"""
     write(
         repo,
         {
@@ -460,7 +462,10 @@ def test_the_workspace_cannot_shadow_the_toolchain(repo: Path) -> None:
             "calc.py": "def add(a: int, b: int) -> int:\n    return a - b\n",
         },
     )
-    result = pytest_check(repo, ids("test_add"))
+    check = CheckSpec(
+        changed_files=["packaging.py", "pluggy.py", "calc.py"], fail_to_pass=ids("test_add")
+    )
+    result = PytestVerifier().verify(LocalSandbox(repo), check)
     assert result.status == "failed" and "FAILED tests/test_calc.py::test_add" in result.summary
 
 

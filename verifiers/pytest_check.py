@@ -7,14 +7,18 @@ emptied before each run) and read on the host without following symbolic links.
 
 Grading (SPEC): every fail_to_pass and pass_to_pass id must have run and passed; a file id
 means all its tests (at least one); a function id matches all its parametrizations; missing,
-skipped, xfailed or never-run tests fail. The exit code must agree with the report.
+skipped, xfailed or never-run tests fail. The exit code must agree with the report. A test
+command is graded the same way, per test, and only a plain pytest call is accepted
+(`not_gradable`): a shell command's exit status alone proves nothing, since code under test
+can end the process with status 0.
 
 Pinned runner: pytest starts under verifiers/pytest_guard.py (`python3 -s -B`: no user site,
 no bytecode), with plugin autoload off, PYTEST_ADDOPTS empty and the cache plugin off; the
 configuration files come from the trusted base (the edit policy). The guard's own record of
 the run and a fingerprint of the files that decide how tests run are cross-checked with the
 report (verifiers/integrity.py): a run the code under test tampered with fails, whatever the
-report says, and is never retried.
+report says, and is never retried. `-o enable_assertion_pass_hook=true` sends passing asserts
+through the guard's probes (an operand that equals anything).
 
 Also here: `run_tests`, the per-test outcomes of a run, used on the unpatched code to derive
 which tests fail (fail_to_pass) and pass (pass_to_pass) there.

@@ -25,7 +25,9 @@ and this plugin are loaded first, from the image, with the workspace not yet on 
   runner, a `__code__` swapped for a no-op, an instance-level `runtest` are caught;
 - every comparison in a passing rewritten `assert` is probed (pytest's assertion-pass path):
   an operand that is not a plain builtin value and compares equal to a fresh object, or to a
-  different value of its own builtin base type (an `__eq__` that is always true), is tampering;
+  different value of its own builtin base type (an `__eq__` that is always true), is tampering
+  when its type or its `__eq__` comes from a file the candidate wrote (the tests' own
+  wildcards, `mock.ANY` and the like, are not held against it);
 - every hook implementation is checked to come from somewhere other than the files the
   candidate changed (a plugin registered at run time by the code under test);
 - the innermost hook wrappers around each test's setup, call and teardown record whether the
@@ -53,6 +55,7 @@ import re
 import sys
 import time
 import types
+import warnings
 from collections.abc import Callable, Generator
 from typing import Any, NoReturn
 
@@ -78,8 +81,8 @@ def _watched(module_name: str) -> bool:
     return module_name.split(".", 1)[0] in WATCHED_PACKAGES or module_name == __name__
 
 
-def preload() -> None:
-    """Import pytest's built-in plugins and the toolchain's packages now (from the image: the
+def preload(toolchain: set[str]) -> None:
+    """Import pytest's built-in plugins and the `toolchain` packages now (from the image: the
     workspace is not on sys.path yet), so that the snapshot covers them and no module in the
     workspace can stand in for one that pytest would only import later."""
     import _pytest.config
@@ -90,7 +93,7 @@ def preload() -> None:
             importlib.import_module(f"_pytest.{name}")
         except Exception:  # a plugin this pytest lacks or cannot load: pytest will say
             continue
-    for name in sorted(toolchain_modules()):
+    for name in sorted(toolchain):
         try:
             importlib.import_module(name)
         except Exception:  # an optional dependency not installed (colorama, exceptiongroup)
@@ -118,6 +121,18 @@ def toolchain_modules() -> set[str]:
     return names
 
 
+def repository_own(names: set[str], changed: list[str]) -> set[str]:
+    """The names that the repository itself provides at its top level (cwd), in files the
+    candidate did not change: the repository *is* that package (pygments, say), and its
+    tests must import it, not the image's copy."""
+    own = set()
+    for name in names:
+        for rel in (f"{name}.py", os.path.join(name, "__init__.py")):
+            if os.path.isfile(rel) and os.path.normpath(rel) not in changed:
+                own.add(name)
+    return own
+
+
 def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -132,7 +147,7 @@ class _Probe:
 _SCALARS = (int, float, complex, str, bytes, bool, type(None))
 _CONTAINERS = (list, tuple, set, frozenset)
 MAX_PROBED = 1000
-_flagged: list[str] = []
+_flagged: list[type] = []
 """Types caught comparing equal to anything since the last check (read by the Guard)."""
 
 
@@ -165,12 +180,14 @@ def _equal_to_anything(value: object, budget: list[int]) -> type | None:
     elif kind in _CONTAINERS:
         parts = list(value)  # type: ignore[call-overload]
     else:
-        for probe in (_Probe(), _different(value)):
-            try:
-                if bool(operator.eq(value, probe)) or not bool(operator.ne(value, probe)):
-                    return kind
-            except Exception:  # numpy arrays, strict __eq__s: no verdict, nothing held against it
-                continue
+        with warnings.catch_warnings():  # nothing from a probe reaches the test's warnings
+            warnings.simplefilter("ignore")
+            for probe in (_Probe(), _different(value)):
+                try:
+                    if bool(operator.eq(value, probe)) or not bool(operator.ne(value, probe)):
+                        return kind
+                except Exception:  # numpy arrays, strict __eq__s: no verdict, nothing held
+                    continue
         return None
     for part in parts:
         found = _equal_to_anything(part, budget)
@@ -192,8 +209,8 @@ def _probing_reprcompare(original: Callable[..., str]) -> Callable[..., str]:
         budget = [MAX_PROBED]
         for operand in list(each_obj):
             found = _equal_to_anything(operand, budget)
-            if found is not None:
-                _flagged.append(f"{found.__module__}.{found.__qualname__}")
+            if found is not None and len(_flagged) < MAX_PROBLEMS:
+                _flagged.append(found)
         return str(expls[-1]) if expls else ""
 
     return _call_reprcompare
@@ -217,6 +234,16 @@ def snapshot() -> Snapshot:
     return found
 
 
+def _same(now: object, before: object) -> bool:
+    """Identical, or a property re-made from the same functions (pytester's inner sessions
+    re-apply legacypath's properties)."""
+    if now is before:
+        return True
+    if isinstance(now, property) and isinstance(before, property):
+        return now.fget is before.fget and now.fset is before.fset and now.fdel is before.fdel
+    return False
+
+
 def changes(before: Snapshot, suspect: Callable[[object], bool]) -> list[str]:
     """Names of the snapshotted functions and methods that were replaced, removed or added,
     where `suspect(new value)` says the change may come from the code under test. (Run before
@@ -238,7 +265,7 @@ def changes(before: Snapshot, suspect: Callable[[object], bool]) -> list[str]:
         for name, value in members.items():
             if name:
                 now = namespace.get(name)
-                if now is not value and suspect(now):
+                if not _same(now, value) and suspect(now):
                     changed.append(f"{prefix}.{name}")
                 continue
             assert isinstance(value, frozenset)
@@ -316,7 +343,8 @@ class Guard:
         self._mangle = _pytest.junitxml.mangle_test_address
         self._escape = _pytest.junitxml.bin_xml_escape
         self._config: pytest.Config | None = None
-        self.toolchain = toolchain_modules()
+        self.toolchain: set[str] = set()
+        """Top-level names that must come from the image (see preload)."""
 
     # ------------------------------------------------------------------ checks
 
@@ -333,11 +361,13 @@ class Guard:
         for name in self._shadowed():
             self.problem(f"{name} was imported from the workspace, not from the image", when)
         while _flagged:
-            self.problem(
-                f"an assertion compared a {_flagged.pop()} that equals anything (its __eq__ "
-                "does not compare values)",
-                when,
-            )
+            kind = _flagged.pop()
+            if self._candidate_type(kind):
+                self.problem(
+                    f"an assertion compared a {kind.__module__}.{kind.__qualname__} that equals "
+                    "anything (its __eq__ does not compare values)",
+                    when,
+                )
         if self._config is None:
             return
         for hook_name, caller in list(vars(self._config.hook).items()):
@@ -386,6 +416,16 @@ class Guard:
             return True
         path = _realpath(os.path.abspath(filename))
         return not path.startswith(self.root + os.sep) or self._source_of(value) is not None
+
+    def _candidate_type(self, kind: type) -> bool:
+        """Whether a type comes from the candidate: its module or its __eq__/__ne__ is in a
+        suspect file. (Wildcards of the tests' own, mock.ANY and the like, are not.)"""
+        module = sys.modules.get(getattr(kind, "__module__", ""))
+        files = [getattr(module, "__file__", None)]
+        for name in ("__eq__", "__ne__"):
+            function = getattr(kind, name, None)
+            files.append(getattr(getattr(function, "__code__", None), "co_filename", None))
+        return any(isinstance(f, str) and self._suspect(f) for f in files)
 
     # ------------------------------------------------------------------ the tests' own code
 
@@ -591,8 +631,12 @@ def main(argv: list[str]) -> NoReturn:
     with open(config_path, encoding="utf-8") as handle:
         config = json.load(handle)
     fd = os.open(record_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    preload()
-    guard = Guard(list(config.get("changed_files", [])), snapshot())
+    changed = [os.path.normpath(p) for p in config.get("changed_files", [])]
+    toolchain = toolchain_modules()
+    toolchain -= repository_own(toolchain - set(WATCHED_PACKAGES), changed)
+    preload(toolchain)
+    guard = Guard(changed, snapshot())
+    guard.toolchain = toolchain
     sys.path[0] = os.getcwd()  # as `python -m pytest` has it (not this file's directory)
     try:
         exit_code = int(pytest.main(pytest_args, plugins=[guard]))
