@@ -1,6 +1,7 @@
 """Property tests of agent/edits: a SEARCH/REPLACE answer built from any file edit
 round-trips, and any answer at all (random or adversarial) parses to a patch or an
-EditError, never another exception, within a generous bound (the fence scan is linear)."""
+EditError, never another exception, within a generous bound (the fence scan is linear), and
+the file reader is only ever asked for paths inside the repository."""
 
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ _PIECES = st.sampled_from([
     "@@ -1,2 +1,2 @@\n", "-    return a\n", "+    return b\n", "def gcd(a, b):\n",
     "    return a\n", "class C:\n", "    def x(self):\n", "@property\n", "import os\n",
     "\x00", "\ud800", "\udfff", "é", "\u202e", "    ", "#", "Here is the fix:\n",
-    "pkg/other.py\n", "../x.py\n", "/etc/passwd\n", "(", ")", ":", "\\",
+    "pkg/other.py\n", "../x.py\n", "/etc/passwd\n", "See /dev/zero and ../m.py:\n", "(", ")", ":", "\\",
 ])
 
 
@@ -93,8 +94,14 @@ _PIECES = st.sampled_from([
 @given(st.lists(_PIECES, max_size=60) | st.text(max_size=400))
 def test_any_answer_gives_a_patch_or_an_edit_error(answer: str | list[str]) -> None:
     text = answer if isinstance(answer, str) else "".join(answer)
+
+    def read(path: str) -> str | None:
+        parts = path.split("/")
+        assert not path.startswith("/") and ".." not in parts and ".git" not in parts, path
+        return FILES.get(path)
+
     try:
-        parsed = parse_edits(text, FILES.get, lambda: list(FILES))
+        parsed = parse_edits(text, read, lambda: list(FILES))
     except EditError as err:
         assert str(err) and err.kind
         return

@@ -81,10 +81,20 @@ def _path_for(fence: Fence, before: list[str], ctx: Context) -> str | None:
     mentioned: list[str] = []
     for line in before[-2:]:
         for word in paths_mentioned(line):
-            path = word.replace("\\", "/")
-            if ctx.read_file(path) is not None and path not in mentioned and _fits(fence, path):
+            path = _safe(word)
+            if path is not None and path not in mentioned and _fits(fence, path) and (
+                    ctx.read_file(path) is not None):
                 mentioned.append(path)
     return mentioned[-1] if mentioned else None
+
+
+def _safe(path: str) -> str | None:
+    """The normalised repo-relative path, or None when it is absolute or leaves the
+    repository (such a path is never handed to the reader)."""
+    try:
+        return check_path(path, "path")
+    except EditError:
+        return None
 
 
 _LANG_SUFFIXES = {
@@ -115,7 +125,10 @@ _NEW_FILE_SUFFIXES = frozenset({
 def _plausible(path: str, ctx: Context) -> bool:
     """True for an existing file, or a new one with a usual suffix (so "e.g." or
     "python3.11" on a fence line is not taken for a file to create)."""
-    if ctx.read_file(path.replace("\\", "/").removeprefix("./")) is not None:
+    safe = _safe(path)
+    if safe is None:
+        return True  # named, but unusable: _apply rejects it with the reason (bad_path)
+    if ctx.read_file(safe) is not None:
         return True
     return PurePosixPath(path).suffix.lower() in _NEW_FILE_SUFFIXES and bool(
         PurePosixPath(path).stem)
