@@ -96,6 +96,10 @@ def test_every_swebench_spec_resolves_to_a_release_and_a_runner() -> None:
      "Unable to locate package libfoo-dev"),
     ("  File \"setup.py\", line 3\nModuleNotFoundError: No module named 'numpy'\n",
      "ModuleNotFoundError: No module named 'numpy'"),
+    ("  File \"x.py\", line 1\n      raise LookupError(error_msg)\n  LookupError: setuptools-scm "
+     "was unable to detect version for /work.\nerror: metadata-generation-failed\n\u00d7 "
+     "Encountered error while generating package metadata.\n",
+     "LookupError: setuptools-scm was unable to detect version for /work"),
     ("", "the build exited with status 2"),
 ])
 def test_the_cause_of_a_failed_build_is_one_line(log: str, expected: str) -> None:

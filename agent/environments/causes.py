@@ -2,7 +2,8 @@
 
 pip and apt bury the cause under progress lines and tracebacks; the line a user needs is
 e.g. "No matching distribution found for MarkupSafe==2.1.1". Patterns are tried in order of
-how telling they are; failing all of them, the last line that looks like an error is used.
+how telling they are (a Python exception: the last one, where a traceback ends); failing all
+of them, the last line that looks like an error is used.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ PATTERNS = (
     re.compile(r"Failed to build \S+"),
     re.compile(r"Could not build wheels for .+"),
     re.compile(r"(?:ModuleNotFoundError|ImportError|SyntaxError): .+"),
+    re.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception): .+"),
     re.compile(r"error: command '[^']+' failed.*"),
     re.compile(r"fatal error: .+"),
     re.compile(r"ooda: the build ran past its .+"),
@@ -32,7 +34,8 @@ def cause(log: str, exit_code: int | None = None) -> str:
     for pattern in PATTERNS:
         found = pattern.findall(log)
         if found:
-            return _clip(found[0].rstrip(" .:"))
+            exception = pattern.pattern.endswith("(?:Error|Exception): .+")
+            return _clip((found[-1] if exception else found[0]).strip().rstrip(" .:"))
     lines = [line.strip() for line in log.splitlines() if line.strip()]
     for line in reversed(lines):
         if _ERRORISH.search(line):

@@ -7,7 +7,9 @@ Translations, each because ooda's verification differs from the harness's conda 
 - `requirements` installs the first of the repository's requirements files that exists;
 - a non-editable `pip install .` becomes `pip install -e .`: the candidate's code is the
   workspace mounted at /work, so the install must point there, not at a copy;
-- the test command decides the runner kind (pytest, django's runtests.py, sympy's bin/test).
+- the test command decides the runner kind (pytest, django's runtests.py, sympy's bin/test);
+- the repository is built from an export without .git, so projects versioned by
+  setuptools_scm get SETUPTOOLS_SCM_PRETEND_VERSION (the instance's version) for the build.
 """
 
 from __future__ import annotations
@@ -91,4 +93,10 @@ def spec_for(repo: str, version: str) -> EnvSpec:
         install=editable(str(install)) if install else None,
         runner=RunnerSpec(kind=runner_kind(test_cmd), test_cmd=test_cmd,
                           pre_test=tuple(data.get("eval_commands", ()))),
+        build_env=(("SETUPTOOLS_SCM_PRETEND_VERSION", scm_version(version)),),
     )
+
+
+def scm_version(version: str) -> str:
+    """A PEP 440 version for setuptools_scm from SWE-bench's "4.5" (-> "4.5.0")."""
+    return version if version.count(".") >= 2 else f"{version}.0"
