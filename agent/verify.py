@@ -7,8 +7,10 @@ when the tests pass, in the reset sandbox on a fresh copy, as no candidate code 
 where mypy looks) mypy. Ruff and mypy are judged
 against a baseline of the unpatched code (base + test patch), computed once per file in a second
 long-lived workspace; each candidate's mypy starts from a copy of the base's warm cache
-(agent/mypycache.py). `warm()` starts the sandboxes and the baselines ahead of the first
-candidate.
+(agent/mypycache.py). That cache (and the machine's seed) is only ever taken from a sandbox that
+held nothing but the unpatched repo, never from one where a candidate's patch or code was, and
+only as directories and regular files (agent/fstree.py). `warm()` starts the sandboxes and the
+baselines ahead of the first candidate.
 """
 
 from __future__ import annotations
