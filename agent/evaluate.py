@@ -25,7 +25,6 @@ import functools
 import hashlib
 import json
 import re
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -36,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 
-from agent import metrics, report
+from agent import fstree, metrics, report
 from agent.errors import InfraError, UsageError
 from agent.runlog import append_jsonl, write_atomic, write_json_atomic
 
@@ -214,7 +213,7 @@ def _swebench_refs(options: EvalOptions, work_dir: Path) -> list[TaskRef]:
         refs.append(TaskRef(
             inst.instance_id,
             load=functools.partial(materialize, inst, repos_dir, where),
-            release=functools.partial(shutil.rmtree, where, ignore_errors=True),
+            release=functools.partial(_remove, where),
             has_gold=True,
         ))
     return refs
@@ -662,7 +661,7 @@ def _clear_partial(eval_dir: Path, finished: dict[str, dict[str, Any]]) -> None:
 
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
+        fstree.remove_tree(path)
     elif path.exists() or path.is_symlink():
         path.unlink(missing_ok=True)
 

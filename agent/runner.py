@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from agent.errors import UsageError
 from agent.loop import Loop, LoopConfig, RunResult
 from agent.protocols import Model
 from agent.runlog import RunLog, new_run_id
+from agent.workspace import remove_workspace
 from tasks.loader import Task
 
 if TYPE_CHECKING:
@@ -205,7 +205,7 @@ def _adopt_prestarted(verifier: TaskVerifier, backend: SandboxBackend) -> None:
     if started is None:
         return
     work, launched = started
-    verifier.on_close.append(lambda: shutil.rmtree(work, ignore_errors=True))
+    verifier.on_close.append(lambda: remove_workspace(work))
     engine = getattr(backend, "engine", None)
     fits = launched.tag == getattr(backend, "image", None) and verifier.task.requirements is None
     if backend.name != "docker" or engine is None or not fits:

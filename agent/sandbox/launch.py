@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from agent import fstree
 from agent.errors import InfraError
 from agent.sandbox import image, zygote
 from agent.sandbox.limits import configured
@@ -137,7 +138,7 @@ def launch_on_last_image(engine: Engine, prefix: str) -> tuple[Path, Launched] |
     try:
         return work, launch(engine, tag, slot, with_requirements=False)
     except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
+        fstree.remove_tree(work)
         raise
 
 
