@@ -39,3 +39,24 @@ def test_feedback_names_the_definitions_that_matched_nothing(task, tmp_path: Pat
     assert lines[0]["invalid_reason"] == "unplaced_definitions"
     assert "add_numbers" in lines[0]["reason"] and "calc.py" in lines[0]["reason"]
     assert lines[1]["edit_format"] == "definitions"
+
+
+def test_eval_figures_count_answers_per_format_and_invalid_reason() -> None:
+    from agent import metrics
+    from agent.report import eval_markdown
+
+    attempts = [
+        {"status": "passed", "edit_format": "definitions"},
+        {"status": "failed", "edit_format": "search_replace"},
+        {"status": "invalid_edit", "edit_format": None, "invalid_reason": "no_match"},
+        {"status": "invalid_edit", "edit_format": None, "invalid_reason": "no_match"},
+        {"status": "cancelled", "edit_format": None},
+    ]
+    stats = metrics.attempt_stats(attempts)
+    assert stats["edit_formats"] == {"invalid": 2, "definitions": 1, "search_replace": 1}
+    assert stats["invalid_reasons"] == {"no_match": 2}
+    summary = metrics.summarize([{**stats, "status": "resolved"}, {**stats, "status": "unresolved"}],
+                                total=2, samples=1)
+    assert summary["edit_formats"]["invalid"] == 4 and summary["invalid_reasons"] == {"no_match": 4}
+    report = eval_markdown(summary, [])
+    assert "| invalid: no_match | 4 |" in report and "| definitions | 2 |" in report
