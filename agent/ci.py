@@ -43,6 +43,7 @@ from agent.github import (
     target_from_env,
 )
 from agent.runlog import write_atomic, write_json_atomic
+from agent.textsafe import printable
 from tasks.loader import Task, VerifierOptions, task_from_repo
 
 if TYPE_CHECKING:
@@ -428,7 +429,7 @@ def render_comment(
             lines.append(f"| ... | | {len(result.attempts) - COMMENT_ATTEMPTS} more | |")
     if run_dir is not None:
         lines += ["", f"<sub>ooda run `{run_dir.name}`</sub>"]
-    text = "\n".join(lines) + "\n"
+    text = printable("\n".join(lines) + "\n")  # candidate text: no terminal escapes
     return text if len(text) <= MAX_COMMENT_CHARS else text[: MAX_COMMENT_CHARS - 40] + "\n...\n"
 
 
