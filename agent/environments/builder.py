@@ -180,7 +180,8 @@ def ensure_env(
         failed()
         (directory / "failure.txt").unlink(missing_ok=True)
         base_image = base.ensure_base_image(client, release, log)
-        host = hostconfig.host_config()
+        host = hostconfig.host_config(
+            remote_only=any(k == "PIP_UPLOADED_PRIOR_TO" for k, _ in spec.build_env))
         with_repo = repo is not None and spec.install is not None
         upload = ("/work", container.tar_of(repo)) if with_repo and repo is not None else None
         log(f"building environment {tag} on {release.name} (Python {release.python})")

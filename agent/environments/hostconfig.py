@@ -99,9 +99,21 @@ def _apt_proxy() -> list[str]:
     return options
 
 
-def host_config() -> HostConfig:
-    """The build container's environment, mounts and apt options, read from this host."""
+def _remote_only(value: str) -> str:
+    return " ".join(item for item in value.split() if "://" in item and
+                    not item.startswith("file://"))
+
+
+def host_config(*, remote_only: bool = False) -> HostConfig:
+    """The build container's environment, mounts and apt options, read from this host.
+
+    `remote_only`: leave out local wheel directories and file:// indexes (a build that asks
+    for packages as of a date needs upload times, which only a remote index gives)."""
     values = _pip_config()
+    if remote_only:
+        values = {k: _remote_only(v) if k in ("index-url", "extra-index-url", "find-links")
+                  else v for k, v in values.items()}
+        values = {k: v for k, v in values.items() if v}
     config = HostConfig()
     bundle = ca_bundle(values)
     if bundle is not None:

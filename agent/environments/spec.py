@@ -23,7 +23,7 @@ from agent.environments import releases
 from agent.environments.base import base_tag
 from agent.errors import UsageError
 
-RECIPE_VERSION = "1"
+RECIPE_VERSION = "2"
 """Bump when the build steps change in a way that changes what an image holds."""
 IMAGE_REPO = "ooda-env"
 DEFAULT_INSTALL = "python3 -m pip install -e ."

@@ -9,7 +9,9 @@ Translations, each because ooda's verification differs from the harness's conda 
   workspace mounted at /work, so the install must point there, not at a copy;
 - the test command decides the runner kind (pytest, django's runtests.py, sympy's bin/test);
 - the repository is built from an export without .git, so projects versioned by
-  setuptools_scm get SETUPTOOLS_SCM_PRETEND_VERSION (the instance's version) for the build.
+  setuptools_scm get SETUPTOOLS_SCM_PRETEND_VERSION (the instance's version) for the build;
+- unpinned dependencies resolve as of `ooda_defaults.pip_uploaded_prior_to` (pip's
+  PIP_UPLOADED_PRIOR_TO), not as of today: the harness's specs were validated then.
 """
 
 from __future__ import annotations
@@ -93,8 +95,16 @@ def spec_for(repo: str, version: str) -> EnvSpec:
         install=editable(str(install)) if install else None,
         runner=RunnerSpec(kind=runner_kind(test_cmd), test_cmd=test_cmd,
                           pre_test=tuple(data.get("eval_commands", ()))),
-        build_env=(("SETUPTOOLS_SCM_PRETEND_VERSION", scm_version(version)),),
+        build_env=tuple(sorted(_build_env(version).items())),
     )
+
+
+def _build_env(version: str) -> dict[str, str]:
+    env = {"SETUPTOOLS_SCM_PRETEND_VERSION": scm_version(version)}
+    cutoff = _data().get("ooda_defaults", {}).get("pip_uploaded_prior_to")
+    if cutoff:
+        env["PIP_UPLOADED_PRIOR_TO"] = str(cutoff)
+    return env
 
 
 def scm_version(version: str) -> str:
