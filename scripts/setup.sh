@@ -53,7 +53,7 @@ fi
 
 # Install the package (editable) unless this very checkout is installed with this pyproject.
 stamp="$(sha256sum pyproject.toml | cut -c1-16)"
-installed_at="$(cd / && python -c 'import agent, pathlib; print(pathlib.Path(agent.__file__).resolve().parents[1])' 2>/dev/null || true)"
+installed_at="$(cd / && python -c 'import ooda.agent, pathlib; print(pathlib.Path(ooda.agent.__file__).resolve().parents[1])' 2>/dev/null || true)"
 if [ "$installed_at" != "$(pwd -P)" ] || [ "$(cat .ooda-installed 2>/dev/null)" != "$stamp" ] \
     || ! command -v ooda >/dev/null 2>&1; then
   step "pip install -e .[dev]" python -m pip install -q -e ".[dev]"

@@ -8,7 +8,7 @@ task.toml keys (SPEC.md): `id`, `statement` | `statement_file`, `repo`, `fail_to
   must be a plain pytest call (`pytest ARGS` or `python -m pytest ARGS`, optionally after
   VAR=value): tests are graded per test from pytest's report, never by exit status alone.
 - `protected = ["pkg/helpers.py", "pkg/fixtures/"]`: test support files the candidate may not
-  edit, in .gitignore syntax, on top of the files protected by rule (agent/testsupport.py);
+  edit, in .gitignore syntax, on top of the files protected by rule (agent/support/testsupport.py);
   a `!pattern` lets the candidate edit a file the rule would protect.
 - `requirements = "requirements.txt"`: third-party packages the repo needs; the path is
   looked up relative to the task directory first, then relative to the repo. Without the key,
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from agent.errors import UsageError
+from ooda.agent.contracts.errors import UsageError
 
 
 @dataclass
@@ -75,7 +75,7 @@ class Task:
     """Scripted answers (replay.jsonl) for the bundled endpoint, when the task ships them."""
     protected: list[str] = field(default_factory=list)
     """Test support files a candidate may not edit (.gitignore patterns, `!` to allow one),
-    on top of those protected by rule (agent/testsupport.py)."""
+    on top of those protected by rule (agent/support/testsupport.py)."""
 
 
 TASK_FILE = "task.toml"
@@ -302,7 +302,7 @@ def _check_test_id(item: str, key: str, where: str) -> None:
 
 def check_test_cmd(cmd: str, where: str) -> None:
     """UsageError unless `cmd` is a plain pytest call (its tests can be graded one by one)."""
-    from verifiers.pytest_check import not_gradable, pytest_command
+    from ooda.verifiers.pytest_check.run import not_gradable, pytest_command
 
     if pytest_command(cmd) is None:
         raise UsageError(f"{where}: {not_gradable(cmd)}")
@@ -312,7 +312,7 @@ def _protected(data: dict[str, Any], where: str) -> list[str]:
     patterns = data.get("protected", [])
     if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
         raise _type_error("protected", "a list of path patterns", patterns, where)
-    from agent.testsupport import check_patterns
+    from ooda.agent.support.testsupport import check_patterns
 
     problem = check_patterns(patterns)
     if problem:

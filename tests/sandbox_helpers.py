@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import InfraError
-from agent.protocols import ExecResult, Sandbox
-from agent.sandbox import SandboxBackend, get_backend
+from ooda.agent.contracts.errors import InfraError
+from ooda.agent.contracts.protocols import ExecResult, Sandbox
+from ooda.agent.sandbox import SandboxBackend, get_backend
 
 REQUIRED = os.environ.get("OODA_REQUIRE_SANDBOXES") == "1"
 _backends: dict[str, SandboxBackend | str] = {}
@@ -94,7 +94,7 @@ def orphaned_ooda_containers() -> set[str]:
     container, owned by the live daemon, is not one)."""
     import json
 
-    from agent.sandbox import image
+    from ooda.agent.sandbox import image
 
     ids = all_ooda_containers()
     if not ids:

@@ -1,4 +1,4 @@
-"""agent/answer_styles.py: scripted fixes rewritten as chat models write them, and read back
+"""agent/models/answer_styles.py: scripted fixes rewritten as chat models write them, and read back
 by agent/edits to the same files."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from agent.answer_styles import files_in_prompt, restyle
-from agent.edits import parse_edits
-from agent.errors import UsageError
-from agent.server import ReplayServer
+from ooda.agent.contracts.errors import UsageError
+from ooda.agent.edits import parse_edits
+from ooda.agent.models.answer_styles import files_in_prompt, restyle
+from ooda.agent.models.server import ReplayServer
 
 PROMPT = (
     "Task id: t\n\n# Relevant files (current contents)\n\nm.py\n```python\nimport math\n\n\n"
@@ -50,7 +50,7 @@ def test_unknown_style_is_a_usage_error(tmp_path) -> None:  # type: ignore[no-un
     with pytest.raises(UsageError, match="answer style"):
         ReplayServer([tmp_path], answer_as="json")
     (tmp_path / "replay.jsonl").write_text('{"answer": "x"}\n')
-    proc = subprocess.run([sys.executable, "-m", "agent.cli", "serve", "--replay",
+    proc = subprocess.run([sys.executable, "-m", "ooda.agent.cli", "serve", "--replay",
                            str(tmp_path), "--answer-as", "json"], capture_output=True,
                           text=True, timeout=60, env={"OODA_DAEMON": "0", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 2 and "answer style" in proc.stderr

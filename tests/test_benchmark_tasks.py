@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import backend_or_skip
 
-from agent.sandbox import SandboxBackend
-from agent.verify import TaskVerifier
-from tasks.importers import import_humanevalfix, import_quixbugs
-from tasks.loader import Task, load_task
+from ooda.agent.sandbox import SandboxBackend
+from ooda.agent.verify.verifier import TaskVerifier
+from ooda.tasks.importers import import_humanevalfix, import_quixbugs
+from ooda.tasks.loader import Task, load_task
 
 DATASETS = Path(
     os.environ.get("OODA_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets")

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from fake_github import FakeGitHub
 
-from agent.ci import (
+from ooda.agent.app.ci.github import COMMENT_MARKER, PullRequestEvent, read_event
+from ooda.agent.app.ci.run import (
     CiOptions,
     FailedTest,
     FailureReport,
@@ -30,13 +31,12 @@ from agent.ci import (
     run_ci,
     suggestions_from_patch,
 )
-from agent.errors import UsageError
-from agent.github import COMMENT_MARKER, PullRequestEvent, read_event
-from agent.loop import Attempt, RunResult
-from agent.protocols import VerifierResult
-from agent.runlog import RunLog, new_run_id
-from agent.runner import RunOptions
-from agent.verify import Verdict
+from ooda.agent.app.run import RunOptions
+from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.protocols import VerifierResult
+from ooda.agent.core.loop import Attempt, RunResult
+from ooda.agent.core.runlog import RunLog, new_run_id
+from ooda.agent.verify.verifier import Verdict
 
 BUGGY = textwrap.dedent("""\
     def add(a: int, b: int) -> int:
@@ -136,13 +136,13 @@ def github_env(monkeypatch: pytest.MonkeyPatch, gh: FakeGitHub, event: Path) -> 
 def invoke(argv: list[str], capsys: pytest.CaptureFixture[str],
            monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
     """Run `ooda ci ...` through the real entry point (exit codes, one-line errors)."""
-    import agent.cli as cli
+    import ooda.agent.cli.app as cli
 
     names = {c.name or getattr(c.callback, "__name__", "") for c in cli.app.registered_commands}
     if "ci" not in names:
-        from agent.cli_ci import ci
+        from ooda.agent.cli.ci import ci
 
-        cli.app.command("ci")(ci)  # until agent/cli.py registers it
+        cli.app.command("ci")(ci)  # until agent/cli/app.py registers it
     monkeypatch.setattr(sys, "argv", ["ooda", "ci", *argv])
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:
@@ -276,7 +276,7 @@ def fake_result(winner: bool, run_dir: Path) -> RunResult:
 
 
 class FakeRunTask:
-    """Stands in for agent.runner.run_task; records the task it was given."""
+    """Stands in for ooda.agent.app.run.run_task; records the task it was given."""
 
     def __init__(self, winner: bool = True) -> None:
         self.winner = winner
@@ -432,7 +432,7 @@ def test_usage_errors_exit_2_with_one_line(
 @pytest.fixture
 def endpoint(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The bundled replay endpoint over real HTTP, scripted with one wrong and one right fix."""
-    from agent.server import ReplayServer
+    from ooda.agent.models.server import ReplayServer
 
     script = tmp_path / "replay.jsonl"
     wrong = FIX.replace("a + b", "a * b")
@@ -465,13 +465,13 @@ def e2e_args(repo: Path, tmp_path: Path, url: str) -> list[str]:
 def test_e2e_test_cmd(repo: Path, tmp_path: Path, endpoint: str,
                       capsys: pytest.CaptureFixture[str],
                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent.runner import derive_test_lists
-    from tasks.loader import Task
+    from ooda.agent.app.run import derive_test_lists
+    from ooda.tasks.loader import Task
 
     probe = Task("probe", "s", repo, test_cmd="pytest")
     try:
         if derive_test_lists(probe, object()) is probe:
-            pytest.skip("agent.runner.derive_test_lists is still a placeholder")
+            pytest.skip("ooda.agent.app.run.derive_test_lists is still a placeholder")
     except Exception:
         pass  # a real derivation cannot work on a bare object()
     before = snapshot(repo)

@@ -1,4 +1,4 @@
-"""The warm `ooda` daemon (agent/daemon.py, agent/daemon_client.py, agent/entry.py) from the
+"""The warm `ooda` daemon (agent/startup/daemon.py, agent/startup/client.py, agent/startup/entry.py) from the
 outside: the real console script in subprocesses, real Docker, the bundled endpoint.
 
 Each test has its own daemon: OODA_DAEMON_DIR is a fresh private directory (short: it holds
@@ -26,8 +26,8 @@ from typing import IO, Any
 import pytest
 from sandbox_helpers import all_ooda_containers, backend_or_skip, containers_of, wait_for
 
-from agent import daemon_client
-from agent.server import ReplayServer
+from ooda.agent.models.server import ReplayServer
+from ooda.agent.startup import client as daemon_client
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "tasks" / "examples"
@@ -71,7 +71,7 @@ def daemons_in(directory: Path) -> list[int]:
             environ = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if b"agent.daemon" in cmdline and marker in environ and alive(int(entry.name)):
+        if b"ooda.agent.startup.daemon" in cmdline and marker in environ and alive(int(entry.name)):
             found.append(int(entry.name))
     return found
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.edits import EditError, parse_edits
+from ooda.agent.edits import EditError, parse_edits
 
 CORPUS = Path(__file__).parent / "edit_corpus"
 

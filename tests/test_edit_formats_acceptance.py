@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agent import evaluate as ev
-from agent.errors import InfraError
-from agent.runner import RunOptions
-from agent.server import ReplayServer
+from ooda.agent.app.evaluate import run as ev
+from ooda.agent.app.run import RunOptions
+from ooda.agent.contracts.errors import InfraError
+from ooda.agent.models.server import ReplayServer
 
 ROOT = Path(__file__).resolve().parents[1]
 QUIXBUGS = ROOT.parent / "shared" / "datasets" / "quixbugs"
@@ -22,7 +22,7 @@ PROGRAMS = ["gcd", "bitcount", "flatten", "is_valid_parenthesization"]
 
 @pytest.fixture(scope="module")
 def sandbox_name() -> str:
-    from agent.sandbox import get_backend
+    from ooda.agent.sandbox import get_backend
 
     try:
         backend = get_backend(None)
@@ -38,7 +38,7 @@ def sandbox_name() -> str:
 @pytest.mark.slow
 def test_whole_files_and_bare_functions_resolve_like_diffs(tmp_path: Path,
                                                           sandbox_name: str) -> None:
-    from tasks.importers import import_quixbugs
+    from ooda.tasks.importers import import_quixbugs
 
     if not QUIXBUGS.is_dir():
         pytest.skip(f"no QuixBugs at {QUIXBUGS}")

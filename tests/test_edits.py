@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.edits import (
+from ooda.agent.edits import (
     EditError,
     ParsedEdits,
     make_patch,

@@ -10,7 +10,7 @@ from datetime import timedelta
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from agent.edits import EditError, parse_edits
+from ooda.agent.edits import EditError, parse_edits
 
 _LINE_CHARS = st.sampled_from(list("abxy01 =:()#'\"\t.,_-"))
 _LINES = st.lists(st.text(_LINE_CHARS, max_size=12), min_size=1, max_size=14)

@@ -20,9 +20,17 @@ from typing import Any
 
 import pytest
 
-from agent.environments import base, builder, causes, container, hostconfig, releases, swebench
-from agent.environments.spec import EnvSpec, RunnerSpec, image_tag, spec_hash
-from agent.errors import InfraError, UsageError
+from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.agent.sandbox.environments import (
+    base,
+    builder,
+    causes,
+    container,
+    hostconfig,
+    releases,
+    swebench,
+)
+from ooda.agent.sandbox.environments.spec import EnvSpec, RunnerSpec, image_tag, spec_hash
 from tests.sandbox_helpers import REQUIRED
 
 # --------------------------------------------------------------------------- data, fast
@@ -161,7 +169,7 @@ pytest-mock, and a dependency pinned to a version with wheels for Python 3.9 onl
 
 
 def _docker() -> Any:
-    from agent.sandbox.docker_sandbox import connect
+    from ooda.agent.sandbox.docker.backend import connect
 
     try:
         return connect(timeout_s=3600)
@@ -291,7 +299,7 @@ def test_a_build_container_reaches_the_registries_with_the_hosts_settings(
 def test_bwrap_can_use_the_same_root_filesystem(
     docker_client: Any, demo_env: tuple[Path, builder.BuiltEnv], tmp_path: Path
 ) -> None:
-    from agent.environments.rootfs import export_rootfs
+    from ooda.agent.sandbox.environments.rootfs import export_rootfs
 
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap is not installed")

@@ -20,10 +20,10 @@ from xml.etree import ElementTree
 
 import pytest
 
-from agent import evaluate as ev
-from agent.errors import InfraError, UsageError
-from agent.runner import RunOptions
-from tasks.loader import Task
+from ooda.agent.app.evaluate import run as ev
+from ooda.agent.app.run import RunOptions
+from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.tasks.loader import Task
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "datasets"
@@ -51,7 +51,7 @@ def make_taskset(root: Path, ids: list[str]) -> Path:
 
 
 class FakeRunner:
-    """Stands in for agent.runner.run_task: writes a run directory like the loop does.
+    """Stands in for ooda.agent.app.run.run_task: writes a run directory like the loop does.
 
     `plan` maps a task id to "pass", "fail", "infra" (InfraError), "crash" (a bug) or
     "hang" (blocks until `release` is set)."""
@@ -336,7 +336,7 @@ NOOP_ANSWER = (
 
 @pytest.fixture(scope="module")
 def sandbox_name() -> str | None:
-    from agent.sandbox import get_backend
+    from ooda.agent.sandbox import get_backend
 
     try:
         backend = get_backend(None)
@@ -352,7 +352,7 @@ def sandbox_name() -> str | None:
 @pytest.fixture(scope="module")
 def small_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """3 QuixBugs + 3 HumanEvalFix tasks, imported, each with a no-op replay script."""
-    from tasks.importers import import_humanevalfix, import_quixbugs
+    from ooda.tasks.importers import import_humanevalfix, import_quixbugs
 
     if not DATASETS.is_dir():
         pytest.skip(f"no data sets at {DATASETS}")
@@ -401,7 +401,7 @@ def test_noop_replay_model_resolves_nothing(small_set: Path, tmp_path: Path,
 
 
 def ooda(*args: str) -> list[str]:
-    return [sys.executable, "-m", "agent.cli", *args]
+    return [sys.executable, "-m", "ooda.agent.cli", *args]
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""agent/fstree.py on trees a candidate could leave: thousands of levels deep, links to host
+"""agent/support/fstree.py on trees a candidate could leave: thousands of levels deep, links to host
 files, FIFOs, read-only directories (no sandbox needed: the host side alone)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import fstree
+from ooda.agent.support import fstree
 
 
 def deep_chain(root: Path, levels: int) -> None:

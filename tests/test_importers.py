@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import UsageError
-from tasks.importers import IMPORTERS, import_humanevalfix, import_quixbugs
-from tasks.loader import Task, load_task, load_taskset
+from ooda.agent.contracts.errors import UsageError
+from ooda.tasks.importers import IMPORTERS, import_humanevalfix, import_quixbugs
+from ooda.tasks.loader import Task, load_task, load_taskset
 
 DATASETS = Path(
     os.environ.get("OODA_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets")

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.loop import Loop, LoopConfig
-from agent.protocols import Completion, VerifierResult
-from agent.runlog import RunLog
-from agent.verify import Verdict
-from tasks.loader import Task
+from ooda.agent.contracts.protocols import Completion, VerifierResult
+from ooda.agent.core.loop import Loop, LoopConfig
+from ooda.agent.core.runlog import RunLog
+from ooda.agent.verify.verifier import Verdict
+from ooda.tasks.loader import Task
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 

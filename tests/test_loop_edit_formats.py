@@ -42,8 +42,8 @@ def test_feedback_names_the_definitions_that_matched_nothing(task, tmp_path: Pat
 
 
 def test_eval_figures_count_answers_per_format_and_invalid_reason() -> None:
-    from agent import metrics
-    from agent.report import eval_markdown
+    from ooda.agent.app import metrics
+    from ooda.agent.app.report import eval_markdown
 
     attempts = [
         {"status": "passed", "edit_format": "definitions"},

@@ -1,4 +1,4 @@
-"""agent.metrics: pass@k against known values and math.comb, summaries of result records."""
+"""ooda.agent.app.metrics: pass@k against known values and math.comb, summaries of result records."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from agent import metrics
+from ooda.agent.app import metrics
 
 
 def exact_pass_at_k(n: int, c: int, k: int) -> float:

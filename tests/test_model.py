@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from agent.errors import InfraError, UsageError
-from agent.model import (
+from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.agent.models.openai_model import (
     LOCAL_API_KEY,
     ModelCompletion,
     ModelConfig,
@@ -21,7 +21,7 @@ from agent.model import (
     OpenAIModel,
     resolve_endpoint,
 )
-from agent.server import ReplayServer
+from ooda.agent.models.server import ReplayServer
 
 ANSWER = "m.py\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE\n"
 MESSAGES = [

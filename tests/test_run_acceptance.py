@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import backend_or_skip, orphaned_ooda_containers, wait_for
 
-from agent.server import ReplayServer
+from ooda.agent.models.server import ReplayServer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "tasks" / "examples"
@@ -34,7 +34,7 @@ def ooda(
     """Run the real CLI as a user would; the completed process records its pid in `args`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     with subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", *args],
+        [sys.executable, "-m", "ooda.agent.cli", *args],
         cwd=cwd or ROOT,
         env=env,
         stdout=subprocess.PIPE,

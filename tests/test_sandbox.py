@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import backend_or_skip, open_sandbox, py
 
-from agent.doctor import diagnose
-from agent.errors import InfraError, UsageError
-from agent.protocols import Sandbox
-from agent.sandbox import build_image, cleanup_leftovers, get_backend, image
+from ooda.agent.app.doctor import diagnose
+from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.agent.contracts.protocols import Sandbox
+from ooda.agent.sandbox import build_image, cleanup_leftovers, get_backend, image
 
 ISOLATED = ["docker", "bwrap"]
 ALL = ["docker", "bwrap", "local"]

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import backend_or_skip, host_processes_with, open_sandbox, py
 
-from agent.protocols import Sandbox
-from agent.sandbox.output import DEFAULT_CAP_BYTES
+from ooda.agent.contracts.protocols import Sandbox
+from ooda.agent.sandbox.output import DEFAULT_CAP_BYTES
 
 
 @pytest.fixture(params=["docker", "bwrap"])

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from agent.errors import UsageError
-from agent.model import ModelConfig, OpenAIModel
-from agent.server import ReplayServer, load_scripts
+from ooda.agent.contracts.errors import UsageError
+from ooda.agent.models.openai_model import ModelConfig, OpenAIModel
+from ooda.agent.models.server import ReplayServer, load_scripts
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:

@@ -17,17 +17,17 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import backend_or_skip
 
-from agent.loop import Loop, LoopConfig
-from agent.model import ModelConfig, OpenAIModel
-from agent.normalize import normal_form, normalized_key
-from agent.protocols import Sandbox
-from agent.runlog import RunLog
-from agent.sandbox import image
-from agent.sandbox.local_sandbox import LocalSandbox
-from agent.sandbox.pool import SandboxPool
-from agent.server import ReplayServer
-from agent.verify import TaskVerifier
-from tasks.loader import Task, VerifierOptions
+from ooda.agent.contracts.protocols import Sandbox
+from ooda.agent.core.loop import Loop, LoopConfig
+from ooda.agent.core.normalize import normal_form, normalized_key
+from ooda.agent.core.runlog import RunLog
+from ooda.agent.models.openai_model import ModelConfig, OpenAIModel
+from ooda.agent.models.server import ReplayServer
+from ooda.agent.sandbox import image
+from ooda.agent.sandbox.local import LocalSandbox
+from ooda.agent.sandbox.pool import SandboxPool
+from ooda.agent.verify.verifier import TaskVerifier
+from ooda.tasks.loader import Task, VerifierOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,8 +131,8 @@ def test_a_killed_owner_leaves_no_container(tmp_path: Path) -> None:
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
         from pathlib import Path
-        from agent.sandbox import get_backend
-        from agent.sandbox.pool import SandboxPool
+        from ooda.agent.sandbox import get_backend
+        from ooda.agent.sandbox.pool import SandboxPool
         pool = SandboxPool(get_backend("docker"), Path({str(tmp_path)!r}) / "slots", size=2)
         boxes = [pool.acquire(lambda ws: None)[0] for _ in range(2)]
         print(" ".join(b.container_id for b in boxes), flush=True)

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from agent.errors import UsageError
-from tasks.importers.swebench import import_swebench, materialize, read_instances
-from tasks.loader import load_task, load_taskset
+from ooda.agent.contracts.errors import UsageError
+from ooda.tasks.importers.swebench import import_swebench, materialize, read_instances
+from ooda.tasks.loader import load_task, load_taskset
 
 PATCH = (
     "diff --git a/pkg/calc.py b/pkg/calc.py\n--- a/pkg/calc.py\n+++ b/pkg/calc.py\n"

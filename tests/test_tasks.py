@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import UsageError
-from tasks.loader import (
+from ooda.agent.contracts.errors import UsageError
+from ooda.tasks.loader import (
     Task,
     VerifierOptions,
     is_task_dir,
@@ -477,7 +477,7 @@ def test_examples_buggy_fail_gold_pass_and_replays_behave() -> None:
     ],
 )
 def test_test_support_rule(path: str, patterns: list[str], protected: bool) -> None:
-    from agent.testsupport import is_test_support, support_reason
+    from ooda.agent.support.testsupport import is_test_support, support_reason
 
     assert is_test_support(path, patterns) is protected
     assert (support_reason(path, patterns) is not None) is protected

@@ -1,8 +1,8 @@
-"""agent/textsafe.py: control characters a candidate wrote become visible text."""
+"""agent/support/textsafe.py: control characters a candidate wrote become visible text."""
 
 from __future__ import annotations
 
-from agent.textsafe import markup_safe, printable
+from ooda.agent.support.textsafe import markup_safe, printable
 
 
 def test_escapes_become_visible_and_newlines_and_tabs_stay() -> None:

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import InfraError, UsageError
-from agent.protocols import CheckSpec, ExecResult, Sandbox, VerifierResult
-from agent.sandbox.local_sandbox import LocalSandbox
-from verifiers import Baseline, Diagnostic, new_diagnostics
-from verifiers.cascade import default_verifiers, run_cascade
-from verifiers.mypy_check import MypyVerifier
-from verifiers.pytest_check import (
+from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.agent.contracts.protocols import CheckSpec, ExecResult, Sandbox, VerifierResult
+from ooda.agent.sandbox.local import LocalSandbox
+from ooda.verifiers import Baseline, Diagnostic, new_diagnostics
+from ooda.verifiers.cascade import default_verifiers, run_cascade
+from ooda.verifiers.mypy_check import MypyVerifier
+from ooda.verifiers.pytest_check.run import (
     PytestVerifier,
     TestRunError,
     match_id,
@@ -25,8 +25,8 @@ from verifiers.pytest_check import (
     run_tests,
     split_outcomes,
 )
-from verifiers.ruff_check import RuffVerifier
-from verifiers.syntax import SyntaxVerifier
+from ooda.verifiers.ruff_check import RuffVerifier
+from ooda.verifiers.syntax import SyntaxVerifier
 
 
 def write(root: Path, files: Mapping[str, str]) -> Path:
@@ -440,7 +440,7 @@ def test_mypy_that_cannot_run_on_the_base_either_is_skipped(tmp_path: Path) -> N
 
 
 def test_tool_paths_are_made_repo_relative() -> None:
-    from verifiers import relative_to_workdir
+    from ooda.verifiers import relative_to_workdir
 
     assert relative_to_workdir("/ws/pkg/m.py", "/ws") == "pkg/m.py"
     assert relative_to_workdir("./pkg/m.py", "/ws") == "pkg/m.py"
@@ -470,7 +470,7 @@ def test_the_workspace_cannot_shadow_the_toolchain(repo: Path) -> None:
 
 
 def test_shell_test_commands_are_refused_by_the_loader_too() -> None:
-    from tasks.loader import check_test_cmd
+    from ooda.tasks.loader import check_test_cmd
 
     check_test_cmd("PYTHONPATH=src python3 -m pytest -q tests", "task.toml")
     for cmd in ("pytest -q tests && true", "make test", "pytest | tee log"):

@@ -1,4 +1,4 @@
-"""Tests for agent/verify.py: TaskVerifier end to end on a small task, with LocalSandbox."""
+"""Tests for agent/verify/verifier.py: TaskVerifier end to end on a small task, with LocalSandbox."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import InfraError
-from agent.protocols import Sandbox
-from agent.sandbox.local_sandbox import LocalSandbox
-from agent.verify import TaskVerifier
-from tasks.loader import Task, VerifierOptions
+from ooda.agent.contracts.errors import InfraError
+from ooda.agent.contracts.protocols import Sandbox
+from ooda.agent.sandbox.local import LocalSandbox
+from ooda.agent.verify.verifier import TaskVerifier
+from ooda.tasks.loader import Task, VerifierOptions
 
 CALC = """\
 import os

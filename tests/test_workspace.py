@@ -1,4 +1,4 @@
-"""Tests for agent/workspace.py: repo copies, the candidate edit policy and safe patch applying."""
+"""Tests for agent/verify/workspace.py: repo copies, the candidate edit policy and safe patch applying."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.workspace import (
+from ooda.agent.verify.workspace import (
     PatchError,
     apply_patch,
     check_patch_policy,

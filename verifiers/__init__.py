@@ -1,5 +1,5 @@
 """The verification cascade: one module per stage (syntax, ruff, mypy, pytest), each behind the
-`Verifier` protocol of agent/protocols.py, run cheapest first by verifiers/cascade.py.
+`Verifier` protocol of agent/contracts/protocols.py, run cheapest first by verifiers/cascade.py.
 
 This package module holds only what several stages share: bounded text for summaries, the
 changed Python files, and baseline-relative diagnostics (a candidate is charged only with the
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from agent.protocols import CheckSpec, Sandbox, VerifierResult
+from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 SUMMARY_LIMIT = 2000

@@ -2,7 +2,7 @@
 
 syntax (host, milliseconds) -> ruff (sandbox, fast) -> mypy (sandbox, seconds) -> pytest (the
 task's tests). A deadline shrinks each stage's timeout; a stage that raises is reported as an
-"error" result, except agent.errors.InfraError, which propagates (the sandbox itself broke).
+"error" result, except ooda.agent.contracts.errors.InfraError, which propagates (the sandbox itself broke).
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 
-from agent.errors import InfraError
-from agent.protocols import CheckSpec, Sandbox, Verifier, VerifierResult
-from verifiers import clip
-from verifiers.mypy_check import MypyVerifier
-from verifiers.pytest_check import PytestVerifier
-from verifiers.ruff_check import RuffVerifier
-from verifiers.syntax import SyntaxVerifier
+from ooda.agent.contracts.errors import InfraError
+from ooda.agent.contracts.protocols import CheckSpec, Sandbox, Verifier, VerifierResult
+from ooda.verifiers import clip
+from ooda.verifiers.mypy_check import MypyVerifier
+from ooda.verifiers.pytest_check.run import PytestVerifier
+from ooda.verifiers.ruff_check import RuffVerifier
+from ooda.verifiers.syntax import SyntaxVerifier
 
 CONTINUE = frozenset({"passed", "skipped"})
 """Stage statuses after which the cascade goes on."""

@@ -25,9 +25,9 @@ import time
 import tokenize
 from pathlib import Path
 
-from agent import fstree
-from agent.protocols import CheckSpec, Sandbox, VerifierResult
-from verifiers import (
+from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult
+from ooda.agent.support import fstree
+from ooda.verifiers import (
     Baseline,
     Diagnostic,
     ToolFailure,
@@ -40,7 +40,7 @@ from verifiers import (
 
 CACHE_DIR = ".ooda/mypy-cache"
 """Mypy's incremental cache, relative to the workspace (.ooda/: no patch may touch it), so the
-host can give each candidate a copy of the base's warm cache (agent/mypycache.py)."""
+host can give each candidate a copy of the base's warm cache (agent/verify/mypycache.py)."""
 MYPY_ARGV = (
     "python3",
     "-P",  # the workspace (cwd) is not put on sys.path: it cannot shadow mypy's own imports

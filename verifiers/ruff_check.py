@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 import time
 
-from agent import fstree
-from agent.protocols import CheckSpec, Sandbox, VerifierResult, VerifierStatus
-from verifiers import (
+from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult, VerifierStatus
+from ooda.agent.support import fstree
+from ooda.verifiers import (
     Baseline,
     Diagnostic,
     ToolFailure,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import ast
 import time
 
-from agent.protocols import CheckSpec, Sandbox, VerifierResult
-from verifiers import clip, python_files
+from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult
+from ooda.verifiers import clip, python_files
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 

@@ -20,7 +20,7 @@ the answer's length; text no file can hold (NUL, lone surrogates) is an EditErro
 
 from __future__ import annotations
 
-from agent.edits.base import (
+from ooda.agent.edits.base import (
     Context,
     EditError,
     ListFiles,
@@ -29,12 +29,12 @@ from agent.edits.base import (
     Workspace,
     make_patch,
 )
-from agent.edits.code_blocks import apply_best
-from agent.edits.definitions import Definitions
-from agent.edits.scan import REPLACE_RE, Fence, check_text, fences
-from agent.edits.search_replace import ReplaceBlock, SearchReplace
-from agent.edits.udiff import DiffBlock, UnifiedDiff
-from agent.edits.whole_file import WholeFile
+from ooda.agent.edits.code_blocks import apply_best
+from ooda.agent.edits.definitions import Definitions
+from ooda.agent.edits.scan import REPLACE_RE, Fence, check_text, fences
+from ooda.agent.edits.search_replace import ReplaceBlock, SearchReplace
+from ooda.agent.edits.udiff import DiffBlock, UnifiedDiff
+from ooda.agent.edits.whole_file import WholeFile
 
 __all__ = [
     "FORMATS",

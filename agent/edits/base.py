@@ -36,7 +36,7 @@ class ParsedEdits:
     files: dict[str, str]
     """Repo-relative path -> the file's new full content (changed files only)."""
     edit_format: str = "search_replace"
-    """The format the answer was read in (a name of agent.edits.FORMATS, or two joined
+    """The format the answer was read in (a name of ooda.agent.edits.FORMATS, or two joined
     by "+" when SEARCH/REPLACE blocks and diffs are mixed)."""
 
 

@@ -15,10 +15,10 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from agent.edits.base import Context, EditError, Workspace, check_path
-from agent.edits.definitions import Definitions, PyBlock, is_test_path
-from agent.edits.scan import Fence, clean_path, fence_info, path_from_fence, paths_mentioned
-from agent.edits.whole_file import WholeFile
+from ooda.agent.edits.base import Context, EditError, Workspace, check_path
+from ooda.agent.edits.definitions import Definitions, PyBlock, is_test_path
+from ooda.agent.edits.scan import Fence, clean_path, fence_info, path_from_fence, paths_mentioned
+from ooda.agent.edits.whole_file import WholeFile
 
 _FIX_RE = re.compile(
     r"\b(?:fix|fixed|fixes|corrected|correct version|updated|revised|should be|should read|"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import ClassVar
 
-from agent.edits.base import Context, EditError, bodies, splice
+from ooda.agent.edits.base import Context, EditError, bodies, splice
 
 Def = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 _DEF_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent.edits.base import EditError
+from ooda.agent.edits.base import EditError
 
 SEARCH_RE = re.compile(r"[ \t]*<{5,9} ?SEARCH\b")
 DIVIDER_RE = re.compile(r"[ \t]*={5,9}[ \t]*$")

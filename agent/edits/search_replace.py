@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agent.edits.base import EditError, Workspace, check_path, replace_lines
-from agent.edits.scan import (
+from ooda.agent.edits.base import EditError, Workspace, check_path, replace_lines
+from ooda.agent.edits.scan import (
     DIVIDER_RE,
     REPLACE_RE,
     SEARCH_RE,

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from agent.edits.base import (
+from ooda.agent.edits.base import (
     EditError,
     Workspace,
     body,
@@ -23,7 +23,7 @@ from agent.edits.base import (
     splice,
     split_lines,
 )
-from agent.edits.scan import SEARCH_RE, Fence
+from ooda.agent.edits.scan import SEARCH_RE, Fence
 
 _HUNK_HEADER_RE = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _DIFF_LANGS = {"diff", "patch", "udiff", "git"}

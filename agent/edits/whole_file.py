@@ -3,7 +3,7 @@
 The block names its file by a path line right before it (`path/to/mod.py`, `**mod.py**`,
 `# File: mod.py`), by a path on its fence line (```python mod.py), or by a path mentioned
 in the sentence right before it ("Here is the corrected `mod.py`:"). Without a path it counts
-only where that is unambiguous: agent.edits.code_blocks decides (the block's definitions
+only where that is unambiguous: ooda.agent.edits.code_blocks decides (the block's definitions
 exist in exactly one file, or the repository has one non-test source file).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from agent.edits.base import Workspace, eol, split_lines
+from ooda.agent.edits.base import Workspace, eol, split_lines
 
 
 class WholeFile:

@@ -2,7 +2,7 @@
 
 `get_backend()` picks Docker when an engine answers, else bubblewrap when it works here, else
 fails saying what to install; `local` (no isolation) only when asked for by name. Backends build
-the offline image on first use. See docs/ARCHITECTURE.md and agent/protocols.py (`Sandbox`).
+the offline image on first use. See docs/ARCHITECTURE.md and agent/contracts/protocols.py (`Sandbox`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from agent.errors import InfraError, UsageError
-from agent.protocols import Sandbox
-from agent.sandbox import image
+from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.agent.contracts.protocols import Sandbox
+from ooda.agent.sandbox import image
 
 __all__ = ["SandboxBackend", "build_image", "cleanup_leftovers", "get_backend"]
 
@@ -38,7 +38,7 @@ class LocalBackend:
     name = "local"
 
     def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
-        from agent.sandbox.local_sandbox import LocalSandbox
+        from ooda.agent.sandbox.local import LocalSandbox
 
         return LocalSandbox(workspace)
 
@@ -53,8 +53,8 @@ def get_backend(name: str | None = None) -> SandboxBackend:
     UsageError for an unknown name. Builds the image on first use, with progress on stderr.
     """
     if name in (None, "auto"):
-        from agent.sandbox.bwrap_sandbox import BwrapBackend, bwrap_problem
-        from agent.sandbox.docker_sandbox import DockerBackend, docker_problem
+        from ooda.agent.sandbox.bwrap import BwrapBackend, bwrap_problem
+        from ooda.agent.sandbox.docker.backend import DockerBackend, docker_problem
 
         docker_why = docker_problem()
         if docker_why is None:
@@ -68,11 +68,11 @@ def get_backend(name: str | None = None) -> SandboxBackend:
             f"--sandbox local to run unisolated. Docker: {docker_why} | bwrap: {bwrap_why}"
         )
     if name == "docker":
-        from agent.sandbox.docker_sandbox import DockerBackend
+        from ooda.agent.sandbox.docker.backend import DockerBackend
 
         return DockerBackend()
     if name == "bwrap":
-        from agent.sandbox.bwrap_sandbox import BwrapBackend
+        from ooda.agent.sandbox.bwrap import BwrapBackend
 
         return BwrapBackend()
     if name == "local":
@@ -85,7 +85,7 @@ def build_image(*, force: bool = False, log: Callable[[str], None] = print) -> s
 
     Cached: only what is missing is built, unless `force`. Returns the image tag.
     """
-    from agent.sandbox.docker_sandbox import connect, docker_problem
+    from ooda.agent.sandbox.docker.backend import connect, docker_problem
 
     root = image.build_rootfs(force=force, log=log)
     log(f"rootfs: {root}")
@@ -103,7 +103,7 @@ def build_image(*, force: bool = False, log: Callable[[str], None] = print) -> s
 
 def cleanup_leftovers() -> int:
     """Remove ooda-labelled containers whose owner process is gone; returns how many."""
-    from agent.sandbox.docker_sandbox import connect
+    from ooda.agent.sandbox.docker.backend import connect
 
     try:
         client = connect(timeout_s=30)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from agent.errors import InfraError
+from ooda.agent.contracts.errors import InfraError
 
 Log = Callable[[str], None]
 
@@ -100,7 +100,7 @@ def remember_tag(tag: str) -> None:
 
 def last_tag() -> str | None:
     """The image the Docker backend used last on this machine, without computing the recipe
-    (agent/prestart.py starts a container with it early; the backend then checks it is the
+    (agent/startup/prestart.py starts a container with it early; the backend then checks it is the
     current one)."""
     try:
         text = (ooda_home() / "docker-image").read_text().strip()

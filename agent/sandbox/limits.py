@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.errors import UsageError
+from ooda.agent.contracts.errors import UsageError
 
 MIB = 1 << 20
 POLL_S = 0.2

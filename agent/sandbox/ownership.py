@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agent import fstree
+from ooda.agent.support import fstree
 
 
 def chown_tree(root: Path, uid: int, gid: int) -> None:
     """lchown `root` and everything below it (symlinks themselves, never their targets;
-    iteratively, through descriptors: see agent.fstree)."""
+    iteratively, through descriptors: see ooda.agent.support.fstree)."""
     if os.geteuid() != 0:
         return
     fstree.chown_tree(root, uid, gid)

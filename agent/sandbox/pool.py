@@ -21,14 +21,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar, runtime_checkable
 
-from agent.protocols import Sandbox
-from agent.workspace import remove_workspace
+from ooda.agent.contracts.protocols import Sandbox
+from ooda.agent.verify.workspace import remove_workspace
 
 T = TypeVar("T")
 
 
 class Opener(Protocol):
-    """What the pool needs of agent.sandbox.SandboxBackend."""
+    """What the pool needs of ooda.agent.sandbox.SandboxBackend."""
 
     name: str
 
@@ -143,7 +143,7 @@ class SandboxPool:
 
     def adopt(self, sandbox: Sandbox) -> None:
         """Take in a sandbox opened elsewhere (on a slot of its own, e.g. started early by
-        agent/prestart.py) as one of this pool's; closed with the pool."""
+        agent/startup/prestart.py) as one of this pool's; closed with the pool."""
         with self._cond:
             self._alive += 1
             self.started += 1

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import cast
 
-from agent.protocols import ExecResult
-from agent.sandbox.output import DEFAULT_CAP_BYTES, CappedBuffer
+from ooda.agent.contracts.protocols import ExecResult
+from ooda.agent.sandbox.output import DEFAULT_CAP_BYTES, CappedBuffer
 
 
 def run_process(

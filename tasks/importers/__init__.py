@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from tasks.importers.humanevalfix import import_humanevalfix
-from tasks.importers.quixbugs import import_quixbugs
-from tasks.importers.swebench import import_swebench
+from ooda.tasks.importers.humanevalfix import import_humanevalfix
+from ooda.tasks.importers.quixbugs import import_quixbugs
+from ooda.tasks.importers.swebench import import_swebench
 
 Importer = Callable[..., list[Path]]
 """`(src, dest, *, only=None, overwrite=False) -> task dirs written`."""

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.errors import UsageError
+from ooda.agent.contracts.errors import UsageError
 
 PYTEST_INI = (
     "[pytest]\n"
@@ -171,7 +171,7 @@ def ruff_codes(sources: dict[str, str]) -> dict[str, Counter[str]]:
     """Ruff rule codes found in each named Python source, with the verifier's pinned rules.
 
     One ruff run over a temporary directory; used to spot reference fixes that add findings."""
-    from verifiers.ruff_check import RULES
+    from ooda.verifiers.ruff_check import RULES
 
     with tempfile.TemporaryDirectory(prefix="ooda-import-") as tmp:
         names = {}

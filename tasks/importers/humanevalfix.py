@@ -20,8 +20,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent.errors import UsageError
-from tasks.importers.common import (
+from ooda.agent.contracts.errors import UsageError
+from ooda.tasks.importers.common import (
     PYTEST_INI,
     TaskFiles,
     check_dest,

@@ -28,8 +28,8 @@ import tokenize
 from pathlib import Path
 from typing import TypeGuard
 
-from agent.errors import UsageError
-from tasks.importers.common import (
+from ooda.agent.contracts.errors import UsageError
+from ooda.tasks.importers.common import (
     PYTEST_INI,
     TaskFiles,
     check_dest,

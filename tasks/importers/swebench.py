@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.errors import UsageError
-from tasks.importers.common import check_dest, select, toml_list, toml_str
-from tasks.loader import Task, VerifierOptions
+from ooda.agent.contracts.errors import UsageError
+from ooda.tasks.importers.common import check_dest, select, toml_list, toml_str
+from ooda.tasks.loader import Task, VerifierOptions
 
 REQUIRED_KEYS = (
     "instance_id", "repo", "base_commit", "problem_statement", "patch", "FAIL_TO_PASS",

@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: sandbox_
 
 from sandbox_helpers import backend_or_skip  # noqa: E402
 
-from agent.sandbox import SandboxBackend  # noqa: E402
-from agent.verify import TaskVerifier, Verdict  # noqa: E402
-from tasks.loader import load_task  # noqa: E402
+from ooda.agent.sandbox import SandboxBackend  # noqa: E402
+from ooda.agent.verify.verifier import TaskVerifier, Verdict  # noqa: E402
+from ooda.tasks.loader import load_task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -147,7 +147,7 @@ def ooda(
     """The real CLI as a user runs it (no OPENAI_* variables unless given in `env`)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args],
+        [sys.executable, "-m", "ooda.agent.cli", *args],
         cwd=cwd,
         env={**base, **(env or {})},
         capture_output=True,

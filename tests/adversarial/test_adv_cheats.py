@@ -16,7 +16,7 @@ from adv_helpers import CALC, FIXED, assert_not_passed, calc_patch, cheat, diff,
 from adv_helpers import verify as verify_task
 from sandbox_helpers import backend_or_skip
 
-from agent.server import ReplayServer
+from ooda.agent.models.server import ReplayServer
 
 ALWAYS_EQUAL = """\
 class Number(float):

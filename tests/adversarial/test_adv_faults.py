@@ -20,7 +20,7 @@ import pytest
 from adv_helpers import ROOT, assert_not_passed, cheat, make_task, ooda, skip_unless_root, verify
 from sandbox_helpers import backend_or_skip, containers_of, wait_for
 
-from agent.server import ReplayServer
+from ooda.agent.models.server import ReplayServer
 
 EXAMPLES = ROOT / "tasks" / "examples"
 RUN_STATUS_EXIT = {"passed": 0, "failed": 1, "error": 3}
@@ -41,7 +41,7 @@ def median(tmp_path: Path) -> Path:
 def start_run(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     return subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", "run", *args],
+        [sys.executable, "-m", "ooda.agent.cli", "run", *args],
         cwd=ROOT,
         env={**base, **(env or {})},
         stdout=subprocess.PIPE,

@@ -12,7 +12,7 @@ import pytest
 from adv_helpers import CALC, FIXED, make_task, ooda
 from sandbox_helpers import backend_or_skip
 
-from agent.server import ReplayServer
+from ooda.agent.models.server import ReplayServer
 
 
 def edit(path: str, old: str, new: str) -> str:

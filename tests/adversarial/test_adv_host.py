@@ -27,11 +27,12 @@ import pytest
 from adv_helpers import CALC, FIXED, assert_not_passed, calc_patch, diff, make_task, ooda
 from sandbox_helpers import backend_or_skip, open_sandbox, py
 
-from agent import fstree, mypycache
-from agent.server import ReplayServer
-from agent.verify import TaskVerifier
-from tasks.loader import load_task
-from verifiers.mypy_check import CACHE_DIR
+from ooda.agent.models.server import ReplayServer
+from ooda.agent.support import fstree
+from ooda.agent.verify import mypycache
+from ooda.agent.verify.verifier import TaskVerifier
+from ooda.tasks.loader import load_task
+from ooda.verifiers.mypy_check import CACHE_DIR
 
 TYPE_ERROR = FIXED + "\n\ndef name() -> str:\n    return 1\n"
 RUFF_ERROR = FIXED.replace('"""Arithmetic."""\n', '"""Arithmetic."""\nimport sys\n')

@@ -14,8 +14,8 @@ import pytest
 from adv_helpers import assert_not_passed, diff, make_task
 from sandbox_helpers import backend_or_skip
 
-from agent.verify import TaskVerifier
-from tasks.loader import load_task
+from ooda.agent.verify.verifier import TaskVerifier
+from ooda.tasks.loader import load_task
 
 BASE = '''\
 """Arithmetic."""

@@ -27,7 +27,7 @@ from adv_helpers import (
 )
 from sandbox_helpers import backend_or_skip
 
-from agent.protocols import Sandbox
+from ooda.agent.contracts.protocols import Sandbox
 
 PASSING_CONFTEST = """\
 import pytest

@@ -13,9 +13,9 @@ import pytest
 from adv_helpers import FIXED, assert_not_passed, calc_patch, make_task, verify
 from sandbox_helpers import backend_or_skip
 
-from agent.sandbox import SandboxBackend
-from agent.sandbox.bwrap_sandbox import BwrapBackend
-from agent.sandbox.docker_sandbox import DockerBackend
+from ooda.agent.sandbox import SandboxBackend
+from ooda.agent.sandbox.bwrap import BwrapBackend
+from ooda.agent.sandbox.docker.backend import DockerBackend
 
 LIMITS = {"OODA_SANDBOX_SHM_MB": "16", "OODA_SANDBOX_MEMORY_MB": "512",
           "OODA_SANDBOX_DISK_MB": "64"}

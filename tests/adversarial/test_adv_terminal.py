@@ -13,7 +13,7 @@ from pathlib import Path
 from adv_helpers import CALC, FIXED, calc_patch, make_task, ooda
 from sandbox_helpers import backend_or_skip
 
-from agent.server import ReplayServer
+from ooda.agent.models.server import ReplayServer
 
 ESCAPES = (
     "\\x1b]0;pwned\\x07"  # window title

@@ -1,0 +1,1 @@
+"""Applications: run, evaluate, ci, report, metrics."""

@@ -1,0 +1,1 @@
+"""`ooda ci`: a failing CI job -> task -> loop -> suggestion."""

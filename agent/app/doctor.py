@@ -1,0 +1,113 @@
+"""`ooda doctor`: check this machine and say what to do about each problem (pure reporting).
+
+Checks: the Docker engine answers, the sandbox image is there, bubblewrap works, the rootfs
+is built, the model endpoint answers GET {base}/models, an API key is set. Nothing here
+changes the machine; the CLI prints the list.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+ENDPOINT_TIMEOUT_S = 3.0
+
+
+@dataclass
+class Check:
+    """One line of the doctor's report."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _docker_checks() -> list[Check]:
+    from ooda.agent.contracts.errors import InfraError
+    from ooda.agent.sandbox import image
+    from ooda.agent.sandbox.docker.backend import connect
+
+    tag = image.image_tag()
+    try:
+        client = connect(timeout_s=5)
+    except InfraError as exc:
+        return [
+            Check("docker engine", False, str(exc)[:300],
+                  "apt-get install docker.io and start it (`systemctl start docker` or "
+                  "`dockerd &`), or use --sandbox bwrap; scripts/setup.sh does both"),
+            Check("sandbox image", False, f"{tag}: no Docker engine to hold it",
+                  "start Docker, then `ooda sandbox build`"),
+        ]
+    try:
+        version = client.version().get("Version", "?")
+        present = image.image_exists(client, tag)
+    finally:
+        client.close()
+    return [
+        Check("docker engine", True, f"answering (engine {version})"),
+        Check("sandbox image", present, f"{tag} {'present' if present else 'missing'}",
+              "" if present else "`ooda sandbox build` (or let the first run build it)"),
+    ]
+
+
+def _bwrap_checks() -> list[Check]:
+    from ooda.agent.sandbox import image
+    from ooda.agent.sandbox.bwrap import bwrap_problem
+
+    problem = bwrap_problem()
+    root = image.rootfs_path()
+    ready = image.rootfs_ready()
+    return [
+        Check("bubblewrap", problem is None, problem or "usable (namespaces, rlimits)",
+              "" if problem is None else "apt-get install bubblewrap; allow unprivileged "
+              "user namespaces (sysctl kernel.unprivileged_userns_clone=1)"),
+        Check("sandbox rootfs", ready, f"{root} {'present' if ready else 'missing'}",
+              "" if ready else "`ooda sandbox build` as root (needs debootstrap)"),
+    ]
+
+
+def _endpoint_check() -> Check:
+    base = os.environ.get("OPENAI_BASE_URL", "").rstrip("/")
+    if not base:
+        return Check("model endpoint", False, "OPENAI_BASE_URL is not set",
+                     "export OPENAI_BASE_URL=http://HOST:PORT/v1 or pass --base-url "
+                     "(`--model gold` needs no endpoint)")
+    request = urllib.request.Request(f"{base}/models")
+    key = os.environ.get("OPENAI_API_KEY")
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=ENDPOINT_TIMEOUT_S) as response:
+            body = response.read(1 << 20)
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            return Check("model endpoint", False, f"{base} rejected the key (HTTP {exc.code})",
+                         "check OPENAI_API_KEY")
+        return Check("model endpoint", exc.code < 500, f"{base}/models answered HTTP {exc.code}",
+                     "" if exc.code < 500 else "the server is failing: check its logs")
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return Check("model endpoint", False, f"{base} unreachable: {reason}",
+                     "start the server or fix OPENAI_BASE_URL / --base-url")
+    try:
+        models = [m.get("id", "?") for m in json.loads(body).get("data", [])]
+    except (ValueError, AttributeError):
+        models = []
+    listed = f"; models: {', '.join(map(str, models[:5]))}" if models else ""
+    return Check("model endpoint", True, f"{base} answers{listed}")
+
+
+def _key_check() -> Check:
+    if os.environ.get("OPENAI_API_KEY"):
+        return Check("api key", True, "OPENAI_API_KEY is set")
+    return Check("api key", False, "OPENAI_API_KEY is not set",
+                 "export OPENAI_API_KEY=... (any value for a local server that ignores it)")
+
+
+def diagnose() -> list[Check]:
+    """Every check, in the order the CLI prints them."""
+    return [*_docker_checks(), *_bwrap_checks(), _endpoint_check(), _key_check()]

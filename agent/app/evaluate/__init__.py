@@ -1,0 +1,1 @@
+"""`ooda eval`: many tasks, K at a time, scored in an evaluation directory."""

@@ -1,0 +1,144 @@
+"""The `ooda ci` command (typer): fix-suggestion bot for a failing CI job.
+
+Registered on the main app in agent/cli/app.py; the work is agent/app/ci/run.py's `run_ci`. The shared
+options (`--model --base-url -n --rounds --time-budget --sandbox --runs-dir --json`) mean what
+they mean for `ooda run`; `--runs-dir` defaults to `<out>/runs` so that one artifact holds
+everything a CI job produced.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ooda.agent.cli.options import (
+    BaseUrlOpt,
+    JsonOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    NoMypyOpt,
+    NoRuffOpt,
+    RoundsOpt,
+    SamplesOpt,
+    SandboxOpt,
+    VerifierTimeoutOpt,
+)
+from ooda.agent.contracts.errors import UsageError
+from ooda.agent.support.textsafe import markup_safe
+
+
+class PostTarget(StrEnum):
+    github = "github"
+
+
+def ci(
+    junit: Annotated[
+        list[Path] | None,
+        typer.Option("--junit", help="The failed job's JUnit XML report (repeat for several)."),
+    ] = None,
+    test_cmd: Annotated[
+        str | None,
+        typer.Option("--test-cmd", help="Test command reproducing the failure in the sandbox."),
+    ] = None,
+    repo: Annotated[
+        Path, typer.Option("--repo", help="The checkout where the tests failed (never modified).")
+    ] = Path("."),
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Where suggestion.diff, comment.md, suggestions.json go."),
+    ] = Path("ooda-ci-out"),
+    post: Annotated[
+        PostTarget | None,
+        typer.Option("--post", help="Post the result to the pull request (needs GITHUB_TOKEN)."),
+    ] = None,
+    pr: Annotated[
+        int | None,
+        typer.Option("--pr", help="Pull request number (default: from GITHUB_EVENT_PATH)."),
+    ] = None,
+    review: Annotated[
+        bool, typer.Option("--review", help="Also post a review with suggested changes.")
+    ] = False,
+    push_branch: Annotated[
+        bool,
+        typer.Option("--push-branch", help="Push the fix to origin as branch ooda-fix/<sha>."),
+    ] = False,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    samples: SamplesOpt = 4,
+    rounds: RoundsOpt = 3,
+    time_budget: Annotated[
+        float, typer.Option("--time-budget", help="Wall-clock seconds for the whole task.")
+    ] = 600.0,
+    sandbox: SandboxOpt = None,
+    runs_dir: Annotated[
+        Path | None,
+        typer.Option("--runs-dir", help="Where run directories go (default: OUT/runs)."),
+    ] = None,
+    json_out: JsonOpt = False,
+    task_id: Annotated[
+        str | None, typer.Option("--task-id", help="Task id (default: the repository's name).")
+    ] = None,
+    requirements: Annotated[
+        Path | None,
+        typer.Option("--requirements", help="requirements.txt the tests need in the sandbox."),
+    ] = None,
+    no_ruff: NoRuffOpt = False,
+    no_mypy: NoMypyOpt = False,
+    verifier_timeout: VerifierTimeoutOpt = None,
+    max_tokens: MaxTokensOpt = None,
+) -> None:
+    """Suggest a verified fix for a failing CI job (and post it to the pull request)."""
+    from rich.console import Console
+
+    from ooda.agent.app.ci.run import CiOptions, run_ci
+    from ooda.agent.app.run import RunOptions
+    from ooda.tasks.loader import VerifierOptions
+
+    verifiers = VerifierOptions(ruff=not no_ruff, mypy=not no_mypy)
+    if verifier_timeout is not None:
+        if verifier_timeout <= 0:
+            raise UsageError("--verifier-timeout must be positive")
+        verifiers.timeout_s = verifier_timeout
+    options = CiOptions(
+        repo=repo,
+        junit=list(junit or []),
+        test_cmd=test_cmd,
+        out=out,
+        post=post.value if post else None,
+        pr=pr,
+        review=review,
+        push_branch=push_branch,
+        task_id=task_id,
+        requirements=requirements,
+        verifiers=verifiers,
+    )
+    run_options = RunOptions(
+        model=model,
+        base_url=base_url,
+        samples=samples,
+        rounds=rounds,
+        time_budget_s=time_budget,
+        max_tokens=max_tokens,
+        sandbox=sandbox.value if sandbox else None,
+        runs_dir=runs_dir if runs_dir is not None else out / "runs",
+    )
+    console = Console(stderr=True)
+    outcome = run_ci(options, run_options, console=console, show_progress=not json_out)
+    if json_out:
+        print(json.dumps(outcome.as_json(), indent=2))
+    elif outcome.skipped:
+        console.print(f"ooda ci: {markup_safe(outcome.skipped)}")
+    else:
+        style = {"passed": "bold green", "failed": "bold red"}.get(outcome.status, "bold yellow")
+        console.print(
+            f"[{style}]{outcome.status.upper()}[/{style}] {markup_safe(outcome.reason)}; "
+            f"comment: {out / 'comment.md'}"
+            + (f", suggestion: {out / 'suggestion.diff'}" if outcome.patch else "")
+        )
+        for warning in outcome.warnings:
+            console.print(f"[yellow]warning:[/yellow] {markup_safe(warning)}")
+    raise SystemExit(outcome.exit_code)

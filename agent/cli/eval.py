@@ -1,0 +1,158 @@
+"""The `ooda eval` and `ooda report` commands, registered on the app in agent/cli/app.py.
+
+Shared options come from agent/cli/options.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ooda.agent.cli.options import BaseUrlOpt, RoundsOpt, SamplesOpt, SandboxOpt, SelectName
+from ooda.agent.contracts.errors import UsageError
+from ooda.agent.support.textsafe import printable
+
+
+def eval_command(
+    taskset: Annotated[
+        Path, typer.Argument(help="A directory of task directories, or a SWE-bench .jsonl.")
+    ],
+    model: Annotated[
+        str | None,
+        typer.Option("--model", envvar="OODA_MODEL",
+                     help="Model name sent to the endpoint; 'gold' = each task's reference "
+                     "patch (harness validation); 'replay' = the tasks' scripted answers."),
+    ] = None,
+    base_url: BaseUrlOpt = None,
+    samples: SamplesOpt = 4,
+    rounds: RoundsOpt = 3,
+    time_budget: Annotated[
+        float, typer.Option("--time-budget", help="Wall-clock seconds per task.")
+    ] = 600.0,
+    sandbox: SandboxOpt = None,
+    runs_dir: Annotated[
+        Path, typer.Option("--runs-dir", help="Where the evaluation directory goes.")
+    ] = Path("runs"),
+    json_out: Annotated[
+        bool, typer.Option("--json", help="No progress bar; print summary.json on stdout.")
+    ] = False,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Tasks run at once.")] = 1,
+    requests: Annotated[
+        int | None,
+        typer.Option("--requests", help="Model requests in flight at once across all tasks "
+                     "(default: samples x concurrency, at most 64)."),
+    ] = None,
+    eval_id: Annotated[
+        str | None,
+        typer.Option("--eval-id", help="Name of the evaluation directory (default: task set "
+                     "name, model and a hash of the options that change results)."),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Finish an interrupted evaluation: skip the "
+                           "tasks already done, run the rest.")
+    ] = False,
+    retry_errors: Annotated[
+        bool, typer.Option("--retry-errors", help="With --resume: run the tasks that ended "
+                           "in an infrastructure error again.")
+    ] = False,
+    repos_dir: Annotated[
+        Path | None,
+        typer.Option("--repos-dir", help="SWE-bench: directory of local clones named "
+                     "owner__name."),
+    ] = None,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="Run only this task id (repeat).")
+    ] = None,
+    price_prompt: Annotated[
+        float | None, typer.Option("--price-prompt", help="Dollars per 1M prompt tokens.")
+    ] = None,
+    price_completion: Annotated[
+        float | None,
+        typer.Option("--price-completion", help="Dollars per 1M completion tokens."),
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", help="Token budget per task.")
+    ] = None,
+    select: Annotated[
+        SelectName, typer.Option(help="'first' stops at the first pass; 'best' picks among a "
+                                 "round.")
+    ] = SelectName.first,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.8,
+    verify_concurrency: Annotated[
+        int, typer.Option(help="Candidates verified at once, per task.")
+    ] = 2,
+) -> None:
+    """Evaluate on many tasks, K at a time: resolved rate, pass@k, a report, predictions."""
+    from rich.console import Console
+
+    from ooda.agent.app.evaluate.run import EvalOptions, evaluate
+    from ooda.agent.app.run import RunOptions
+
+    run_options = RunOptions(
+        model=model,
+        base_url=base_url,
+        samples=samples,
+        rounds=rounds,
+        time_budget_s=time_budget,
+        max_tokens=max_tokens,
+        select=select.value,
+        sandbox=sandbox.value if sandbox else None,
+        runs_dir=runs_dir,
+        temperature=temperature,
+        verify_concurrency=verify_concurrency,
+    )
+    options = EvalOptions(
+        taskset=taskset,
+        run=run_options,
+        concurrency=concurrency,
+        requests=requests,
+        eval_id=eval_id,
+        resume=resume,
+        retry_errors=retry_errors,
+        repos_dir=repos_dir,
+        only=list(only) if only else None,
+        price_prompt=price_prompt,
+        price_completion=price_completion,
+    )
+    console = Console(stderr=True)
+    outcome = evaluate(options, console=console, show_progress=not json_out)
+    if json_out:
+        print(json.dumps(outcome.summary, indent=2))
+    else:
+        print_summary(outcome.summary, outcome.eval_dir, outcome.skipped)
+    raise SystemExit(0)
+
+
+def print_summary(summary: dict[str, Any], eval_dir: Path, skipped: int) -> None:
+    """A few lines for a person: resolved, pass@k, errors, time, where the report is."""
+    total = summary["total"]
+    line = (f"resolved {summary['resolved']}/{total} ({100 * summary['resolved_rate']:.1f}%)"
+            f", unresolved {summary['unresolved']}, errors {summary['errors']}")
+    print(line)
+    print("pass@k: " + ", ".join(f"@{k} {100 * v:.1f}%" for k, v in summary["pass_at_k"].items()))
+    ttfp = summary["time_to_first_pass_s"]
+    if ttfp.get("p50") is not None:
+        print(f"time to first pass: median {ttfp['p50']:.1f}s, p90 {ttfp['p90']:.1f}s")
+    rate = summary.get("tasks_per_min")
+    print(f"wall clock {summary['wall_s']:.1f}s" + (f", {rate:.1f} tasks/min" if rate else "")
+          + (f" ({skipped} task(s) done earlier)" if skipped else ""))
+    if summary.get("cost") is not None:
+        print(f"cost ${summary['cost']:.4f}")
+    for failure in summary.get("gold_failures") or []:
+        print(printable(f"GOLD FAILURE {failure['task_id']}: {failure['reason']}"))
+    print(f"report: {eval_dir / 'report.html'}")
+
+
+def report_command(
+    path: Annotated[Path, typer.Argument(help="An evaluation directory or a run directory.")],
+) -> None:
+    """(Re)render the report (report.html, report.md) of an evaluation or run directory."""
+    from ooda.agent.app.evaluate.run import rerender_report
+
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or directory")
+    for written in rerender_report(path):
+        print(written)

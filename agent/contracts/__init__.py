@@ -1,0 +1,1 @@
+"""Contracts: every Protocol and result type the layers share (stdlib only)."""

@@ -1,0 +1,1 @@
+"""Core: the best-of-N loop, selection, prompts, budget and run log."""

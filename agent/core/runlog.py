@@ -1,0 +1,107 @@
+"""The run directory: run.json (atomic, last), attempts.jsonl (appended), final.diff, attempts/.
+
+A write that fails (a full disk, a read-only or vanished directory) raises InfraError naming
+the directory and the reason: the run cannot keep its record, so it ends with exit 3.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ooda.agent.contracts.errors import InfraError
+
+
+def new_run_id(task_id: str) -> str:
+    """A sortable, unique, filesystem-safe id: UTC time, task id, random suffix."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", task_id)[:60] or "task"
+    return f"{stamp}-{safe}-{secrets.token_hex(3)}"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file so that readers see either the old or the whole new content."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def append_jsonl(path: Path, record: dict[str, Any], lock: threading.Lock) -> None:
+    """Append one JSON line and fsync it, so a crash never loses a finished record."""
+    line = json.dumps(record, sort_keys=False) + "\n"
+    with lock, open(path, "a", encoding="utf-8") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def mark_runs_dir(runs_dir: Path) -> None:
+    """Create the runs directory with a `.gitignore` of `*` when new, so that runs written into
+    a user's checkout (the default `runs/` of `ooda run .`) leave `git status` clean."""
+    if runs_dir.exists():
+        return
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    (runs_dir / ".gitignore").write_text("# written by ooda: run directories\n*\n")
+
+
+class RunLog:
+    """Everything one run leaves on disk, under runs_dir/run_id."""
+
+    def __init__(self, runs_dir: Path, run_id: str) -> None:
+        self.run_id = run_id
+        self.dir = runs_dir / run_id
+        self.attempts_path = self.dir / "attempts.jsonl"
+        with self._writing():
+            mark_runs_dir(runs_dir)
+            (self.dir / "attempts").mkdir(parents=True, exist_ok=False)
+            self.attempts_path.touch()
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        try:
+            yield
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise InfraError(f"cannot write the run directory {self.dir}: {reason}") from exc
+
+    def attempt_dir(self, attempt_id: str) -> Path:
+        path = self.dir / "attempts" / attempt_id
+        with self._writing():
+            path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def write_attempt_file(self, attempt_id: str, name: str, text: str) -> None:
+        path = self.attempt_dir(attempt_id) / name
+        with self._writing():  # the model's text as it came, even when not valid UTF-8
+            path.write_text(text, encoding="utf-8", errors="backslashreplace")
+
+    def record_attempt(self, record: dict[str, Any]) -> None:
+        with self._writing():
+            append_jsonl(self.attempts_path, record, self._lock)
+
+    def write_final_diff(self, patch: str) -> None:
+        with self._writing():
+            write_atomic(self.dir / "final.diff", patch)
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        with self._writing():
+            write_json_atomic(self.dir / "run.json", summary)

@@ -1,0 +1,1 @@
+"""Models: the registry of model clients (openai, gold, replay server)."""

@@ -1,0 +1,295 @@
+"""The `bwrap` backend: bubblewrap over the image's root filesystem, for hosts without Docker.
+
+Each command gets fresh user, pid, network, ipc, uts and mount namespaces; `/` is the ooda
+rootfs read-only, `/work` the workspace (the only writable place besides a private /tmp), and
+the environment is an allow-list; /dev/shm is a bounded tmpfs. Memory is capped by a cgroup
+the host makes per sandbox (agent/sandbox/cgroup.py; where none can be made, only by
+RLIMIT_AS), the workspace's disk by agent/sandbox/limits.py's DiskWatch, file size and
+processes by rlimits. RLIMIT_NPROC counts per real uid and is ignored for uid 0, so as root every
+sandbox runs as its own unprivileged host uid (leased with a lock file) that appears as 1000
+inside; paths under root-only directories (e.g. /root/.cache/ooda) are first bind-mounted to
+/run/ooda-stage in a private mount namespace so that uid can reach them. Timeouts kill the
+bwrap process; --die-with-parent and the pid namespace take every descendant down with it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+from ooda.agent.contracts.errors import InfraError
+from ooda.agent.contracts.protocols import ExecResult
+from ooda.agent.sandbox import image
+from ooda.agent.sandbox.cgroup import MemoryCgroup
+from ooda.agent.sandbox.limits import DiskWatch, Limits, configured, disk_note, memory_note
+from ooda.agent.sandbox.output import DEFAULT_CAP_BYTES
+from ooda.agent.sandbox.ownership import Lease
+from ooda.agent.sandbox.process import run_process
+
+PIDS_LIMIT = 256
+ADDRESS_SPACE_LIMIT = 3 << 30
+"""RLIMIT_AS: virtual memory, so more generous than Docker's 2 GiB of resident memory."""
+FILE_SIZE_LIMIT = 1 << 30
+TMP_SIZE = 256 << 20
+UID_BASE = int(os.environ.get("OODA_BWRAP_UID_BASE", "1700000"))
+UID_COUNT = 1024
+STAGE = Path("/run/ooda-stage")
+HOST_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+BASE_ENV = {
+    "PATH": image.SANDBOX_PATH,
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+
+STAGE_SCRIPT = """
+mount --bind "$1" "$4/root"
+mount --bind "$2" "$4/work"
+if [ -n "$3" ]; then mount --bind "$3" "$4/reqs"; fi
+shift 4
+exec "$@"
+"""
+
+
+def _tool(name: str) -> str:
+    """The host tool `name`, found on the caller's PATH (the system one when PATH is unset)."""
+    path = shutil.which(name, path=os.environ.get("PATH") or HOST_ENV["PATH"])
+    if path is None:
+        raise InfraError(f"{name} is missing: apt-get install bubblewrap util-linux")
+    return path
+
+
+def bwrap_problem() -> str | None:
+    """None when bubblewrap can build a sandbox here (as the backend will), else why not."""
+    try:
+        argv = _launcher(os.geteuid() == 0, UID_BASE + UID_COUNT - 1)
+        probe = [*argv, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
+        proc = subprocess.run(probe, capture_output=True, text=True, timeout=20, check=False,
+                              env=HOST_ENV, cwd="/")
+    except InfraError as exc:
+        return str(exc)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap failed to start: {exc}"
+    if proc.returncode != 0:
+        return ("bubblewrap cannot create namespaces here: "
+                f"{(proc.stderr or proc.stdout).strip()[:300]} (unprivileged user namespaces "
+                "must be allowed: sysctl kernel.unprivileged_userns_clone=1)")
+    return None
+
+
+def _launcher(as_root: bool, uid: int, nproc: int = PIDS_LIMIT) -> list[str]:
+    """setpriv (as root) + prlimit + bwrap with the namespace options, up to the binds."""
+    argv: list[str] = []
+    if as_root:
+        argv += [_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                 "--inh-caps=-all", "--"]
+    argv += [_tool("prlimit"), f"--nproc={nproc}", f"--as={ADDRESS_SPACE_LIMIT}",
+             f"--fsize={FILE_SIZE_LIMIT}", "--core=0", "--"]
+    argv += [_tool("bwrap"), "--unshare-all", "--unshare-user", "--disable-userns",
+             "--die-with-parent", "--new-session", "--clearenv", "--uid", str(image.SANDBOX_UID),
+             "--gid", str(image.SANDBOX_UID), "--hostname", "sandbox"]
+    return argv
+
+
+def _user_process_count() -> int:
+    """Processes this (unprivileged) user already runs: RLIMIT_NPROC counts them too."""
+    uid, count = os.getuid(), 0
+    for entry in Path("/proc").iterdir():
+        try:
+            count += entry.name.isdigit() and entry.stat().st_uid == uid
+        except OSError:
+            continue
+    return count
+
+
+def _processes_of(uid: int) -> list[int]:
+    """Live (non-zombie) host processes whose real uid is `uid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields.get("Uid", "").split()[:1] == [str(uid)] and not fields.get(
+            "State", ""
+        ).strip().startswith("Z"):
+            found.append(int(entry.name))
+    return found
+
+
+def _sweep_uid(uid: int, patience_s: float = 3.0) -> None:
+    """SIGKILL whatever still runs as the sandbox's leased uid (the pid namespace normally
+    takes everything down with bwrap; this makes it certain before the next command)."""
+    deadline = time.monotonic() + patience_s
+    while time.monotonic() < deadline:
+        pids = _processes_of(uid)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
+
+
+class UidLease:
+    """An unprivileged host uid that no other live sandbox uses (flock on a file per uid)."""
+
+    def __init__(self) -> None:
+        locks = image.ooda_home() / "locks" / "uids"
+        locks.mkdir(parents=True, exist_ok=True)
+        for uid in range(UID_BASE, UID_BASE + UID_COUNT):
+            handle: IO[str] = open(locks / str(uid), "w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            self.uid = uid
+            self._handle: IO[str] | None = handle
+            return
+        raise InfraError(f"all {UID_COUNT} sandbox uids are in use")
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+class BwrapBackend:
+    """Opens BwrapSandboxes over the ooda rootfs (built on first use)."""
+
+    name = "bwrap"
+
+    def __init__(self, *, log: image.Log = image.stderr_log) -> None:
+        problem = bwrap_problem()
+        if problem:
+            raise InfraError(problem)
+        self.log = log
+        self.limits = configured()
+        self.rootfs = image.build_rootfs(log=log)
+        group, why = MemoryCgroup.create(self.limits.memory) if os.geteuid() == 0 else (
+            None, "not root")
+        if group is not None:
+            group.remove()
+        else:
+            log(f"bwrap: no memory cgroup ({why}): memory is bounded by RLIMIT_AS only")
+
+    def open(self, workspace: Path, *, requirements: Path | None = None) -> BwrapSandbox:
+        reqs = image.requirements_site(requirements, self.log) if requirements else None
+        return BwrapSandbox(self.rootfs, workspace, reqs, limits=self.limits)
+
+    def close(self) -> None:
+        pass
+
+
+class BwrapSandbox:
+    """Runs each command in a fresh bubblewrap sandbox; the workspace persists between them."""
+
+    backend = "bwrap"
+    workdir = "/work"
+
+    def __init__(
+        self,
+        rootfs: Path,
+        workspace: Path,
+        requirements: Path | None = None,
+        *,
+        limits: Limits | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.limits = limits or configured()
+        self._cgroup: MemoryCgroup | None = None
+        self.rootfs = rootfs
+        self.requirements = requirements
+        self.as_root = os.geteuid() == 0
+        self._uid: UidLease | None = None
+        self._env = dict(BASE_ENV)
+        if requirements is not None:
+            self._env["PYTHONPATH"] = image.REQS_MOUNT
+        if self.as_root:
+            self._uid = UidLease()
+            for sub in ("root", "work", "reqs"):
+                (STAGE / sub).mkdir(mode=0o755, parents=True, exist_ok=True)
+            self._lease = Lease(workspace, self._uid.uid, self._uid.uid)
+            self._cgroup = MemoryCgroup.create(self.limits.memory)[0]
+        else:
+            self._lease = Lease(workspace, os.getuid(), os.getgid())
+        self._closed = False
+        self._one_at_a_time = threading.Lock()  # each run ends by killing the uid's processes
+
+    def _argv(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+        root, work = str(self.rootfs), str(self.workspace.resolve())
+        reqs = str(self.requirements) if self.requirements else ""
+        prefix: list[str] = self._cgroup.enter_argv() if self._cgroup else []
+        if self.as_root and self._uid is not None:
+            stage = str(STAGE)
+            prefix += [_tool("unshare"), "--mount", "--propagation", "private", "--", "/bin/sh",
+                      "-ec", STAGE_SCRIPT, "ooda-stage", root, work, reqs, stage]
+            root, work = f"{stage}/root", f"{stage}/work"
+            reqs = f"{stage}/reqs" if reqs else ""
+            launcher = _launcher(True, self._uid.uid)
+        else:
+            launcher = _launcher(False, 0, _user_process_count() + PIDS_LIMIT)
+        binds = ["--ro-bind", root, "/", "--proc", "/proc", "--dev", "/dev",
+                 "--perms", "1777", "--size", str(self.limits.shm), "--tmpfs", "/dev/shm",
+                 "--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp",
+                 "--bind", work, self.workdir]
+        if reqs:
+            binds += ["--ro-bind", reqs, image.REQS_MOUNT]
+        binds += ["--chdir", self.workdir]
+        for key, value in {**self._env, **env}.items():
+            binds += ["--setenv", key, value]
+        return [*prefix, *launcher, *binds, "--", *argv]
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+        cap_bytes: int = DEFAULT_CAP_BYTES,
+    ) -> ExecResult:
+        with self._one_at_a_time:
+            if self._closed:
+                return ExecResult(125, "sandbox unusable: it was closed", 0.0)
+            disk = DiskWatch(self.workspace, self.limits.disk)
+            ooms = self._cgroup.oom_kills() if self._cgroup else 0
+            result = run_process(
+                self._argv(argv, env or {}), cwd="/", env=HOST_ENV, timeout_s=timeout_s,
+                cap_bytes=cap_bytes,
+                check=lambda: disk_note(disk.limit) if disk.exceeded() else None,
+            )
+            if self._uid is not None:
+                _sweep_uid(self._uid.uid)
+            if self._cgroup and self._cgroup.oom_kills() > ooms and not result.timed_out:
+                note = memory_note(self.limits.memory)
+                code = result.exit_code if result.exit_code else 137
+                result = ExecResult(code, f"{result.output.rstrip()}\n{note}\n".lstrip(),
+                                    result.duration_s)
+            return result
+
+    def close(self) -> None:
+        self._closed = True
+        if self._uid is not None:
+            _sweep_uid(self._uid.uid)  # ends a command still running in another thread
+        with self._one_at_a_time:
+            self._lease.release()
+            if self._uid is not None:
+                self._uid.release()
+                self._uid = None
+            if self._cgroup is not None:
+                self._cgroup.remove()
+                self._cgroup = None

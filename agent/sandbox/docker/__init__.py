@@ -1,0 +1,1 @@
+"""The Docker sandbox backend: container launch, zygote, backend."""

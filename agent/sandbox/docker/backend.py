@@ -1,0 +1,318 @@
+"""The `docker` backend: one locked-down, long-lived container per sandbox, warm and reusable.
+
+The container has no network, no capabilities, a read-only root, a private /tmp, pids, memory
+and CPU limits, runs as uid 1000, and sees only an allow-listed environment. Its PID 1 is
+agent/sandbox/docker/zygote.py: a command server that imported pytest and mypy ahead of need and that
+signals cannot reach from inside. Commands go to it over a unix socket the host listened on
+just once (so no candidate can connect to it later); each runs in a forked child, and once it
+ends (or times out) every other process in the container is SIGKILLed, so nothing outlives a
+command. If a command does not end shortly after its timeout, the host kills the container and
+the sandbox refuses further runs with an error result. While a command runs, the host watches
+what it writes to the workspace (agent/sandbox/limits.py) and asks PID 1 to end it past the
+allowance; PID 1 reports memory cgroup OOM kills: both end the output with a line saying so.
+
+`reset()` makes the container as fresh as a new one (processes, /tmp, /dev/shm, IPC) and
+`lend()` hands a refilled workspace back to the sandbox user: agent/sandbox/pool.py reuses
+containers across candidates with them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import struct
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ooda.agent.contracts.errors import InfraError
+from ooda.agent.contracts.protocols import ExecResult
+from ooda.agent.sandbox import image
+from ooda.agent.sandbox.docker import zygote
+from ooda.agent.sandbox.docker.launch import WORKDIR, Engine, Launched, SdkEngine, launch
+from ooda.agent.sandbox.limits import POLL_S, DiskWatch, configured, disk_note, memory_note
+from ooda.agent.sandbox.output import DEFAULT_CAP_BYTES
+from ooda.agent.sandbox.ownership import Lease, chown_tree
+
+HOST_GRACE_S = 5.0
+"""How long past its timeout the host waits for a command before killing the container."""
+START_TIMEOUT_S = float(os.environ.get("OODA_SANDBOX_START_TIMEOUT", "120"))
+"""How long a new container may take to connect back and import its toolchain."""
+RESET_TIMEOUT_S = 30.0
+CLOSE_WAIT_S = 3.0
+"""How long close() waits for an idle container's PID 1 to exit before force-removing it."""
+
+
+def connect(timeout_s: float = 300.0) -> Any:
+    """A docker SDK client whose engine answers, or InfraError saying what to do."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=int(timeout_s), max_pool_size=64)
+        client.ping()
+    except Exception as exc:  # docker raises DockerException, requests errors, OSError...
+        raise InfraError(
+            f"Docker engine not answering ({type(exc).__name__}: {str(exc)[:200]}); start it "
+            "(`systemctl start docker`, or `dockerd &` as root, see scripts/setup.sh) "
+            "or use --sandbox bwrap"
+        ) from exc
+    return client
+
+
+def docker_problem() -> str | None:
+    """None when a Docker engine answers here, else why not (fast, for auto-detection)."""
+    try:
+        connect(timeout_s=5).close()
+    except InfraError as exc:
+        return str(exc)
+    return None
+
+
+class DockerBackend:
+    """Opens DockerSandboxes from the ooda image (built on first use).
+
+    Containers are started, killed and removed through the docker SDK (launch.SdkEngine)."""
+
+    name = "docker"
+    reusable = True
+    """Its sandboxes can be reset for another candidate (see agent/sandbox/pool.py)."""
+
+    def __init__(self, client: Any | None = None, *, log: image.Log = image.stderr_log) -> None:
+        self.log = log
+        self._client = client
+        self._lock = threading.Lock()
+        self.image = image.ensure_docker_image(self.client, log=log)
+        self.engine: Engine = SdkEngine(self.client.api)
+        image.remember_tag(self.image)
+
+    @property
+    def client(self) -> Any:
+        """The docker SDK client, connected on first use."""
+        with self._lock:
+            if self._client is None:
+                self._client = connect()
+            return self._client
+
+    def open(self, workspace: Path, *, requirements: Path | None = None) -> DockerSandbox:
+        tag = self.image
+        if requirements is not None:
+            tag = image.ensure_requirements_image(self.client, requirements, self.log)
+        with_reqs = requirements is not None
+        return DockerSandbox(self.engine, tag, workspace, with_requirements=with_reqs)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+class DockerSandbox:
+    """One container; `run` asks its PID 1 to run a command; `close` ends it."""
+
+    backend = "docker"
+    workdir = WORKDIR
+
+    def __init__(
+        self,
+        engine: Engine,
+        tag: str,
+        workspace: Path,
+        *,
+        with_requirements: bool = False,
+        launched: Launched | None = None,
+    ) -> None:
+        """Start a container on `workspace` (or adopt `launched`, one started already on it,
+        e.g. by agent/startup/prestart.py) and wait for its PID 1 to connect."""
+        self.workspace = workspace
+        self.limits = configured()
+        self._engine = engine
+        self._broken: str | None = None
+        self._closed = False
+        self._one_at_a_time = threading.Lock()  # each run ends by killing every other process
+        self.container_id = ""
+        if launched is None:
+            try:
+                launched = launch(engine, tag, workspace, with_requirements=with_requirements)
+            except OSError as exc:  # the control socket
+                raise InfraError(f"could not start a sandbox container from {tag}: {exc}") from exc
+        self.container_id = launched.container_id
+        self._uid, self._gid = launched.uid, launched.gid
+        self._lease = Lease(workspace, launched.uid, launched.gid)
+        try:
+            self._sock = self._accept(launched.listener)
+        except BaseException:
+            self._discard()
+            self._lease.release()
+            raise
+        finally:
+            launched.release()
+
+    def _accept(self, listener: socket.socket) -> socket.socket:
+        """The one connection PID 1 makes as soon as it runs."""
+        listener.settimeout(START_TIMEOUT_S)
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError as exc:
+            raise InfraError(
+                f"the sandbox container did not start within {START_TIMEOUT_S:g} s"
+            ) from exc
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _pid, peer_uid, _gid = struct.unpack("3i", creds)
+        if os.geteuid() == 0 and peer_uid != self._uid:
+            conn.close()
+            raise InfraError(f"unexpected peer uid {peer_uid} on the sandbox control socket")
+        conn.settimeout(START_TIMEOUT_S)
+        try:
+            hello = zygote.receive(conn)
+        except OSError:
+            hello = None
+        if hello is None:
+            conn.close()
+            raise InfraError("the sandbox container exited while starting")
+        return conn
+
+    # ------------------------------------------------------------------ commands
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+        cap_bytes: int = DEFAULT_CAP_BYTES,
+    ) -> ExecResult:
+        with self._one_at_a_time:
+            return self._run(argv, timeout_s, env or {}, cap_bytes)
+
+    def _run(
+        self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str], cap_bytes: int
+    ) -> ExecResult:
+        start = time.monotonic()
+        if self._closed:
+            return ExecResult(125, "sandbox unusable: it was closed", 0.0)
+        if self._broken:
+            return ExecResult(125, f"sandbox unusable: {self._broken}", 0.0)
+        timeout_s = max(timeout_s, 0.0)
+        request = {"op": "run", "argv": list(argv), "env": dict(env), "cwd": self.workdir,
+                   "timeout": timeout_s, "cap": cap_bytes}
+        disk = DiskWatch(self.workspace, self.limits.disk)
+        done = threading.Event()
+        try:
+            self._sock.settimeout(timeout_s + HOST_GRACE_S)
+            zygote.send(self._sock, json.dumps(request).encode())
+            watcher = threading.Thread(target=self._watch, args=(disk, done), daemon=True)
+            watcher.start()
+            try:
+                header = zygote.receive(self._sock)
+                output = zygote.receive(self._sock) if header is not None else None
+            finally:
+                done.set()
+                watcher.join()
+        except TimeoutError:
+            self._broken = f"a command outlived its {timeout_s:g} s timeout; container killed"
+            self._kill()
+            return ExecResult(None, "", time.monotonic() - start, timed_out=True)
+        except OSError as exc:
+            header = output = None
+            self._broken = f"the container went away ({exc})"
+        duration = time.monotonic() - start
+        if header is None or output is None:
+            self._broken = self._broken or (
+                "it was closed" if self._closed else "the container went away"
+            )
+            return ExecResult(125, f"sandbox unusable: {self._broken}", duration)
+        info = json.loads(header)
+        text = output.decode("utf-8", "replace")
+        if info.get("timed_out"):
+            return ExecResult(None, text, duration, timed_out=True)
+        code = int(info["exit"]) if info.get("exit") is not None else 125
+        broke = [disk_note(disk.limit)] if info.get("cancelled") or disk.exceeded() else []
+        if info.get("oom"):
+            broke.append(memory_note(self.limits.memory))
+        if broke:
+            text = "\n".join([text.rstrip(), *broke, ""]).lstrip()
+            code = code if code > 0 else 137
+        return ExecResult(code, text, duration)
+
+    def _watch(self, disk: DiskWatch, done: threading.Event) -> None:
+        """While a command runs: past its disk allowance, ask PID 1 to end it."""
+        while not done.wait(POLL_S):
+            if disk.exceeded():
+                with contextlib.suppress(OSError):
+                    zygote.send(self._sock, b'{"op": "cancel"}')
+                return
+
+    # ------------------------------------------------------------------ reuse
+
+    def reset(self) -> bool:
+        """Make the container fresh for another candidate: no process, empty /tmp, /dev/shm,
+        /dev/mqueue, no IPC objects. False when that failed (then discard the sandbox).
+        The host empties and refills the workspace itself (see lend())."""
+        with self._one_at_a_time:
+            if self._closed or self._broken:
+                return False
+            try:
+                self._sock.settimeout(RESET_TIMEOUT_S)
+                zygote.send(self._sock, b'{"op": "reset"}')
+                answer = zygote.receive(self._sock)
+            except OSError as exc:
+                self._broken = f"reset failed ({exc})"
+                return False
+            if answer is None or not json.loads(answer).get("ok"):
+                self._broken = f"reset left state behind: {answer!r}"
+                return False
+            return True
+
+    def lend(self) -> None:
+        """Hand the (refilled) workspace to the sandbox user again."""
+        if self._lease.active:
+            chown_tree(self.workspace, self._uid, self._gid)
+
+    # ------------------------------------------------------------------ teardown
+
+    def _kill(self) -> None:
+        with contextlib.suppress(InfraError):  # the engine went away: so did the container
+            self._engine.kill(self.container_id)
+
+    def _discard(self) -> None:
+        if self.container_id:
+            with contextlib.suppress(InfraError):  # gone already (cleanup, engine restart)
+                self._engine.remove(self.container_id)
+
+    def close(self) -> None:
+        """End the container. When idle, closing the socket is enough: PID 1 reads the end,
+        exits (which kills everything left in the container) and Docker removes it (auto-
+        remove); the host only waits for PID 1's side to close. Otherwise (a command running,
+        no answer) the container is force-removed through the engine."""
+        if not self._closed:
+            self._closed = True
+            sock = getattr(self, "_sock", None)
+            exited = False
+            if sock is not None and self._one_at_a_time.acquire(blocking=False):
+                try:
+                    exited = self._end_idle(sock)
+                finally:
+                    self._one_at_a_time.release()
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)  # wakes a run() waiting for an answer
+            if not exited:
+                self._discard()
+            if sock is not None:
+                with self._one_at_a_time:
+                    sock.close()
+        self._lease.release()
+
+    def _end_idle(self, sock: socket.socket) -> bool:
+        """Half-close the socket and wait (briefly) for PID 1 to exit; True when it did."""
+        if self._broken:
+            return False
+        try:
+            sock.shutdown(socket.SHUT_WR)
+            sock.settimeout(CLOSE_WAIT_S)
+            return sock.recv(1) == b""
+        except OSError:  # timed out, or reset: let the engine make sure
+            return False

@@ -1,0 +1,225 @@
+"""Start a Docker sandbox container: its configuration (in one place), its one-shot control
+socket, and the engine it is started, killed and removed through (`SdkEngine`: the `docker`
+SDK's low-level APIClient).
+
+Starting a container needs nothing of the command line but the task path, so `ooda run` can
+start its first container while Python is still parsing options (agent/startup/prestart.py);
+agent/sandbox/docker/backend.py then adopts it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from ooda.agent.contracts.errors import InfraError
+from ooda.agent.sandbox import image
+from ooda.agent.sandbox.docker import zygote
+from ooda.agent.sandbox.limits import configured
+from ooda.agent.support import fstree
+
+CPUS = float(os.environ.get("OODA_SANDBOX_CPUS", "1"))
+PIDS_LIMIT = 256
+TMP_SIZE = "256m"
+FILE_SIZE_LIMIT = 1 << 30
+CONTROL_DIR = "/run/ooda"
+SOCKET_NAME = "control.sock"
+WORKDIR = "/work"
+BASE_ENV = {
+    "PATH": image.SANDBOX_PATH,
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+ZYGOTE_SOURCE = f"# {zygote.MARKER}: agent/sandbox/docker/zygote.py\n" + Path(zygote.__file__).read_text()
+"""PID 1's program; its first line names it, for `ps` and `docker top` (which cut long lines)."""
+
+
+
+@dataclass
+class Launched:
+    """A started container whose PID 1 is about to connect to `listener`."""
+
+    container_id: str
+    tag: str
+    listener: socket.socket
+    control: Path
+    workspace: Path
+    env: dict[str, str]
+    uid: int
+    gid: int
+
+    def release(self) -> None:
+        """Stop listening and remove the control directory (after the one connection)."""
+        self.listener.close()
+        shutil.rmtree(self.control, ignore_errors=True)
+
+
+def sandbox_user() -> tuple[int, int]:
+    """The uid:gid commands run as: the image's unprivileged user when we are root."""
+    if os.geteuid() == 0:
+        return image.SANDBOX_UID, image.SANDBOX_UID
+    return os.getuid(), os.getgid()
+
+
+def container_config(
+    tag: str, workspace: Path, control: Path, env: dict[str, str], uid: int, gid: int
+) -> dict[str, Any]:
+    """The Docker API's create body: no network, no capabilities, no new privileges, read-only
+    root, private /tmp, a bounded /dev/shm, pids/memory/CPU/file-size limits (see
+    agent/sandbox/limits.py), an allow-listed environment, removed as soon as PID 1 exits
+    (when the host closes the control socket)."""
+    limits = configured()
+    return {
+        "Image": tag,
+        "Cmd": ["/usr/bin/python3", "-c", ZYGOTE_SOURCE, zygote.MARKER,
+                f"{CONTROL_DIR}/{SOCKET_NAME}"],
+        "User": f"{uid}:{gid}",
+        "WorkingDir": WORKDIR,
+        "Env": [f"{k}={v}" for k, v in env.items()],
+        "Labels": {"ooda": "1", **image.owner_labels()},
+        "Hostname": "sandbox",
+        "HostConfig": {
+            "Binds": [f"{workspace.resolve()}:{WORKDIR}:rw", f"{control}:{CONTROL_DIR}:ro"],
+            "AutoRemove": True,
+            "NetworkMode": "none",
+            "CapDrop": ["ALL"],
+            "SecurityOpt": ["no-new-privileges"],
+            "ReadonlyRootfs": True,
+            "Tmpfs": {"/tmp": f"size={TMP_SIZE},mode=1777,exec"},
+            "PidsLimit": PIDS_LIMIT,
+            "ShmSize": limits.shm,
+            "Memory": limits.memory,
+            "MemorySwap": limits.memory,
+            "NanoCpus": int(CPUS * 1e9),
+            "Ulimits": [{"Name": "fsize", "Soft": FILE_SIZE_LIMIT, "Hard": FILE_SIZE_LIMIT}],
+        },
+    }
+
+
+def launch(engine: Engine, tag: str, workspace: Path, *, with_requirements: bool) -> Launched:
+    """Listen once on a fresh control socket, then start the container (InfraError if not)."""
+    env = dict(BASE_ENV)
+    if with_requirements:
+        env["PYTHONPATH"] = image.REQS_MOUNT
+    uid, gid = sandbox_user()
+    control = Path(tempfile.mkdtemp(prefix="ooda-ctl-"))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    launched = Launched("", tag, listener, control, workspace, env, uid, gid)
+    try:
+        control.chmod(0o711)
+        path = control / SOCKET_NAME
+        listener.bind(str(path))
+        listener.listen(1)
+        if os.geteuid() == 0:
+            os.chown(path, uid, gid)
+        path.chmod(0o600)
+        config = container_config(tag, workspace, control, env, uid, gid)
+        launched.container_id = engine.start(config)
+    except BaseException:
+        launched.release()
+        raise
+    return launched
+
+
+def launch_on_last_image(engine: Engine, prefix: str) -> tuple[Path, Launched] | None:
+    """Start a container ahead of need (agent/startup/prestart.py, agent/startup/daemon.py): on the image the
+    Docker backend used last, for a task without requirements, its slot in a fresh directory
+    named `prefix`… that the caller then owns. None when no image was built yet."""
+    tag = image.last_tag()  # checked against the backend's image before adoption
+    if tag is None:
+        return None
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    slot = Path(tempfile.mkdtemp(prefix="slot-", dir=work))
+    try:
+        return work, launch(engine, tag, slot, with_requirements=False)
+    except BaseException:
+        fstree.remove_tree(work)
+        raise
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+class Engine(Protocol):
+    """What a sandbox needs of the Docker engine: start, kill and remove containers."""
+
+    def start(self, config: dict[str, Any]) -> str:
+        """Create and start a container from `config`; its id (InfraError when it fails)."""
+        ...
+
+    def kill(self, container_id: str) -> None: ...
+
+    def remove(self, container_id: str) -> None:
+        """Force-remove; a container already gone is fine."""
+        ...
+
+
+class SdkEngine:
+    """Engine operations through a docker SDK APIClient (may be shared by threads)."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+
+    @classmethod
+    def connect(cls, timeout_s: float = 60.0) -> SdkEngine:
+        """An engine for the Docker host of the environment (InfraError when none answers)."""
+        from ooda.agent.sandbox.docker.backend import connect
+
+        return cls(connect(timeout_s=timeout_s).api)
+
+    def image_exists(self, tag: str) -> bool:
+        import docker.errors
+
+        try:
+            self.api.inspect_image(tag)
+        except docker.errors.ImageNotFound:
+            return False
+        except (docker.errors.DockerException, OSError) as exc:
+            raise InfraError(f"Docker engine not answering: {exc}") from exc
+        return True
+
+    def containers(self, labels: list[str]) -> list[dict[str, Any]]:
+        """All containers (running or not) carrying every label given (`key` or `key=value`)."""
+        import docker.errors
+
+        try:
+            found = self.api.containers(all=True, filters={"label": labels})
+        except (docker.errors.DockerException, OSError) as exc:
+            raise InfraError(f"Docker engine not answering: {exc}") from exc
+        return list(found)
+
+    def start(self, config: dict[str, Any]) -> str:
+        import docker.errors
+
+        try:
+            container_id = str(self.api.create_container_from_config(config)["Id"])
+            try:
+                self.api.start(container_id)
+            except BaseException:
+                self.remove(container_id)
+                raise
+        except (docker.errors.DockerException, OSError) as exc:  # OSError: engine gone
+            raise InfraError(f"could not start a sandbox container: {exc}") from exc
+        return container_id
+
+    def kill(self, container_id: str) -> None:
+        import docker.errors
+
+        try:
+            self.api.kill(container_id)
+        except (docker.errors.DockerException, OSError):
+            pass
+
+    def remove(self, container_id: str) -> None:
+        import docker.errors
+
+        try:
+            self.api.remove_container(container_id, force=True)
+        except (docker.errors.DockerException, OSError):
+            pass  # already gone (killed, removed by cleanup_leftovers, engine restarted)

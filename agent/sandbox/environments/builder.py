@@ -1,0 +1,203 @@
+"""Build an environment image from its spec, once per hash, and remember failures.
+
+Steps: the release's base image (base.py), then one build container with the network
+(container.py) that copies the repository to /work and runs, as root: apt packages, the
+repository's requirements file, pinned pip packages (so their pins win), pre-install commands,
+the repository's own install, the test runner's
+packages (last, so the task's pytest wins), ooda's tools into /opt/ooda-tools. Files the
+install created inside the repository (egg-info, compiled extensions, generated version files)
+are kept as /opt/ooda-env/overlay.tar and on the host under envs/<hash>/overlay, because the
+workspace mounted at /work at verification time hides the build's /work; an editable install
+points at /work, so it imports the candidate's code. The container is committed as
+`ooda-env:<hash>` and runs, like every sandbox, with no network.
+
+A failed build is recorded (envs/<hash>/failure.txt: one line, the real cause; build.log: the
+whole output) and raised again for the same hash without building, until `force`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ooda.agent.contracts.errors import InfraError
+from ooda.agent.sandbox import image
+from ooda.agent.sandbox.environments import base, causes, container, hostconfig
+from ooda.agent.sandbox.environments.locks import locked
+from ooda.agent.sandbox.environments.spec import EnvSpec, image_tag, spec_hash
+
+ENV_DIR_IN_IMAGE = "/opt/ooda-env"
+TOOLS_DIR = "/opt/ooda-tools"
+OVERLAY_SCRIPT = r"""
+import os, sys, tarfile
+before = set(open(sys.argv[1]).read().split("\0"))
+with tarfile.open(sys.argv[2], "w") as out:
+    for top, dirs, files in os.walk("/work"):
+        dirs[:] = [d for d in dirs if d not in ("__pycache__", ".git")]
+        for name in dirs + files:
+            path = os.path.join(top, name)
+            rel = os.path.relpath(path, "/work")
+            if rel not in before and (name in files or os.path.islink(path)):
+                out.add(path, arcname=rel, recursive=False)
+"""
+"""Runs in the build container: tar the files the install added to /work."""
+
+
+class EnvBuildError(InfraError):
+    """An environment that could not be built; `cause` is the one line that says why."""
+
+    def __init__(self, spec_hash: str, cause: str, log_path: Path) -> None:
+        super().__init__(f"environment {spec_hash} could not be built: {cause} (log: {log_path})")
+        self.spec_hash = spec_hash
+        self.cause = cause
+        self.log_path = log_path
+
+
+@dataclass(frozen=True)
+class BuiltEnv:
+    """A ready environment image."""
+
+    tag: str
+    spec_hash: str
+    release: str
+    overlay: Path
+    """Host directory of the files the install added to the repository (maybe empty)."""
+    built: bool
+    """True when this call built it (False: it was there already)."""
+    seconds: float
+
+
+def env_dir(digest: str) -> Path:
+    """$OODA_HOME/envs/<hash>: the failure record, build log and overlay of one environment."""
+    return image.ooda_home() / "envs" / digest
+
+
+def build_script(spec: EnvSpec, host: hostconfig.HostConfig, with_repo: bool) -> str:
+    """The shell script the build container runs (sh -e, as root, in /work)."""
+    q = shlex.quote
+    pip = "python3 -m pip install -q"
+    lines = [f"mkdir -p {ENV_DIR_IN_IMAGE} {TOOLS_DIR}"]
+    lines.append(f"find /work -mindepth 1 -printf '%P\\0' > {ENV_DIR_IN_IMAGE}/input.lst")
+    if spec.apt:
+        apt_opts = " ".join(f"-o {q(o)}" for o in host.apt_options)
+        lines.append(f"apt-get {apt_opts} update -q")
+        lines.append(f"apt-get {apt_opts} install -q -y --no-install-recommends "
+                     + " ".join(q(p) for p in spec.apt))
+    if with_repo and spec.requirements:
+        tests = " elif ".join(f"[ -f {q(f)} ]; then {pip} -r {q(f)}; " for f in spec.requirements)
+        lines.append(f"if {tests}fi")
+    if spec.pip:
+        lines.append(f"{pip} " + " ".join(q(p) for p in spec.pip))
+    lines += list(spec.pre_install)
+    if with_repo and spec.install:
+        lines.append(spec.install)
+    if spec.runner.packages:
+        lines.append(f"{pip} " + " ".join(q(p) for p in spec.runner.packages))
+    if spec.tools:
+        lines.append(f"{pip} --target {TOOLS_DIR} --no-warn-script-location "
+                     + " ".join(q(p) for p in spec.tools))
+    lines.append(f"python3 -c {q(OVERLAY_SCRIPT)} {ENV_DIR_IN_IMAGE}/input.lst "
+                 f"{ENV_DIR_IN_IMAGE}/overlay.tar")
+    lines.append("find /work -mindepth 1 -delete")
+    lines.append("python3 -m pip freeze > /opt/ooda-env/freeze.txt")
+    lines.append("python3 -m compileall -q /usr/local/lib/python3*/dist-packages "
+                 "/usr/lib/python3/dist-packages >/dev/null 2>&1 || true")
+    lines.append("apt-get clean; rm -rf /var/lib/apt/lists/* /root/.cache /tmp/*")
+    lines.append(f"chmod -R a+rX /usr/local {ENV_DIR_IN_IMAGE} {TOOLS_DIR}")
+    return "\n".join(lines) + "\n"
+
+
+def _record_failure(directory: Path, cause: str, log: str) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "build.log").write_text(log, encoding="utf-8")
+    (directory / "failure.txt").write_text(cause + "\n", encoding="utf-8")
+
+
+def _extract_overlay(client: Any, tag: str, dest: Path) -> None:
+    """Copy /opt/ooda-env/overlay.tar out of the image and unpack it into `dest`."""
+    import io
+
+    created = client.api.create_container(tag, command=["true"], labels={"ooda": "1"})
+    try:
+        stream, _ = client.api.get_archive(created["Id"], f"{ENV_DIR_IN_IMAGE}/overlay.tar")
+        outer = io.BytesIO(b"".join(stream))
+    finally:
+        client.api.remove_container(created["Id"], force=True)
+    tmp = dest.with_name(dest.name + ".tmp")
+    image._remove_tree(tmp)
+    tmp.mkdir(parents=True)
+    with tarfile.open(fileobj=outer) as wrapper:
+        member = wrapper.extractfile("overlay.tar")
+        if member is not None:
+            with tarfile.open(fileobj=io.BytesIO(member.read())) as inner:
+                inner.extractall(tmp, filter="data")
+    image._remove_tree(dest)
+    tmp.rename(dest)
+
+
+def ensure_env(
+    client: Any,
+    spec: EnvSpec,
+    repo: Path | None = None,
+    *,
+    force: bool = False,
+    log: image.Log = image.stderr_log,
+    timeout_s: float = 3600.0,
+) -> BuiltEnv:
+    """The image for `spec` (installing `repo` when the spec says so), built when missing.
+
+    Raises EnvBuildError (the recorded cause) when this hash failed before, unless `force`."""
+    started = time.monotonic()
+    digest = spec_hash(spec, repo)
+    tag = image_tag(spec, repo)
+    directory = env_dir(digest)
+    release = spec.debian
+
+    def ready() -> BuiltEnv | None:
+        if force or not image.image_exists(client, tag) or not (directory / "overlay").is_dir():
+            return None
+        return BuiltEnv(tag, digest, release.name, directory / "overlay", False,
+                        time.monotonic() - started)
+
+    def failed() -> None:
+        failure = directory / "failure.txt"
+        if not force and failure.is_file():
+            raise EnvBuildError(digest, failure.read_text().strip(), directory / "build.log")
+
+    found = ready()
+    if found is not None:
+        return found
+    failed()
+    with locked(f"env-{digest}"):
+        found = ready()
+        if found is not None:
+            return found
+        failed()
+        (directory / "failure.txt").unlink(missing_ok=True)
+        base_image = base.ensure_base_image(client, release, log)
+        host = hostconfig.host_config(
+            remote_only=any(k == "PIP_UPLOADED_PRIOR_TO" for k, _ in spec.build_env))
+        with_repo = repo is not None and spec.install is not None
+        upload = ("/work", container.tar_of(repo)) if with_repo and repo is not None else None
+        log(f"building environment {tag} on {release.name} (Python {release.python})")
+        outcome = container.run_script(
+            client, base_image, build_script(spec, host, with_repo), host,
+            env=dict(spec.build_env), upload=upload, commit_as=tag,
+            labels={"ooda.env": digest}, timeout_s=timeout_s,
+        )
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
+        if outcome.exit_code != 0:
+            cause = causes.cause(outcome.log, outcome.exit_code)
+            _record_failure(directory, cause, outcome.log)
+            raise EnvBuildError(digest, cause, directory / "build.log")
+        (directory / "build.log").write_text(outcome.log, encoding="utf-8")
+        _extract_overlay(client, tag, directory / "overlay")
+        seconds = time.monotonic() - started
+        log(f"environment {tag} built in {seconds:.0f} s")
+        return BuiltEnv(tag, digest, release.name, directory / "overlay", True, seconds)

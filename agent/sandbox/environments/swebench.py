@@ -1,0 +1,112 @@
+"""SWE-bench's environments as ooda specs: (repository, version) -> EnvSpec, from the data in
+swebench_specs.json (values transcribed from the SWE-bench harness's published specs, plus a
+few ooda overrides in its `ooda_overrides` table).
+
+Translations, each because ooda's verification differs from the harness's conda setup:
+- conda `packages` are installed with pip (the same names on PyPI for these repositories);
+- `requirements` installs the first of the repository's requirements files that exists;
+- a non-editable `pip install .` becomes `pip install -e .`: the candidate's code is the
+  workspace mounted at /work, so the install must point there, not at a copy;
+- the test command decides the runner kind (pytest, django's runtests.py, sympy's bin/test);
+- the repository is built from an export without .git, so projects versioned by
+  setuptools_scm get SETUPTOOLS_SCM_PRETEND_VERSION (the instance's version) for the build;
+- unpinned dependencies resolve as of `ooda_defaults.pip_uploaded_prior_to` (pip's
+  PIP_UPLOADED_PRIOR_TO), not as of today: the harness's specs were validated then.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ooda.agent.contracts.errors import UsageError
+from ooda.agent.sandbox.environments.spec import EnvSpec, RunnerSpec
+
+DATA = Path(__file__).with_name("swebench_specs.json")
+_NON_EDITABLE = re.compile(r"^(python3? -m pip install)((?: -\S+)*) \.(?=\s|$|\[)")
+
+
+@functools.cache
+def _data() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(DATA.read_text(encoding="utf-8"))
+    return loaded
+
+
+def repos() -> list[str]:
+    """The repositories (`owner/name`) the data covers."""
+    return sorted(_data()["repos"])
+
+
+def versions(repo: str) -> list[str]:
+    """The versions the data has for `repo` (empty when the repository is unknown)."""
+    return list(_data()["repos"].get(repo, {}).get("versions", {}))
+
+
+def runner_kind(test_cmd: str) -> str:
+    """pytest | django | sympy, from the harness's test command."""
+    if "runtests.py" in test_cmd:
+        return "django"
+    if "bin/test" in test_cmd:
+        return "sympy"
+    if "pytest" in test_cmd or test_cmd.startswith("tox"):
+        return "pytest"
+    raise UsageError(f"unknown test runner in {test_cmd!r}")
+
+
+def editable(install: str) -> str:
+    """`python -m pip install [opts] .` -> the same with -e (see the module docstring)."""
+    match = _NON_EDITABLE.match(install)
+    if match is None or " -e" in (match.group(2) or ""):
+        return install
+    return f"{match.group(1)}{match.group(2)} -e .{install[match.end():]}"
+
+
+def raw(repo: str, version: str) -> dict[str, Any]:
+    """The data for (repo, version), ooda overrides applied; UsageError when there is none."""
+    entry = _data()["repos"].get(repo)
+    if entry is None:
+        raise UsageError(f"no SWE-bench environment for {repo}; known: {', '.join(repos())}")
+    found = entry["versions"].get(version)
+    if found is None:
+        raise UsageError(f"no SWE-bench environment for {repo} version {version}; known: "
+                         f"{', '.join(versions(repo))}")
+    overrides = _data().get("ooda_overrides", {}).get(repo, {})
+    merged: dict[str, Any] = {**found, **overrides.get("*", {}), **overrides.get(version, {})}
+    return merged
+
+
+def spec_for(repo: str, version: str) -> EnvSpec:
+    """The environment a SWE-bench instance of `repo` at `version` runs in."""
+    data = raw(repo, version)
+    test_cmd = str(data.get("test_cmd", "pytest -rA"))
+    requirements: tuple[str, ...] = ()
+    if data.get("requirements"):
+        requirements = tuple(_data()["repos"][repo].get("requirements_files", ()))
+    install = data.get("install")
+    return EnvSpec(
+        python=str(data["python"]),
+        release=data.get("release"),
+        pip=(*data.get("packages", ()), *data.get("pip_packages", ())),
+        pre_install=tuple(data.get("pre_install", ())),
+        requirements=requirements,
+        install=editable(str(install)) if install else None,
+        runner=RunnerSpec(kind=runner_kind(test_cmd), test_cmd=test_cmd,
+                          pre_test=tuple(data.get("eval_commands", ()))),
+        build_env=tuple(sorted(_build_env(version).items())),
+    )
+
+
+def _build_env(version: str) -> dict[str, str]:
+    env = {"SETUPTOOLS_SCM_PRETEND_VERSION": scm_version(version)}
+    cutoff = _data().get("ooda_defaults", {}).get("pip_uploaded_prior_to")
+    if cutoff:
+        env["PIP_UPLOADED_PRIOR_TO"] = str(cutoff)
+    return env
+
+
+def scm_version(version: str) -> str:
+    """A PEP 440 version for setuptools_scm from SWE-bench's "4.5" (-> "4.5.0")."""
+    return version if version.count(".") >= 2 else f"{version}.0"

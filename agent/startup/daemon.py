@@ -1,0 +1,387 @@
+"""The warm `ooda` daemon: the SDKs imported once, a sandbox container started ahead, a forked
+worker per command.
+
+`python -m ooda.agent.startup.daemon KEY` (started in the background by agent/startup/entry.py after a command ran
+without one) imports everything `ooda run` needs, starts one Docker sandbox container for the
+image used last, binds its socket and waits. Each command that agent/startup/client.py hands
+over gets a forked worker: the client's stdin/stdout/stderr, working directory, environment,
+umask and argv, and the waiting container, then the ordinary `ooda` command line runs in it.
+The daemon reaps the worker and sends its exit code back; a client that goes away gets its
+worker interrupted (SIGINT, as Ctrl-C would).
+
+The daemon itself stays single-threaded (it forks), takes only its own user's connections
+(SO_PEERCRED), and exits after OODA_DAEMON_IDLE_S seconds without a command (default 1800),
+on `ooda daemon stop`, or when its lock is taken by another daemon of the same key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gc
+import importlib
+import io
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from ooda.agent.startup import client
+
+if TYPE_CHECKING:
+    from ooda.agent.sandbox.docker.launch import Launched, SdkEngine
+
+IDLE_S = float(os.environ.get("OODA_DAEMON_IDLE_S", "1800"))
+PRELOAD = (
+    "openai", "docker", "rich.progress", "rich.live", "typer",
+    "ooda.agent.cli.app", "ooda.agent.app.run", "ooda.agent.core.loop", "ooda.agent.verify.verifier", "ooda.agent.models.openai_model", "ooda.agent.models.server",
+    "ooda.agent.models.gold", "ooda.agent.app.progress", "ooda.agent.app.evaluate.run", "ooda.agent.app.ci.run", "ooda.agent.startup.prestart",
+    "ooda.agent.sandbox.docker.backend", "ooda.agent.sandbox.bwrap", "ooda.agent.sandbox.pool",
+    "ooda.agent.sandbox.docker.launch", "ooda.verifiers.cascade", "ooda.tasks.loader",
+)
+"""Modules imported before the first fork (what a command would otherwise import itself)."""
+
+
+def log(message: str) -> None:
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ooda daemon[{os.getpid()}]: {message}",
+          file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- the warm container
+
+
+@dataclass
+class WarmContainer:
+    """A started sandbox container nobody has taken yet, and the directory holding its slot."""
+
+    work: Path
+    launched: Launched
+
+    def ready(self) -> bool:
+        """Its PID 1 has connected (a command can use it without waiting)."""
+        readable, _, _ = select.select([self.launched.listener], [], [], 0)
+        return bool(readable)
+
+    def discard(self) -> None:
+        self.launched.release()  # PID 1 sees the socket close and exits; Docker removes it
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def give_away(self) -> None:
+        """After a fork that handed it on: drop this process's copy, keep the files."""
+        self.launched.listener.close()
+
+
+def start_warm(engine: SdkEngine) -> WarmContainer | None:
+    """A container on the image used last, for tasks without requirements (None: no image)."""
+    from ooda.agent.sandbox.docker.launch import launch_on_last_image
+
+    started = launch_on_last_image(engine, "ooda-daemon-")
+    return WarmContainer(*started) if started is not None else None
+
+
+# --------------------------------------------------------------------------- the server
+
+
+@dataclass
+class Daemon:
+    """The serving loop's state: the listening socket, the running workers (pid → their
+    client's connection), the warm container, and what `ooda daemon status` reports."""
+
+    key: str
+    listener: socket.socket
+    lock_fd: int
+    files: dict[str, Path]
+    workers: dict[int, socket.socket] = field(default_factory=dict)
+    interrupted: set[int] = field(default_factory=set)
+    warm: WarmContainer | None = None
+    engine: SdkEngine | None = None
+    next_warm_try: float = 0.0
+    served: int = 0
+    started: float = field(default_factory=time.time)
+    last_activity: float = field(default_factory=time.monotonic)
+    stopping: bool = False
+    stop_requested: bool = False
+
+    def serve(self) -> None:
+        self.last_activity = time.monotonic()  # idle from now, not from before the warm start
+        self.write_status()
+        try:
+            while True:
+                if self.stop_requested:
+                    self.stop()
+                self.reap()
+                if self.stopping and not self.workers:
+                    return
+                if not self.stopping and not self.workers:
+                    idle = time.monotonic() - self.last_activity
+                    if idle >= IDLE_S:
+                        log(f"idle for {idle:.0f} s: exiting")
+                        return
+                    self.keep_warm()
+                waiting = [self.listener] if not self.stopping else []
+                waiting += list(self.workers.values())
+                readable, _, _ = select.select(waiting, [], [], 0.05 if self.workers else 1.0)
+                for sock in readable:
+                    if sock is self.listener:
+                        self.accept()
+                    else:
+                        self.client_gone(sock)
+        finally:
+            self.shutdown()
+
+    def keep_warm(self) -> None:
+        """Start the warm container when none waits (and the image used last is known)."""
+        from ooda.agent.sandbox import cleanup_leftovers, image
+
+        if self.warm is not None and self.warm.launched.tag != image.last_tag():
+            self.warm.discard()  # `ooda sandbox build` made a new image
+            self.warm = None
+        if self.warm is not None or time.monotonic() < self.next_warm_try:
+            return
+        try:
+            if self.engine is None:
+                from ooda.agent.sandbox.docker.launch import SdkEngine
+
+                self.engine = SdkEngine.connect(timeout_s=5.0)
+            cleanup_leftovers()  # what killed workers or earlier processes left behind
+            self.warm = start_warm(self.engine)
+        except Exception as exc:  # no engine now: commands start their own; try again later
+            log(f"no warm container: {exc}")
+            self.engine = None
+            self.next_warm_try = time.monotonic() + 30.0
+
+    def accept(self) -> None:
+        conn, _ = self.listener.accept()
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _pid, uid, _gid = struct.unpack("3i", creds)
+        if uid != os.getuid():
+            conn.close()
+            return
+        fds: list[int] = []
+        try:
+            conn.settimeout(5.0)
+            request, fds = client.receive_request(conn)
+            control = request.get("control")
+            if control is not None:
+                self.answer_control(conn, str(control))
+                conn.close()
+                return
+            offer = self.warm if self.warm is not None and self.warm.ready() else None
+            pid = os.fork()
+            if pid == 0:
+                self.listener.close()
+                for other in self.workers.values():
+                    other.close()
+                if self.warm is not None and offer is None:
+                    self.warm.give_away()
+                run_worker(conn, request, fds, offer, self.lock_fd)
+        except Exception as exc:  # a bad or vanished client: drop it, nothing was started
+            log(f"dropped a connection: {exc}")
+            conn.close()
+            return
+        finally:
+            for fd in fds:
+                os.close(fd)
+        if offer is not None:
+            offer.give_away()
+            self.warm = None
+        self.workers[pid] = conn
+        self.served += 1
+        self.last_activity = time.monotonic()
+        try:
+            conn.settimeout(5.0)
+            client.send_line(conn, {"pid": pid})
+        except OSError:
+            self.client_gone(conn)
+        self.write_status()
+
+    def answer_control(self, conn: socket.socket, command: str) -> None:
+        if command == "stop":
+            self.stop()
+        conn.sendall(json.dumps(self.status()).encode() + b"\n")
+
+    def client_gone(self, conn: socket.socket) -> None:
+        """The client hung up (or wrote, which it never does): interrupt its worker."""
+        pid = next((p for p, c in self.workers.items() if c is conn), None)
+        if pid is not None and pid not in self.interrupted:
+            self.interrupted.add(pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGINT)
+
+    def reap(self) -> None:
+        while self.workers:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.workers.pop(pid, None)
+            self.interrupted.discard(pid)
+            self.last_activity = time.monotonic()
+            if conn is None:
+                continue
+            code = os.waitstatus_to_exitcode(status)
+            with contextlib.suppress(OSError):
+                client.send_line(conn, {"exit": code if code >= 0 else 128 - code})
+            conn.close()
+
+    def stop(self) -> None:
+        """Take no more commands; exit once the running ones are done."""
+        if not self.stopping:
+            self.stopping = True
+            self.listener.close()
+            with contextlib.suppress(FileNotFoundError):
+                self.files["sock"].unlink()
+
+    def status(self) -> dict[str, object]:
+        return {
+            "pid": os.getpid(), "key": self.key, "served": self.served,
+            "running": len(self.workers), "started": self.started, "idle_exit_s": IDLE_S,
+            "warm_container": self.warm is not None, "stopping": self.stopping,
+        }
+
+    def write_status(self) -> None:
+        path = self.files["json"]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.status()))
+        tmp.replace(path)
+
+    def shutdown(self) -> None:
+        self.stop()
+        if self.warm is not None:
+            self.warm.discard()
+        with contextlib.suppress(FileNotFoundError):
+            self.files["json"].unlink()
+        log(f"stopped after {self.served} command(s)")
+
+
+# --------------------------------------------------------------------------- the worker
+
+
+def run_worker(
+    conn: socket.socket,
+    request: dict[str, object],
+    fds: list[int],
+    offer: WarmContainer | None,
+    lock_fd: int,
+) -> NoReturn:
+    """In the forked child: become the client's process and run its command line."""
+    code = 3
+    try:
+        os.setpgid(0, 0)
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.close(lock_fd)
+        for target, fd in enumerate(fds[:3]):
+            os.dup2(fd, target)
+        _reopen_std_streams()
+        os.chdir(str(request["cwd"]))
+        env = request["env"]
+        assert isinstance(env, dict)
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in env.items()})
+        os.umask(int(str(request["umask"])))
+        argv = request["argv"]
+        assert isinstance(argv, list)
+        sys.argv = [str(a) for a in argv]
+        if offer is not None:
+            from ooda.agent.startup import prestart
+
+            prestart.hand_over(offer.work, offer.launched)
+        from ooda.agent.startup import entry
+
+        code = entry.run_here()
+    except BaseException:  # noqa: BLE001 - a worker never returns into the daemon's loop
+        with contextlib.suppress(Exception):
+            traceback.print_exc()
+    finally:
+        try:
+            with contextlib.suppress(Exception):
+                from ooda.agent.startup import entry
+
+                entry.finish()
+            with contextlib.suppress(OSError):  # the daemon says it too, unless it is gone
+                client.send_line(conn, {"exit": code})
+        finally:
+            # even when interrupted meanwhile (once the client has its code it goes, and the
+            # daemon then sends SIGINT): a fork that got back into the daemon's loop would
+            # shut "the daemon" down, removing its socket
+            os._exit(code)
+
+
+def _reopen_std_streams() -> None:
+    """sys.std* on the client's descriptors, buffered as Python would have buffered them."""
+    encoding = sys.stdout.encoding if sys.stdout is not None else "utf-8"
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding=encoding)
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding=encoding,
+                                  line_buffering=os.isatty(1), write_through=False)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding=encoding,
+                                  errors="backslashreplace", line_buffering=True)
+
+
+# --------------------------------------------------------------------------- start-up
+
+
+def preload() -> None:
+    """Import what commands need and build the HTTP machinery once, before any fork."""
+    for name in PRELOAD:
+        importlib.import_module(name)
+    from ooda.agent.app import run as runner
+    from ooda.agent.cli import app as cli
+    from ooda.agent.models.openai_model import warm_http_client
+
+    warm_http_client()
+    cli.click_command()
+    runner.CLEAN_LEFTOVERS = False  # done here, between commands (Daemon.keep_warm)
+
+
+def main(argv: list[str]) -> int:
+    key = argv[0] if argv else ""
+    if key != client.daemon_key():
+        return 0  # started for another code version or environment: not ours to serve
+    files = client.paths(key)
+    lock_fd = os.open(files["lock"], os.O_RDWR | os.O_CREAT, 0o600)
+    for attempt in range(5):  # a client may hold it shared for an instant (daemon_client)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if attempt == 4:
+                return 0  # another daemon of this key is starting or serving
+            time.sleep(0.01)
+    os.set_inheritable(lock_fd, False)
+    started = time.monotonic()
+    preload()
+    with contextlib.suppress(FileNotFoundError):
+        files["sock"].unlink()  # left by a daemon that was killed (we hold the lock)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(files["sock"]))
+    files["sock"].chmod(0o600)
+    daemon = Daemon(key, listener, lock_fd, files)
+    signal.signal(signal.SIGTERM, lambda *_: setattr(daemon, "stop_requested", True))
+    daemon.keep_warm()
+    if threading.active_count() != 1:
+        log("threads running after preload: not forking from this process")
+        return 1
+    gc.collect()
+    gc.freeze()  # workers share these pages and never scan them
+    listener.listen(16)
+    log(f"ready in {time.monotonic() - started:.2f} s (key {key}, idle exit {IDLE_S:g} s)")
+    daemon.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,158 @@
+"""Open the sandbox backend, and start the first container, while the command line is parsed.
+
+`ooda run` spends a few hundred milliseconds starting Python, importing typer and parsing its
+options before it knows what to do; the Docker connection (SDK import, engine ping, image
+check, removal of leftovers) needs none of that, and neither does starting the first sandbox
+container of a task without requirements (agent/sandbox/docker/launch.py: its PID 1 then imports
+the toolchain in parallel). `begin()` (called
+by ooda.agent.cli.app.main for `run`) starts both in threads; `take(name)` hands the backend over when
+the name the options settled on is the one guessed, else None (then the caller opens its own;
+the guessed one is closed); `take_launch()` hands over the started container. A container
+nobody takes goes away with this process: its PID 1 exits when the control socket closes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ooda.agent.sandbox import SandboxBackend
+    from ooda.agent.sandbox.docker.launch import Launched
+
+_lock = threading.Lock()
+_started: tuple[str | None, threading.Thread, list[SandboxBackend | BaseException]] | None = None
+
+
+def _model_values(argv: Sequence[str]) -> set[str]:
+    """The --model value(s) on a command line."""
+    found = {argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--model"}
+    return found | {a.split("=", 1)[1] for a in argv if a.startswith("--model=")}
+
+
+def _import_openai() -> None:
+    try:
+        from ooda.agent.models.openai_model import warm_http_client
+
+        warm_http_client()
+    except ImportError:
+        pass
+
+
+def guess_sandbox(argv: Sequence[str]) -> str | None:
+    """The --sandbox value on a command line (None when absent: the default backend)."""
+    for i, arg in enumerate(argv):
+        if arg == "--sandbox" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--sandbox="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def begin(argv: Sequence[str]) -> None:
+    """Start opening the backend the command line names (once per process), and importing the
+    `openai` SDK (about a second of import) unless the model is the task's gold patch."""
+    global _started
+    if "gold" not in _model_values(argv):
+        threading.Thread(target=_import_openai, name="ooda-import-openai", daemon=True).start()
+    name = guess_sandbox(argv)
+    if name == "local":
+        return
+    result: list[SandboxBackend | BaseException] = []
+
+    def opening() -> None:
+        try:
+            from ooda.agent.app.run import open_backend
+
+            result.append(open_backend(name))
+        except BaseException as exc:  # noqa: BLE001 - the caller opens its own and reports
+            result.append(exc)
+
+    with _lock:
+        if _started is not None:
+            return
+        thread = threading.Thread(target=opening, name="ooda-prestart", daemon=True)
+        _started = (name, thread, result)
+    thread.start()
+    if name in (None, "auto", "docker"):
+        path = next((a for a in argv if not a.startswith("-")), None)
+        if path is not None:
+            _begin_launch(path)
+
+
+_launching: tuple[threading.Thread | None, list[tuple[Path, Launched]]] | None = None
+
+
+def hand_over(work: Path, launched: Launched) -> None:
+    """Use a container started before this process began its command (the daemon's warm
+    one, agent/startup/daemon.py) as the one begin() would have started."""
+    global _launching
+    with _lock:
+        _launching = (None, [(work, launched)])
+
+
+def _begin_launch(path: str) -> None:
+    """Start a sandbox container for the task directory at `path`, from the image the backend
+    used last (the runner adopts it only when that is still the image and the task has no
+    requirements; otherwise it is dropped and exits)."""
+    global _launching
+    found: list[tuple[Path, Launched]] = []
+
+    def launching() -> None:
+        try:
+            if not (Path(path) / "task.toml").is_file():
+                return  # a plain repository: left to the runner
+            from ooda.agent.sandbox import image
+            from ooda.agent.sandbox.docker.launch import SdkEngine, launch_on_last_image
+
+            if image.last_tag() is None:
+                return  # no image yet: not worth connecting
+            started = launch_on_last_image(SdkEngine.connect(), "ooda-prestart-")
+            if started is not None:
+                atexit.register(shutil.rmtree, started[0], ignore_errors=True)  # if not taken
+                found.append(started)
+        except Exception:  # no engine, no image yet, a bad task: the runner says so later
+            return
+
+    thread = threading.Thread(target=launching, name="ooda-prelaunch", daemon=True)
+    with _lock:
+        if _launching is not None:
+            return
+        _launching = (thread, found)
+    thread.start()
+
+
+def take_launch() -> tuple[Path, Launched] | None:
+    """(its work directory, the started container) when begin() started one, else None."""
+    global _launching
+    with _lock:
+        launching, _launching = _launching, None
+    if launching is None:
+        return None
+    thread, found = launching
+    if thread is not None:
+        thread.join()
+    return found[0] if found else None
+
+
+def take(name: str | None) -> SandboxBackend | None:
+    """The backend begin() opened, if it is the one named (None/"auto" alike), else None."""
+    global _started
+    with _lock:
+        started, _started = _started, None
+    if started is None:
+        return None
+    guessed, thread, result = started
+    thread.join()
+    backend = result[0] if result else None
+    if backend is None or isinstance(backend, BaseException):
+        return None
+    defaults = (None, "auto")
+    if (guessed in defaults and name in defaults) or backend.name == name:
+        return backend
+    backend.close()
+    return None

@@ -1,0 +1,1 @@
+"""Support: stdlib-only helpers any layer may use (host file trees, safe text)."""

@@ -1,0 +1,1 @@
+"""Verify: the TaskVerifier, workspaces and baselines of one task."""

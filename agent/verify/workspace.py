@@ -1,0 +1,369 @@
+"""Workspaces and patches: copy a repository, check a candidate patch against the edit policy,
+apply it safely with `git apply`.
+
+Diff text is parsed with the `unidiff` library; `git apply` (run outside any repository, with
+GIT_CEILING_DIRECTORIES set) does the applying and is asked with `--numstat` which paths it
+would touch, so the policy sees git's own reading of the patch as well as unidiff's.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchSet
+
+from ooda.agent.contracts.errors import InfraError
+from ooda.agent.support import fstree
+from ooda.agent.support.testsupport import support_reason
+
+COPY_EXCLUDES = frozenset({".git", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+"""Directory (or file) names never copied into a workspace."""
+
+RESERVED_DIRS = frozenset({".git", ".ooda"})
+"""Directories a patch may never touch (.ooda holds the verifiers' own reports)."""
+
+TEST_DIRS = frozenset({"tests", "test"})
+TEST_FILE_PATTERNS = ("test_*.py", "*_test.py")
+CONFIG_NAMES = frozenset(
+    {
+        "pytest.ini",
+        ".pytest.ini",
+        "pytest.toml",
+        ".pytest.toml",
+        "tox.ini",
+        "setup.cfg",
+        "pyproject.toml",
+        "mypy.ini",
+        ".mypy.ini",
+        "mypy.toml",
+        "ruff.toml",
+        ".ruff.toml",
+        ".coveragerc",
+        "sitecustomize.py",
+        "usercustomize.py",
+    }
+)
+TOOL_MODULES = frozenset(
+    "pytest _pytest py pluggy iniconfig packaging ruff mypy mypyc mypy_extensions "
+    "typing_extensions junitparser pathspec pygments tomli".split()
+)
+"""Modules the verifiers import in the sandbox: a new top-level module may not shadow them."""
+SHADOWED = TOOL_MODULES | frozenset(sys.stdlib_module_names)
+GIT_NAMES = frozenset({".gitattributes", ".gitmodules"})
+METADATA_SUFFIXES = (".egg-info", ".dist-info", ".egg-link")
+"""Packaging metadata: entry points there load plugins (pytest11) into the test run."""
+BYTECODE_SUFFIXES = (".pyc", ".pyo")
+SYMLINK_MODE = "120000"
+GIT_MESSAGE_LIMIT = 1500
+MAX_PATH_PARTS = 64
+"""Deepest path a patch may touch: a fix never needs more, and a tree thousands of levels deep
+only stresses the host's tree walks."""
+MAX_PATCH_BYTES = 4 * 1024 * 1024
+"""Largest candidate patch considered (a fix is rarely more than a few kilobytes)."""
+
+
+class PatchError(Exception):
+    """A patch that cannot be used: unparseable, against the edit policy, or not applying.
+
+    The message is one or a few lines meant to be shown to the model."""
+
+
+# --------------------------------------------------------------------------- workspaces
+
+
+def make_workspace(repo: Path, parent: Path) -> Path:
+    """Copy `repo` into a fresh directory under `parent` and return it.
+
+    Caches and `.git` are left out; symlinks are copied as symlinks (never followed), and
+    special files (sockets, FIFOs, devices) are skipped (ooda.agent.support.fstree: iterative, no links)."""
+    parent.mkdir(parents=True, exist_ok=True)
+    dest: Path | None = None
+    try:
+        dest = Path(tempfile.mkdtemp(prefix="ws-", dir=parent))
+        fstree.copy_tree(repo, dest, keep_links=True, ignore=COPY_EXCLUDES.__contains__)
+    except OSError as exc:
+        if dest is not None:
+            fstree.remove_tree(dest)
+        raise InfraError(f"cannot copy {repo} into a workspace under {parent}: {exc}") from exc
+    return dest
+
+
+def remove_workspace(workspace: Path) -> None:
+    """Delete a workspace however deep, making read-only directories writable when needed and
+    never following a link (a link is unlinked); never raises."""
+    fstree.remove_tree(workspace)
+
+
+# --------------------------------------------------------------------------- policy
+
+
+def patch_paths(patch: str) -> list[str]:
+    """Repo-relative paths a unified diff touches (sources and targets), in order, deduplicated.
+
+    Raises PatchError when the text is not a diff unidiff can parse."""
+    return _parse(patch)[1]
+
+
+def _parse(patch: str) -> tuple[PatchSet, list[str], int]:
+    """Parse the diff; return the set, the stripped paths and the strip level (-p)."""
+    try:
+        patchset = PatchSet(patch)
+    except UnidiffParseError as exc:
+        raise PatchError(f"the patch is not a valid unified diff: {exc}") from exc
+    strip = _strip_level(patchset)
+    seen: dict[str, None] = {}
+    for pfile in patchset:
+        for raw in (pfile.source_file, pfile.target_file):
+            if raw is not None and raw != "/dev/null":
+                seen[_strip(raw, strip)] = None
+    return patchset, list(seen), strip
+
+
+def _strip_level(patchset: PatchSet) -> int:
+    """1 when every header path carries git's a/ and b/ prefixes, else 0."""
+    raws = [
+        raw
+        for pfile in patchset
+        for raw in (pfile.source_file, pfile.target_file)
+        if raw is not None and raw != "/dev/null"
+    ]
+    if raws and all(raw.startswith(("a/", "b/")) for raw in raws):
+        return 1
+    return 0
+
+
+def _strip(raw: str, level: int) -> str:
+    return raw.split("/", level)[-1] if level else raw
+
+
+def protected_reason(path: str) -> str | None:
+    """Why a candidate may not touch `path` (None when it may)."""
+    pure = PurePosixPath(path)
+    if path.startswith("/") or pure.is_absolute():
+        return f"{path}: absolute paths are not allowed; use paths relative to the repository root"
+    parts = pure.parts
+    if not parts or ".." in parts:
+        return f"{path}: the path must stay inside the repository (no '..')"
+    if "\\" in path or "\0" in path:
+        return f"{path}: escaped characters in paths are not allowed; name the file plainly"
+    for part in parts:
+        if part in RESERVED_DIRS:
+            return f"{path}: files under {part}/ may not be edited"
+        if part.endswith(METADATA_SUFFIXES):
+            return (
+                f"{path}: packaging metadata ({part}) may not be edited: its entry points "
+                "would load plugins into the test run; change the code itself instead"
+            )
+        if part == "__pycache__" or part.endswith(BYTECODE_SUFFIXES):
+            return f"{path}: compiled bytecode may not be added or edited; change the source"
+    name = parts[-1]
+    if any(part in TEST_DIRS for part in parts[:-1]) or any(
+        fnmatch.fnmatchcase(name, pattern) for pattern in TEST_FILE_PATTERNS
+    ):
+        return (
+            f"{path}: this is a test file; edits to tests are not part of a solution "
+            "(the task's tests decide), so change the code under test instead"
+        )
+    if name == "conftest.py":
+        return (
+            f"{path}: conftest.py configures the test run and may not be edited; "
+            "change the code under test instead"
+        )
+    if name in GIT_NAMES:
+        return f"{path}: git configuration may not be edited; change the code itself instead"
+    if name in CONFIG_NAMES or name.endswith(".pth"):
+        return (
+            f"{path}: tool configuration (pytest, ruff, mypy, packaging, site hooks) may not be "
+            "edited; change the code itself instead"
+        )
+    return None
+
+
+def check_patch_policy(patch: str, protected: Sequence[str] = ()) -> None:
+    """Raise PatchError(reason) when a candidate patch may not be applied.
+
+    Rejected: empty, huge or non-text patches, binary patches, symlinks, absolute paths, '..',
+    anything under .git/ or .ooda/, test files, conftest.py, tool and git configuration, site
+    hooks (.pth, sitecustomize), packaging metadata and bytecode; test support files, by rule
+    and by the task's `protected` patterns (agent/support/testsupport.py)."""
+    if not patch.strip():
+        raise PatchError("the patch is empty: it changes no file")
+    size = len(patch.encode("utf-8", "surrogatepass"))
+    if size > MAX_PATCH_BYTES:
+        raise PatchError(
+            f"the patch is too large ({size / 1e6:.1f} MB; at most "
+            f"{MAX_PATCH_BYTES / 1e6:.0f} MB): change only what the fix needs"
+        )
+    if "\0" in patch or _has_surrogates(patch):
+        raise PatchError(
+            "the patch is not valid UTF-8 text (it holds NUL bytes or undecodable characters)"
+        )
+    patchset, paths, strip = _parse(patch)
+    if len(patchset) == 0:
+        raise PatchError("no file changes found: the text holds no '--- a/... +++ b/...' diff")
+    for pfile in patchset:
+        if pfile.is_binary_file or "GIT binary patch" in (pfile.patch_info or ""):
+            raise PatchError(f"{pfile.path}: binary patches are not allowed")
+        if _creates_symlink(str(pfile.patch_info or "")):
+            raise PatchError(f"{pfile.path}: creating symbolic links is not allowed")
+        if pfile.is_added_file or pfile.is_rename:
+            reason = _shadow_reason(_strip(pfile.target_file, strip))
+            if reason:
+                raise PatchError(reason)
+    for path in paths:
+        reason = (
+            protected_reason(path) or support_reason(path, protected) or _depth_reason(path)
+        )
+        if reason:
+            raise PatchError(reason)
+
+
+def _depth_reason(path: str) -> str | None:
+    depth = len(PurePosixPath(path).parts)
+    if depth > MAX_PATH_PARTS:
+        return (
+            f"{path[:80]}...: the path is {depth} directories deep (at most {MAX_PATH_PARTS}); "
+            "keep files in the repository's own layout"
+        )
+    return None
+
+
+def _has_surrogates(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _shadow_reason(path: str) -> str | None:
+    """Why a new file may not be created: a top-level module (the workspace is on sys.path
+    when the tools run) named like a standard-library or tool module would replace it."""
+    parts = PurePosixPath(path).parts
+    if len(parts) == 1 and parts[0].endswith(".py"):
+        module = parts[0][:-3]
+    elif len(parts) == 2 and parts[1] == "__init__.py":
+        module = parts[0]
+    else:
+        return None
+    if module in SHADOWED:
+        return (
+            f"{path}: a new top-level module named '{module}' would shadow the standard-library "
+            "or tool module of that name; choose another name"
+        )
+    return None
+
+
+def _creates_symlink(info: str) -> bool:
+    for line in info.splitlines():
+        if line.startswith(("new file mode", "new mode", "old mode", "deleted file mode")):
+            if line.split()[-1] == SYMLINK_MODE:
+                return True
+        if line.startswith("index ") and line.split()[-1] == SYMLINK_MODE:
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------- applying
+
+
+def apply_patch(
+    workspace: Path, patch: str, *, trusted: bool = False, protected: Sequence[str] = ()
+) -> list[str]:
+    """Apply a unified diff to `workspace` with `git apply`; return the paths it changed.
+
+    Untrusted (candidate) patches must pass check_patch_policy first; trusted ones (the task's
+    own gold/test patches) skip the protected-file policy but not the path-safety checks."""
+    if trusted and not patch.strip():
+        return []
+    if not trusted:
+        check_patch_policy(patch, protected)
+    _, paths, strip = _parse(patch)
+    touched = _git_numstat(workspace, patch, strip)
+    changed = list(dict.fromkeys(paths + touched))
+    for path in changed:
+        reason = (
+            _path_safety(path)
+            if trusted
+            else protected_reason(path) or support_reason(path, protected)
+        )
+        if reason:
+            raise PatchError(reason)
+        _check_inside(workspace, path)
+    try:
+        _git(workspace, ["apply", "--whitespace=nowarn", f"-p{strip}", "-"], patch)
+    except PatchError as exc:
+        if "\r\n" in patch:
+            raise PatchError(
+                f"the patch has CRLF (Windows) line endings, which must match the files' own; {exc}"
+            ) from exc
+        raise
+    for path in changed:
+        _check_inside(workspace, path)
+    return changed
+
+
+def _path_safety(path: str) -> str | None:
+    pure = PurePosixPath(path)
+    if pure.is_absolute() or ".." in pure.parts or "\0" in path:
+        return f"{path}: the path must stay inside the repository"
+    if ".git" in pure.parts:
+        return f"{path}: files under .git/ may not be edited"
+    return None
+
+
+def _check_inside(workspace: Path, path: str) -> None:
+    root = os.path.realpath(workspace)
+    target = os.path.realpath(os.path.join(root, path))
+    if os.path.commonpath([root, target]) != root:
+        raise PatchError(f"{path}: resolves outside the repository (through a symbolic link)")
+
+
+def _git_numstat(workspace: Path, patch: str, strip: int) -> list[str]:
+    """The paths git itself reads out of the patch (it does not apply anything here)."""
+    out = _git(workspace, ["apply", "--numstat", "-z", f"-p{strip}", "-"], patch)
+    paths: list[str] = []
+    for field in out.split("\0"):
+        if not field:
+            continue
+        # "added\tdeleted\tpath" or, for renames, "added\tdeleted\t" then two bare paths
+        pieces = field.split("\t")
+        path = pieces[2] if len(pieces) >= 3 else field
+        if path:
+            paths.append(path)
+    return paths
+
+
+def _git(workspace: Path, args: list[str], stdin: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["GIT_CEILING_DIRECTORIES"] = str(Path(workspace).resolve().parent)
+    env["LC_ALL"] = "C"
+    try:
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=workspace,
+            input=stdin.encode("utf-8", "surrogateescape"),
+            capture_output=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise InfraError("git is not installed; it is needed to apply patches") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise PatchError("git apply took too long") from exc
+    if proc.returncode != 0:
+        message = proc.stderr.decode("utf-8", "replace").strip() or "git apply failed"
+        if "No space left on device" in message or "Disk quota exceeded" in message:
+            raise InfraError(f"cannot write the workspace {workspace}: {message.splitlines()[0]}")
+        if len(message) > GIT_MESSAGE_LIMIT:
+            message = message[:GIT_MESSAGE_LIMIT] + " [...]"
+        raise PatchError(f"the patch does not apply: {message}")
+    return proc.stdout.decode("utf-8", "surrogateescape")

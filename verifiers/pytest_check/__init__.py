@@ -1,0 +1,1 @@
+"""The pytest stage: run, parse, grade, and the in-sandbox guard."""
