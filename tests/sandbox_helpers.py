@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ooda.agent.contracts.errors import InfraError
-from ooda.agent.contracts.protocols import ExecResult, Sandbox
-from ooda.agent.sandbox import SandboxBackend, get_backend
+from ooda.agent.contracts.protocols import ExecResult, Sandbox, SandboxBackend
+from ooda.agent.sandbox import get_backend
 
 REQUIRED = os.environ.get("OODA_REQUIRE_SANDBOXES") == "1"
 _backends: dict[str, SandboxBackend | str] = {}

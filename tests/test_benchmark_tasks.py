@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import backend_or_skip
 
-from ooda.agent.sandbox import SandboxBackend
+from ooda.agent.contracts.protocols import SandboxBackend
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.importers import import_humanevalfix, import_quixbugs
 from ooda.tasks.loader import Task, load_task

@@ -33,10 +33,9 @@ from ooda.agent.app.ci.run import (
 )
 from ooda.agent.app.run import RunOptions
 from ooda.agent.contracts.errors import UsageError
-from ooda.agent.contracts.protocols import VerifierResult
+from ooda.agent.contracts.protocols import Verdict, VerifierResult
 from ooda.agent.core.loop import Attempt, RunResult
 from ooda.agent.core.runlog import RunLog, new_run_id
-from ooda.agent.verify.verifier import Verdict
 
 BUGGY = textwrap.dedent("""\
     def add(a: int, b: int) -> int:

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ooda.agent.contracts.protocols import Completion, VerifierResult
+from ooda.agent.contracts.protocols import Completion, Verdict, VerifierResult
 from ooda.agent.core.loop import Loop, LoopConfig
 from ooda.agent.core.runlog import RunLog
-from ooda.agent.verify.verifier import Verdict
 from ooda.tasks.loader import Task
 
 BUGGY = "def add(a, b):\n    return a - b\n"

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from ooda.agent.support.fstree import remove_workspace
 from ooda.agent.verify.workspace import (
     PatchError,
     apply_patch,
     check_patch_policy,
     make_workspace,
     patch_paths,
-    remove_workspace,
 )
 
 

@@ -22,11 +22,11 @@ from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.protocols import Model
 from ooda.agent.core.loop import Loop, LoopConfig, RunResult
 from ooda.agent.core.runlog import RunLog, new_run_id
-from ooda.agent.verify.workspace import remove_workspace
+from ooda.agent.support.fstree import remove_workspace
 from ooda.tasks.loader import Task
 
 if TYPE_CHECKING:
-    from ooda.agent.sandbox import SandboxBackend
+    from ooda.agent.contracts.protocols import SandboxBackend
     from ooda.agent.verify.verifier import TaskVerifier
 
 

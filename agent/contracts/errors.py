@@ -11,3 +11,8 @@ class InfraError(Exception):
     """No sandbox, unreachable endpoint, broken engine: the CLI prints the message and exits 3."""
 
     exit_code = 3
+
+
+class SandboxBroken(InfraError):
+    """The sandbox itself stopped working mid-command (engine gone, container killed): never the
+    candidate's fault, so the verdict is an infrastructure error, not a failure."""

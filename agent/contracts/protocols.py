@@ -1,7 +1,9 @@
-"""The three small interfaces the loop is built from: a model, a sandbox and a verifier.
+"""Every interface ooda is built from, in one place: a model, a sandbox and the backend that
+opens sandboxes, a verifier stage, and the patch verifier the loop is typed against, with their
+result types.
 
-Everything else (OpenAI client, Docker/bubblewrap/local backends, ruff/mypy/pytest checks)
-is one implementation of one of these.
+Everything else (OpenAI client, Docker/bubblewrap/local backends, ruff/mypy/pytest checks, the
+task verifier) is one implementation of one of these. Standard library only.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 # --------------------------------------------------------------------------- model
 
@@ -85,6 +87,31 @@ class Sandbox(Protocol):
         ...
 
 
+class SandboxBackend(Protocol):
+    """Opens sandboxes of one kind; `close` releases what they share (e.g. a docker client)."""
+
+    name: str
+
+    def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
+        """Start an isolated sandbox whose writable workspace is the host dir `workspace`."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Resettable(Protocol):
+    """A sandbox that can serve another candidate after a reset."""
+
+    def reset(self) -> bool:
+        """Leave nothing of the last command behind; False when that failed."""
+        ...
+
+    def lend(self) -> None:
+        """Hand the refilled workspace to the sandbox user."""
+        ...
+
+
 # --------------------------------------------------------------------------- verifier
 
 VerifierStatus = Literal["passed", "failed", "timeout", "error", "skipped"]
@@ -131,3 +158,21 @@ class CheckSpec:
     verdict_only: bool = False
     """Only the verdict matters (no feedback round follows): stages may stop at the first
     failure (pytest -x: the fail_to_pass tests run first, the rest only if they pass)."""
+
+
+# --------------------------------------------------------------------------- verdict
+
+VerdictStatus = Literal["passed", "failed", "invalid_edit", "timeout", "error"]
+
+
+@dataclass
+class Verdict:
+    """The outcome of verifying one patch."""
+
+    status: VerdictStatus
+    reason: str
+    """One line."""
+    results: list[VerifierResult] = field(default_factory=list)
+    feedback: str = ""
+    """Bounded text for the model: the patch problem or the failing verifier's summary."""
+    changed_files: list[str] = field(default_factory=list)

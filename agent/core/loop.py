@@ -30,7 +30,8 @@ from ooda.agent.core.budget import Budget
 from ooda.agent.core.runlog import RunLog
 
 if TYPE_CHECKING:
-    from ooda.agent.verify.verifier import TaskVerifier, Verdict
+    from ooda.agent.contracts.protocols import Verdict
+    from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task
 
 AttemptStatus = Literal[

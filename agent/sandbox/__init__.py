@@ -9,27 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
 
 from ooda.agent.contracts.errors import InfraError, UsageError
-from ooda.agent.contracts.protocols import Sandbox
+from ooda.agent.contracts.protocols import Sandbox, SandboxBackend
 from ooda.agent.sandbox import image
 
 __all__ = ["SandboxBackend", "build_image", "cleanup_leftovers", "get_backend"]
 
 BACKENDS = ("docker", "bwrap", "local")
-
-
-class SandboxBackend(Protocol):
-    """Opens sandboxes of one kind; `close` releases what they share (e.g. a docker client)."""
-
-    name: str
-
-    def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
-        """Start an isolated sandbox whose writable workspace is the host dir `workspace`."""
-        ...
-
-    def close(self) -> None: ...
 
 
 class LocalBackend:

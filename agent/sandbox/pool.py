@@ -19,33 +19,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TypeVar
 
-from ooda.agent.contracts.protocols import Sandbox
-from ooda.agent.verify.workspace import remove_workspace
+from ooda.agent.contracts.protocols import Resettable, Sandbox, SandboxBackend
+from ooda.agent.support.fstree import remove_workspace
 
 T = TypeVar("T")
-
-
-class Opener(Protocol):
-    """What the pool needs of ooda.agent.sandbox.SandboxBackend."""
-
-    name: str
-
-    def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox: ...
-
-
-@runtime_checkable
-class Resettable(Protocol):
-    """A sandbox that can serve another candidate after a reset."""
-
-    def reset(self) -> bool:
-        """Leave nothing of the last command behind; False when that failed."""
-        ...
-
-    def lend(self) -> None:
-        """Hand the refilled workspace to the sandbox user."""
-        ...
 
 
 def empty_dir(path: Path) -> None:
@@ -66,7 +45,7 @@ class SandboxPool:
 
     def __init__(
         self,
-        backend: Opener,
+        backend: SandboxBackend,
         work_root: Path,
         *,
         requirements: Path | None = None,

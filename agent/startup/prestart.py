@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ooda.agent.sandbox import SandboxBackend
+    from ooda.agent.contracts.protocols import SandboxBackend
     from ooda.agent.sandbox.docker.launch import Launched
 
 _lock = threading.Lock()

@@ -181,6 +181,11 @@ def _copy_file(dir_fd: int, name: str, out: str, mode: int | None) -> bool:
     return True
 
 
+def remove_workspace(path: Path | str) -> None:
+    """Delete a workspace however deep, never following a link; never raises."""
+    remove_tree(path)
+
+
 def remove_tree(path: Path | str) -> bool:
     """Delete `path` and everything below it, however deep, never following a link (a link at
     `path` itself is unlinked) and making read-only directories writable on the way. Returns

@@ -21,34 +21,35 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Literal, Protocol, cast, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from ooda.agent.contracts.errors import InfraError
-from ooda.agent.contracts.protocols import CheckSpec, ExecResult, Sandbox, Verifier, VerifierResult
+from ooda.agent.contracts.protocols import (
+    CheckSpec,
+    ExecResult,
+    Sandbox,
+    SandboxBackend,
+    Verdict,
+    VerdictStatus,
+    Verifier,
+    VerifierResult,
+)
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.support import fstree
+from ooda.agent.support.fstree import remove_workspace
 from ooda.agent.verify import mypycache
-from ooda.agent.verify.workspace import PatchError, apply_patch, make_workspace, remove_workspace
+from ooda.agent.verify.workspace import PatchError, apply_patch, make_workspace
 from ooda.tasks.loader import Task
 from ooda.verifiers import Baseline, clip, python_files
 from ooda.verifiers.cascade import default_verifiers, run_cascade
 from ooda.verifiers.pytest_check.run import REPORT_DIR, run_tests
 
-VerdictStatus = Literal["passed", "failed", "invalid_edit", "timeout", "error"]
 FEEDBACK_LIMIT = 4000
 WARM_MAX_FILES = 40
 """warm() computes the baselines of every source file only for repos with at most this many."""
 WARM_SKIP = frozenset({"tests", "test", "docs", "node_modules", "build", "dist", "__pycache__"})
-
-
-class SandboxOpener(Protocol):
-    """What this module needs of ooda.agent.sandbox.SandboxBackend."""
-
-    name: str
-
-    def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox: ...
 
 
 @runtime_checkable
@@ -60,19 +61,6 @@ class BaselineVerifier(Protocol):
     def baseline(self, sandbox: Sandbox, check: CheckSpec) -> Baseline: ...
 
 
-@dataclass
-class Verdict:
-    """The outcome of verifying one patch."""
-
-    status: VerdictStatus
-    reason: str
-    """One line."""
-    results: list[VerifierResult] = field(default_factory=list)
-    feedback: str = ""
-    """Bounded text for the model: the patch problem or the failing verifier's summary."""
-    changed_files: list[str] = field(default_factory=list)
-
-
 class TaskVerifier:
     """Verifies candidate patches for one task; computes the ruff/mypy baselines once (lazily)
     and reuses them. verify() may be called from several threads at once."""
@@ -80,7 +68,7 @@ class TaskVerifier:
     def __init__(
         self,
         task: Task,
-        backend: SandboxOpener,
+        backend: SandboxBackend,
         work_root: Path,
         *,
         concurrency: int = 2,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
@@ -20,42 +19,19 @@ from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
 from ooda.agent.contracts.errors import InfraError
+from ooda.agent.contracts.policy import (
+    CONFIG_NAMES,
+    RESERVED_DIRS,
+    SHADOWED,
+    TEST_DIRS,
+    TEST_FILE_PATTERNS,
+)
 from ooda.agent.support import fstree
 from ooda.agent.support.testsupport import support_reason
 
 COPY_EXCLUDES = frozenset({".git", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 """Directory (or file) names never copied into a workspace."""
 
-RESERVED_DIRS = frozenset({".git", ".ooda"})
-"""Directories a patch may never touch (.ooda holds the verifiers' own reports)."""
-
-TEST_DIRS = frozenset({"tests", "test"})
-TEST_FILE_PATTERNS = ("test_*.py", "*_test.py")
-CONFIG_NAMES = frozenset(
-    {
-        "pytest.ini",
-        ".pytest.ini",
-        "pytest.toml",
-        ".pytest.toml",
-        "tox.ini",
-        "setup.cfg",
-        "pyproject.toml",
-        "mypy.ini",
-        ".mypy.ini",
-        "mypy.toml",
-        "ruff.toml",
-        ".ruff.toml",
-        ".coveragerc",
-        "sitecustomize.py",
-        "usercustomize.py",
-    }
-)
-TOOL_MODULES = frozenset(
-    "pytest _pytest py pluggy iniconfig packaging ruff mypy mypyc mypy_extensions "
-    "typing_extensions junitparser pathspec pygments tomli".split()
-)
-"""Modules the verifiers import in the sandbox: a new top-level module may not shadow them."""
-SHADOWED = TOOL_MODULES | frozenset(sys.stdlib_module_names)
 GIT_NAMES = frozenset({".gitattributes", ".gitmodules"})
 METADATA_SUFFIXES = (".egg-info", ".dist-info", ".egg-link")
 """Packaging metadata: entry points there load plugins (pytest11) into the test run."""
@@ -93,12 +69,6 @@ def make_workspace(repo: Path, parent: Path) -> Path:
             fstree.remove_tree(dest)
         raise InfraError(f"cannot copy {repo} into a workspace under {parent}: {exc}") from exc
     return dest
-
-
-def remove_workspace(workspace: Path) -> None:
-    """Delete a workspace however deep, making read-only directories writable when needed and
-    never following a link (a link is unlinked); never raises."""
-    fstree.remove_tree(workspace)
 
 
 # --------------------------------------------------------------------------- policy

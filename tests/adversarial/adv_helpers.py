@@ -20,8 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: sandbox_
 
 from sandbox_helpers import backend_or_skip  # noqa: E402
 
-from ooda.agent.sandbox import SandboxBackend  # noqa: E402
-from ooda.agent.verify.verifier import TaskVerifier, Verdict  # noqa: E402
+from ooda.agent.contracts.protocols import (
+    SandboxBackend,  # noqa: E402
+    Verdict,  # noqa: E402
+)
+from ooda.agent.verify.verifier import TaskVerifier  # noqa: E402
 from ooda.tasks.loader import load_task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import pytest
 from adv_helpers import FIXED, assert_not_passed, calc_patch, make_task, verify
 from sandbox_helpers import backend_or_skip
 
-from ooda.agent.sandbox import SandboxBackend
+from ooda.agent.contracts.protocols import SandboxBackend
 from ooda.agent.sandbox.bwrap import BwrapBackend
 from ooda.agent.sandbox.docker.backend import DockerBackend
 

@@ -23,15 +23,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ooda.agent.support import fstree
-from ooda.agent.support.testsupport import is_test_support
-from ooda.agent.verify.workspace import (
+from ooda.agent.contracts.policy import (
     CONFIG_NAMES,
     RESERVED_DIRS,
     SHADOWED,
     TEST_DIRS,
     TEST_FILE_PATTERNS,
 )
+from ooda.agent.support import fstree
+from ooda.agent.support.testsupport import is_test_support
 
 MAX_ENTRIES = 200_000
 """Most directory entries walked; a workspace that grew past it counts as tampered."""

@@ -41,7 +41,7 @@ from pathlib import Path, PurePosixPath
 from junitparser import Attr, Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult
-from ooda.agent.verify.workspace import remove_workspace
+from ooda.agent.support.fstree import remove_workspace
 from ooda.verifiers import SUMMARY_LIMIT, clip, relative_to_workdir, tail
 from ooda.verifiers.pytest_check import integrity
 

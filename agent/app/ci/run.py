@@ -50,9 +50,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ooda.agent.app.run import RunOptions
+    from ooda.agent.contracts.protocols import SandboxBackend
     from ooda.agent.core.loop import Attempt, RunResult
     from ooda.agent.core.runlog import RunLog
-    from ooda.agent.sandbox import SandboxBackend
 
 MESSAGE_CHARS = 1_200
 """Failure text kept per failing test in the statement."""

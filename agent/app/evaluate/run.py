@@ -42,8 +42,7 @@ from ooda.agent.support import fstree
 
 if TYPE_CHECKING:
     from ooda.agent.app.run import RunOptions
-    from ooda.agent.contracts.protocols import Model
-    from ooda.agent.sandbox import SandboxBackend
+    from ooda.agent.contracts.protocols import Model, SandboxBackend
     from ooda.tasks.loader import Task
 
 EVAL_FILE = "eval.json"
