@@ -68,7 +68,7 @@ CHEATS = {
     ),
     "module_level_skip": (
         "import pytest\npytest.skip('nothing to see', allow_module_level=True)",
-        ["did not pass"],
+        ["skipped by the code under test"],
     ),
     "fake_junit_then_os_exit": (
         JUNIT_PATH

@@ -343,6 +343,8 @@ class Guard:
         self._mangle = _pytest.junitxml.mangle_test_address
         self._escape = _pytest.junitxml.bin_xml_escape
         self._config: pytest.Config | None = None
+        self._modules: dict[str, object] = {}
+        """sys.modules as _shadowed() last saw it."""
         self.toolchain: set[str] = set()
         """Top-level names that must come from the image (see preload)."""
 
@@ -389,6 +391,9 @@ class Guard:
         from a file the candidate wrote."""
         found = []
         for name, module in list(sys.modules.items()):
+            if self._modules.get(name) is module:
+                continue  # looked at already
+            self._modules[name] = module
             top = name.split(".", 1)[0]
             toolchain = top in self.toolchain
             if not toolchain and top not in sys.stdlib_module_names:
