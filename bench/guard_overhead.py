@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""bench/guard_overhead: what verifiers/pytest_guard.py costs over plain pytest.
+"""bench/guard_overhead: what verifiers/pytest_check/guard.py costs over plain pytest.
 
 A repository of N small tests (three passing asserts each: ints, a nested dict, approx) runs
 under plain `python -m pytest` and under the guard as ooda launches it (assertion-pass hook on,
 so every passing comparison is probed; code identity and the profile check per test). Prints
 the best of R wall times of each and their ratio. With --against FILE, a second guard (e.g. an
-older version: `git show REV:verifiers/pytest_guard.py > old.py`) is timed too.
+older version: `git show REV:verifiers/pytest_check/guard.py > old.py`) is timed too.
 
     bench/guard_overhead.py [--tests N] [--repeat R] [--against OLD_GUARD.py]
 """
