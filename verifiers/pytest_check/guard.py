@@ -278,6 +278,7 @@ def changes(before: Snapshot, suspect: Callable[[object], bool]) -> list[str]:
     return changed
 
 
+STDLIB: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
 SKIPS = (pytest.skip.Exception, pytest.xfail.Exception)
 ITEM_METHODS = frozenset({"runtest", "setup", "teardown", "_getobj", "ihook"})
 """Names an item's instance dictionary must not hold (they would replace pytest's methods)."""
@@ -396,7 +397,7 @@ class Guard:
             self._modules[name] = module
             top = name.split(".", 1)[0]
             toolchain = top in self.toolchain
-            if not toolchain and top not in sys.stdlib_module_names:
+            if not toolchain and top not in STDLIB:
                 continue
             filename = getattr(module, "__file__", None)
             if not isinstance(filename, str):
