@@ -176,3 +176,30 @@ class Verdict:
     feedback: str = ""
     """Bounded text for the model: the patch problem or the failing verifier's summary."""
     changed_files: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- patch verifier
+
+CASCADE_ORDER: tuple[str, ...] = ("syntax", "ruff", "pytest", "mypy")
+"""The verifier stages in the order a candidate meets them: agent/verify/verifier.py runs
+syntax, ruff and pytest, then mypy only for a candidate whose tests pass. The loop ranks failed
+attempts by how far along this order they got (a later stage makes a better parent)."""
+
+
+class PatchVerifier(Protocol):
+    """Judges candidate patches for one task: what the loop is typed against (the task
+    verifier of agent/verify is the implementation)."""
+
+    def verify(
+        self,
+        patch: str,
+        *,
+        log_dir: Path | None = None,
+        deadline: float | None = None,
+        verdict_only: bool = False,
+    ) -> Verdict:
+        """Judge `patch` (a unified diff against the task's repo) before `deadline`
+        (time.monotonic()), writing its logs under `log_dir`; `verdict_only`: no feedback will
+        be drawn from it, so the stages may stop at the first failure. Raises InfraError when
+        the sandbox is broken for every candidate."""
+        ...

@@ -11,122 +11,32 @@ rounds, the tokens or the wall-clock budget run out.
 from __future__ import annotations
 
 import hashlib
-import os
-import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ooda.agent import edits
 from ooda.agent.contracts.errors import InfraError, UsageError
-from ooda.agent.contracts.protocols import Model
-from ooda.agent.core import normalize, prompts
+from ooda.agent.contracts.protocols import Model, PatchVerifier
+from ooda.agent.core import normalize, prompts, selection
 from ooda.agent.core.budget import Budget
+from ooda.agent.core.records import (
+    Attempt,
+    AttemptStatus,
+    LoopConfig,
+    ProgressHook,
+    RunResult,
+    attempt_record,
+)
 from ooda.agent.core.runlog import RunLog
-
-if TYPE_CHECKING:
-    from ooda.agent.contracts.protocols import Verdict
-    from ooda.agent.verify.verifier import TaskVerifier
+from ooda.agent.core.stream import RepoView, stream_watcher
+from ooda.agent.support.text import one_line
 from ooda.tasks.loader import Task
 
-AttemptStatus = Literal[
-    "pending", "passed", "failed", "invalid_edit", "timeout", "cancelled", "error"
-]
-_REPLACE_LINE = re.compile(r"^[ \t]*>{5,9} ?REPLACE\b.*\n", re.MULTILINE)
-"""A completed end-of-block line (the forms agent/edits/__init__.py accepts)."""
-# How far a failed attempt got: later stages make better parents for the next round.
-STAGE_RANK = {"mypy": 5, "pytest": 4, "ruff": 2, "syntax": 1}
-"""agent/verify/verifier.py runs mypy last, only for candidates whose tests pass."""
-
-
-@dataclass
-class LoopConfig:
-    """How one task is attacked."""
-
-    samples: int = 4
-    """Candidates sampled in parallel per round."""
-    rounds: int = 3
-    """Feedback rounds at most."""
-    time_budget_s: float = 600.0
-    """Hard wall-clock deadline for the whole task: generation, verification and clean-up."""
-    max_tokens: int | None = None
-    """Prompt plus completion tokens for the whole run; None for no limit."""
-    select: Literal["first", "best"] = "first"
-    """"first": stop at the first passing candidate; "best": finish the round and pick."""
-    verify_concurrency: int = 2
-    """Candidates verified at once (verification is CPU-bound)."""
-    sibling_digest: bool = True
-    """Tell each next-round candidate how its parent's siblings failed."""
-
-
-@dataclass
-class Attempt:
-    """One candidate: its conversation, answer, patch and verdict."""
-
-    attempt_id: str
-    round: int
-    parent: Attempt | None
-    messages: list[dict[str, str]]
-    status: AttemptStatus = "pending"
-    reason: str = ""
-    answer: str = ""
-    files: dict[str, str] = field(default_factory=dict)
-    patch: str = ""
-    patch_sha256: str | None = None
-    code_key: str | None = None
-    """The resulting code up to formatting (agent/core/normalize.py): candidates are de-duplicated
-    by it, so one that differs from another only in layout is not verified again."""
-    duplicate_of: str | None = None
-    verdict: Verdict | None = None
-    feedback: str = ""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    t_start: float | None = None
-    t_first_token: float | None = None
-    t_generated: float | None = None
-    t_verified: float | None = None
-    edit_format: str | None = None
-    """The edit format the answer was read in (ooda.agent.edits.FORMATS); None when invalid."""
-    invalid_kind: str | None = None
-    """For an invalid edit: the short name of the reason (EditError.kind)."""
-
-    @property
-    def parent_id(self) -> str | None:
-        return self.parent.attempt_id if self.parent else None
-
-    def feedback_for_child(self, siblings: list[str]) -> str:
-        """The user message a next-round candidate continuing from this attempt receives."""
-        headline = self.reason.splitlines()[0] if self.reason else self.status
-        details = self.verdict.feedback if self.verdict else self.feedback
-        others = [s for s in siblings if not s.startswith(headline[:160])]
-        return prompts.feedback_prompt(
-            self.status, headline, "" if details == headline else details, self.patch, others[:3]
-        )
-
-    def failed_stage(self) -> str:
-        results = self.verdict.results if self.verdict else []
-        failed = [r.name for r in results if r.status != "passed"]
-        return failed[-1] if failed else self.status
-
-
-@dataclass
-class RunResult:
-    """What a run ended with."""
-
-    status: Literal["passed", "failed", "error"]
-    reason: str
-    winner: Attempt | None
-    attempts: list[Attempt]
-    rounds_used: int
-    summary: dict[str, Any]
-
-
-ProgressHook = Callable[[Attempt, str], None]
+__all__ = ["Attempt", "AttemptStatus", "Loop", "LoopConfig", "ProgressHook", "RunResult"]
+"""The records are re-exported: callers take Loop, LoopConfig and its results from here."""
 
 
 class Loop:
@@ -136,7 +46,7 @@ class Loop:
         self,
         task: Task,
         model: Model,
-        verifier: TaskVerifier,
+        verifier: PatchVerifier,
         log: RunLog,
         config: LoopConfig,
         progress: ProgressHook | None = None,
@@ -158,7 +68,7 @@ class Loop:
         self._verify_slots = threading.BoundedSemaphore(max(1, config.verify_concurrency))
         self.fatal: InfraError | UsageError | None = None
         """An error that every candidate would meet (endpoint down, key rejected): ends the run."""
-        self._repo_files: list[str] | None = None
+        self.repo = RepoView(task.repo)
 
     # ------------------------------------------------------------------ the loop
 
@@ -187,7 +97,7 @@ class Loop:
                 if self.stop.is_set() and time.monotonic() >= self.work_deadline:
                     reason = "budget"
                     break
-                parents = self._pick_parents(batch)
+                parents = selection.pick_parents(batch)
             else:
                 reason = "rounds exhausted"
         except BaseException:
@@ -214,13 +124,13 @@ class Loop:
 
     def _plan_round(self, round_no: int, parents: list[Attempt | None]) -> list[Attempt]:
         batch = []
-        siblings = self._sibling_digest(parents) if self.config.sibling_digest else []
+        siblings = selection.sibling_digest(parents) if self.config.sibling_digest else []
         for i in range(self.config.samples):
             parent = parents[i % len(parents)]
             if parent is None:
                 messages = prompts.first_prompt(self.task)
             else:
-                messages = _trim_history(
+                messages = selection.trim_history(
                     parent.messages
                     + [{"role": "assistant", "content": parent.answer}]
                     + [{"role": "user", "content": parent.feedback_for_child(siblings)}]
@@ -253,7 +163,7 @@ class Loop:
             return None
         if self.config.select == "first":
             return min(passing, key=lambda a: a.t_verified or 0.0)
-        return _pick_best(passing, self.attempts)
+        return selection.pick_best(passing, self.attempts)
 
     # ------------------------------------------------------------------ one candidate
 
@@ -267,7 +177,7 @@ class Loop:
             completion = self.model.complete(
                 attempt.messages,
                 deadline=self.work_deadline,
-                on_text=self._stream_watcher(attempt),
+                on_text=stream_watcher(self.stop, attempt, self.repo.reader_for(attempt)),
             )
         except (InfraError, UsageError) as exc:
             self.fatal = exc
@@ -278,7 +188,7 @@ class Loop:
             self._finish(attempt, "timeout", f"generation: {exc}")
             return
         except Exception as exc:  # endpoint errors end this candidate, not the run
-            self._finish(attempt, "error", f"generation failed: {_one_line(exc)}")
+            self._finish(attempt, "error", f"generation failed: {one_line(exc, with_type=True)}")
             return
         attempt.answer = completion.text
         attempt.t_first_token = completion.t_first_token
@@ -301,69 +211,16 @@ class Loop:
             return
         self._verify(attempt)
 
-    def _stream_watcher(self, attempt: Attempt) -> Callable[[str], bool]:
-        """on_text hook: stop a stream once the run is over or its edits cannot apply.
-
-        The answer is re-parsed only when another `>>>>>>> REPLACE` line is complete (its
-        newline has arrived: edits.partial_answer_is_hopeless ignores an unfinished last line),
-        and only the newly completed lines are scanned for it."""
-        scanned = 0
-
-        def keep_going(text: str) -> bool:
-            nonlocal scanned
-            if self.stop.is_set():
-                return False
-            end = text.rfind("\n") + 1
-            if end <= scanned:
-                return True
-            completed = _REPLACE_LINE.search(text, scanned, end) is not None
-            scanned = end
-            if completed:
-                problem = edits.partial_answer_is_hopeless(text, self._reader_for(attempt))
-                if problem:
-                    attempt.reason = f"stopped while streaming: {problem}"
-                    return False
-            return True
-
-        return keep_going
-
-    def _reader_for(self, attempt: Attempt) -> Callable[[str], str | None]:
-        """Reads files as this attempt sees them: the original, with its parent's edits."""
-        parent = attempt.parent
-        # An invalid edit was never applied: its child starts again from the original files.
-        parent_files = parent.files if parent and parent.status != "invalid_edit" else {}
-        base = self.task.repo
-
-        def read(path: str) -> str | None:
-            return parent_files[path] if path in parent_files else _read_text(base / path)
-
-        return read
-
-    def _lister_for(self, attempt: Attempt) -> Callable[[], list[str]]:
-        """Lists the files this attempt sees: the repository's (walked once), with the files
-        its parent created."""
-        parent = attempt.parent
-        created = list(parent.files) if parent and parent.status != "invalid_edit" else []
-
-        def listing() -> list[str]:
-            if self._repo_files is None:
-                self._repo_files = _list_repo(self.task.repo)
-            return sorted({*self._repo_files, *created})
-
-        return listing
-
     def _make_patch(self, attempt: Attempt) -> bool:
-        base = self.task.repo
-        parent = attempt.parent
-        parent_files = parent.files if parent and parent.status != "invalid_edit" else {}
+        read_base = self.repo.read_base
         try:
             parsed = edits.parse_edits(
-                attempt.answer, self._reader_for(attempt), self._lister_for(attempt)
+                attempt.answer, self.repo.reader_for(attempt), self.repo.lister_for(attempt)
             )
             attempt.edit_format = parsed.edit_format
-            files = {**parent_files, **parsed.files}
+            files = {**attempt.base_files, **parsed.files}
             attempt.files = files
-            attempt.patch = edits.make_patch(files, lambda p: _read_text(base / p))
+            attempt.patch = edits.make_patch(files, read_base)
         except edits.EditError as exc:
             attempt.invalid_kind = exc.kind
             self._finish(attempt, "invalid_edit", str(exc), feedback=str(exc))
@@ -374,7 +231,7 @@ class Loop:
             self._finish(attempt, "invalid_edit", reason, feedback=reason)
             return False
         attempt.patch_sha256 = hashlib.sha256(attempt.patch.encode()).hexdigest()
-        attempt.code_key = normalize.normalized_key(files, lambda p: _read_text(base / p))
+        attempt.code_key = normalize.normalized_key(files, read_base)
         self.log.write_attempt_file(attempt.attempt_id, "patch.diff", attempt.patch)
         return True
 
@@ -429,7 +286,7 @@ class Loop:
             self.stop.set()
             self._finish(attempt, "error", str(exc))
         except Exception as exc:
-            self._finish(attempt, "error", f"verification failed: {_one_line(exc)}")
+            self._finish(attempt, "error", f"verification failed: {one_line(exc, with_type=True)}")
             raise
         finally:
             self._sha_done[attempt.code_key].set()
@@ -446,52 +303,10 @@ class Loop:
 
     # ------------------------------------------------------------------ next round
 
-    def _pick_parents(self, batch: list[Attempt]) -> list[Attempt | None]:
-        """Failed attempts of this round, those that got furthest first, duplicates last."""
-        failed = [a for a in batch if a.status in ("failed", "invalid_edit", "timeout")]
-        if not failed:
-            return [None]
-        failed.sort(
-            key=lambda a: (a.duplicate_of is not None, -STAGE_RANK.get(a.failed_stage(), 0))
-        )
-        return list(failed)
-
-    def _sibling_digest(self, parents: list[Attempt | None]) -> list[str]:
-        reasons = Counter(p.reason.splitlines()[0][:160] for p in parents if p is not None)
-        return [f"{reason} (x{n})" if n > 1 else reason for reason, n in reasons.most_common(4)]
-
     # ------------------------------------------------------------------ records
 
     def _attempt_record(self, a: Attempt) -> dict[str, Any]:
-        since = self.budget.since_start
-        results = a.verdict.results if a.verdict else []
-        return {
-            "attempt_id": a.attempt_id,
-            "round": a.round,
-            "parent_id": a.parent_id,
-            "model": self.model.name,
-            "t_start_s": since(a.t_start),
-            "t_first_token_s": since(a.t_first_token),
-            "t_generated_s": since(a.t_generated),
-            "t_verified_s": since(a.t_verified),
-            "prompt_tokens": a.prompt_tokens,
-            "completion_tokens": a.completion_tokens,
-            "patch_sha256": a.patch_sha256,
-            "duplicate_of": a.duplicate_of,
-            "status": a.status,
-            "reason": a.reason,
-            "edit_format": a.edit_format,
-            "invalid_reason": a.invalid_kind,
-            "verifiers": [
-                {
-                    "name": r.name,
-                    "status": r.status,
-                    "duration_s": round(r.duration_s, 3),
-                    "summary": r.summary,
-                }
-                for r in results
-            ],
-        }
+        return attempt_record(a, self.model.name, self.budget.since_start)
 
     def _summary(
         self, status: str, reason: str, winner: Attempt | None, rounds_used: int
@@ -516,51 +331,9 @@ class Loop:
                 "completion": self.budget.completion_tokens,
             },
             "time_to_first_pass_s": self.budget.since_start(winner.t_verified) if winner else None,
+            # the backend of agent/verify's TaskVerifier; PatchVerifier does not require one
             "sandbox": getattr(getattr(self.verifier, "backend", None), "name", None),
             "fail_to_pass": list(self.task.fail_to_pass),
             "pass_to_pass": list(self.task.pass_to_pass),
         }
 
-
-def _pick_best(passing: list[Attempt], everyone: list[Attempt]) -> Attempt:
-    """Smallest diff; ties go to the patch that most candidates produced, then the earliest."""
-    votes = Counter(a.patch_sha256 for a in everyone if a.patch_sha256)
-
-    def size(a: Attempt) -> int:
-        return sum(
-            1
-            for line in a.patch.splitlines()
-            if line[:1] in "+-" and not line.startswith(("+++", "---"))
-        )
-
-    return min(passing, key=lambda a: (size(a), -votes[a.patch_sha256 or ""], a.t_verified or 0.0))
-
-
-def _trim_history(messages: list[dict[str, str]], keep_exchanges: int = 2) -> list[dict[str, str]]:
-    """Keep the system prompt, the task prompt and the last few answer/feedback exchanges."""
-    head, rest = messages[:2], messages[2:]
-    return head + rest[-2 * keep_exchanges :]
-
-
-def _list_repo(root: Path) -> list[str]:
-    """The repository's files, repo-relative, skipping VCS, cache and virtualenv folders
-    (an iterative walk: no recursion limit on deep trees)."""
-    found: list[str] = []
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in prompts.SKIP_DIRS]
-        rel = Path(folder).relative_to(root)
-        found += [(rel / n).as_posix() for n in names]
-    return found
-
-
-def _read_text(path: Path) -> str | None:
-    """A base file's text; None when it is missing or unreadable as UTF-8."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
