@@ -59,4 +59,9 @@ if [ "$installed_at" != "$(pwd -P)" ] || [ "$(cat .ooda-installed 2>/dev/null)" 
   step "pip install -e .[dev]" python -m pip install -q -e ".[dev]"
   echo "$stamp" >.ooda-installed
 fi
+# mypy runs no import hooks: it reads the ooda.* names through three links in .typecheck/ooda/.
+mkdir -p .typecheck/ooda
+for part in agent verifiers tasks; do
+  [ -L ".typecheck/ooda/$part" ] || ln -sfn "../../$part" ".typecheck/ooda/$part"
+done
 step "building the sandbox image (ooda sandbox build)" ooda sandbox build

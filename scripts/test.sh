@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/lint.sh                      # layer contracts, ruff, mypy --strict
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1   # the host's many pytest plugins cost ~2 s a start
 export OODA_REQUIRE_SANDBOXES=1           # a missing sandbox is a failure here, not a skip
 set +e

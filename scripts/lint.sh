@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The static checks CI runs before the tests: the layer contracts (import-linter), ruff and
+# mypy --strict on the project's code. Quiet when all is well.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+lint-imports --no-cache >/tmp/ooda-lint-imports.log 2>&1 || {
+  echo "lint.sh: import-linter found imports against the layers:" >&2
+  grep -v '^\s*$' /tmp/ooda-lint-imports.log | tail -n 40 >&2
+  exit 1
+}
+ruff check --quiet agent verifiers tasks tests bench
+mypy >/tmp/ooda-mypy.log 2>&1 || { echo "lint.sh: mypy --strict failed:" >&2; tail -n 40 /tmp/ooda-mypy.log >&2; exit 1; }
