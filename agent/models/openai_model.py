@@ -1,11 +1,10 @@
 """The model client: streaming chat completions from an OpenAI-compatible endpoint.
 
-Built on the `openai` SDK (imported lazily: it takes over a second to import) with the SDK's
-own retries off; `tenacity` retries instead, so that no wait ever crosses the caller's
-deadline. Retried: 429 (honouring Retry-After / retry-after-ms), 408, 409, 5xx, timeouts,
-connection errors and streams that break off (an error mid-stream, or an end without a
-finish_reason). Not retried: other 4xx (`ModelError`). Every attempt refused at connect
-time -> `InfraError` (exit 3). Deadline reached -> `ModelDeadline`.
+Built on the `openai` SDK (imported lazily: it takes over half a second to import; the daemon
+and agent/startup/prestart.py warm it ahead) with the SDK's own retries off; `tenacity` retries
+instead (the rules: agent/models/retry.py), so that no wait ever crosses the caller's deadline.
+Not retried: other 4xx (`ModelError`). Every attempt refused at connect time -> `InfraError`
+(exit 3). Deadline reached -> `ModelDeadline`.
 
 One `OpenAIModel` may be shared by many threads; a bounded semaphore caps its requests in
 flight (`ModelConfig.concurrency`), taken per attempt and released while waiting to retry.
@@ -13,29 +12,43 @@ flight (`ModelConfig.concurrency`), taken per attempt and released while waiting
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import math
-import os
-import random
-import socket
 import ssl
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import tenacity
 
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import Completion
+from ooda.agent.models.endpoint import (
+    DEFAULT_BASE_URL,
+    LOCAL_API_KEY,
+    ModelConfig,
+    estimate_tokens,
+    resolve_endpoint,
+)
+from ooda.agent.models.retry import (
+    ModelDeadline,
+    ModelError,
+    RetryWait,
+    StopBeforeDeadline,
+    StreamBroken,
+    describe,
+    is_connect_error,
+    retryable,
+    root_cause,
+    status_message,
+)
 
 if TYPE_CHECKING:
     import openai
 
 __all__ = [
+    "LOCAL_API_KEY",
     "ModelCompletion",
     "ModelConfig",
     "ModelDeadline",
@@ -43,38 +56,13 @@ __all__ = [
     "OpenAIModel",
     "estimate_tokens",
     "resolve_endpoint",
+    "tls_context",
+    "warm_http_client",
 ]
+"""ModelConfig, the endpoint rules and the errors are re-exported: callers import the client's
+whole surface from here."""
 
 log = logging.getLogger(__name__)
-
-LOCAL_API_KEY = "ooda-local"
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-CHARS_PER_TOKEN = 4
-MAX_RETRY_AFTER_S = 60.0
-
-
-@dataclass
-class ModelConfig:
-    """How to reach the model and how to sample from it."""
-
-    name: str
-    """Model name sent to the endpoint."""
-    base_url: str | None = None
-    """Endpoint base URL (…/v1); None: $OPENAI_BASE_URL, else the OpenAI API."""
-    api_key: str | None = None
-    """API key; None: $OPENAI_API_KEY, else "ooda-local" for a loopback endpoint."""
-    temperature: float = 0.8
-    """Sampling temperature (diversity across the N parallel samples)."""
-    max_tokens: int | None = 4096
-    """Cap on completion tokens per answer; None: the endpoint's default."""
-    request_timeout_s: float = 120.0
-    """Longest wait for the endpoint's next bytes (connect, first token, between chunks)."""
-    max_retries: int = 6
-    """Retries after the first attempt for transient failures (429, 5xx, broken streams)."""
-    concurrency: int = 8
-    """Requests in flight at once through one OpenAIModel, across all threads."""
-    retry_backoff_s: float = 0.5
-    """First wait before a retry without Retry-After; doubles each time, capped at 8 s."""
 
 
 @dataclass
@@ -90,182 +78,6 @@ class ModelCompletion(Completion):
     usage_estimated: bool = False
     """True when the token counts are estimates (~4 characters a token), not the endpoint's."""
 
-
-class ModelError(Exception):
-    """The endpoint refused or kept failing the request; the message is one line."""
-
-
-class ModelDeadline(ModelError, TimeoutError):
-    """The deadline passed before a complete answer arrived."""
-
-    def __init__(self, message: str, partial: str = "") -> None:
-        super().__init__(message)
-        self.partial = partial
-        """Text received before the deadline (possibly empty)."""
-
-
-class _StreamBroken(Exception):
-    """The stream ended without a finish_reason: retried like a dropped connection."""
-
-
-# --------------------------------------------------------------------------- endpoint
-
-
-def _is_loopback(base_url: str) -> bool:
-    host = (urlsplit(base_url).hostname or "").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def resolve_endpoint(base_url: str | None, api_key: str | None) -> tuple[str | None, str]:
-    """(base URL or None for the OpenAI API, API key) from the arguments and environment;
-    UsageError when no key can be found for a non-local endpoint."""
-    url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-    key = api_key or os.environ.get("OPENAI_API_KEY") or None
-    if key is None:
-        if url is not None and _is_loopback(url):
-            key = LOCAL_API_KEY
-        else:
-            where = url or DEFAULT_BASE_URL
-            raise UsageError(
-                f"OPENAI_API_KEY is not set (needed for {where}); export it, or point "
-                "--base-url / OPENAI_BASE_URL at a local endpoint such as `ooda serve`"
-            )
-    return url, key
-
-
-def estimate_tokens(text: str) -> int:
-    """A rough token count: ~4 characters a token."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
-# --------------------------------------------------------------------------- errors
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    """The exception and its causes / contexts, outermost first."""
-    seen: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in seen:
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
-
-
-def _is_connect_error(exc: BaseException) -> bool:
-    """True when the endpoint could not be connected to at all (refused, DNS, connect
-    timeout), as opposed to failing once connected."""
-    for item in _chain(exc):
-        if isinstance(item, ConnectionRefusedError | socket.gaierror):
-            return True
-        if type(item).__name__ in ("ConnectError", "ConnectTimeout"):
-            return True
-    return False
-
-
-def _root_cause(exc: BaseException) -> str:
-    root = _chain(exc)[-1]
-    text = str(root) or type(root).__name__
-    return text.splitlines()[0] if text else type(root).__name__
-
-
-def _status_message(err: openai.APIStatusError) -> str:
-    body = err.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return str(inner["message"]).splitlines()[0] if inner["message"] else err.message
-        if isinstance(body.get("message"), str):
-            return str(body["message"]).splitlines()[0]
-    return (err.message or "").splitlines()[0] if err.message else "no message"
-
-
-def _describe(exc: BaseException) -> str:
-    """One line about a failed attempt."""
-    import openai
-
-    if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {_status_message(exc)}"
-    if isinstance(exc, openai.APITimeoutError):
-        return "request timed out"
-    if isinstance(exc, openai.APIConnectionError):
-        return f"connection error: {_root_cause(exc)}"
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text
-
-
-def _retryable(exc: BaseException) -> bool:
-    import openai
-
-    if isinstance(exc, _StreamBroken):
-        return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in (408, 409, 425, 429) or exc.status_code >= 500
-    if isinstance(exc, openai.APIConnectionError):
-        return True
-    # an error event in the middle of a stream
-    return type(exc) is openai.APIError
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    """Seconds the endpoint asked us to wait, from retry-after-ms or Retry-After."""
-    import openai
-
-    if not isinstance(exc, openai.APIStatusError):
-        return None
-    headers = exc.response.headers
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return min(max(float(value) * scale, 0.0), MAX_RETRY_AFTER_S)
-        except ValueError:
-            from email.utils import parsedate_to_datetime
-
-            try:
-                when = parsedate_to_datetime(value).timestamp()
-            except (TypeError, ValueError):
-                continue
-            return min(max(when - time.time(), 0.0), MAX_RETRY_AFTER_S)
-    return None
-
-
-class _Wait(tenacity.wait.wait_base):
-    """Retry-After when given; else jittered exponential backoff, capped at 1 s for connect
-    errors (an endpoint that refuses connections is reported within seconds)."""
-
-    def __init__(self, base_s: float) -> None:
-        self.base_s = base_s
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        outcome = retry_state.outcome
-        exc = outcome.exception() if outcome is not None else None
-        if exc is not None:
-            asked = _retry_after(exc)
-            if asked is not None:
-                return asked
-        backoff = self.base_s * 2.0 ** (retry_state.attempt_number - 1)
-        if exc is not None and _is_connect_error(exc):
-            return min(1.0, backoff / 2)
-        return min(8.0, backoff) * random.uniform(0.5, 1.0)
-
-
-class _StopBeforeDeadline(tenacity.stop.stop_base):
-    """Stop retrying when the coming wait would end at or past the deadline."""
-
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        return time.monotonic() + retry_state.upcoming_sleep >= self.deadline
-
-
-# --------------------------------------------------------------------------- client
 
 
 _warmed = False
@@ -359,7 +171,7 @@ class OpenAIModel:
                 f"endpoint {self.base_url} did not answer within {timeout_s:g}s"
             ) from None
         except openai.APIConnectionError as err:
-            raise InfraError(f"endpoint {self.base_url} unreachable: {_root_cause(err)}") from None
+            raise InfraError(f"endpoint {self.base_url} unreachable: {root_cause(err)}") from None
         except Exception as err:  # an odd /models body still means something answered
             log.debug("GET /models answered oddly: %s", err)
 
@@ -389,7 +201,7 @@ class OpenAIModel:
             return result
 
         def should_retry(exc: BaseException) -> bool:
-            return _retryable(exc) and time.monotonic() < deadline
+            return retryable(exc) and time.monotonic() < deadline
 
         def before_sleep(state: tenacity.RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome is not None else None
@@ -397,14 +209,14 @@ class OpenAIModel:
                 "%s: attempt %d failed (%s); retrying in %.2fs",
                 self.name,
                 state.attempt_number,
-                _describe(exc) if exc is not None else "?",
+                describe(exc) if exc is not None else "?",
                 state.upcoming_sleep,
             )
 
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(should_retry),
-            stop=tenacity.stop_after_attempt(max_attempts) | _StopBeforeDeadline(deadline),
-            wait=_Wait(self.config.retry_backoff_s),
+            stop=tenacity.stop_after_attempt(max_attempts) | StopBeforeDeadline(deadline),
+            wait=RetryWait(self.config.retry_backoff_s),
             before_sleep=before_sleep,
             reraise=True,
         )
@@ -415,7 +227,7 @@ class OpenAIModel:
         except Exception as err:
             import openai
 
-            if not isinstance(err, openai.OpenAIError | _StreamBroken):
+            if not isinstance(err, openai.OpenAIError | StreamBroken):
                 raise  # a bug (in on_text, say), not the endpoint's doing
             raise self._give_up(err, failures, max_attempts, deadline) from err
 
@@ -427,25 +239,25 @@ class OpenAIModel:
 
         n = len(failures)
         tries = f"{n} attempt{'s' if n != 1 else ''}"
-        if failures and all(_is_connect_error(f) for f in failures):
+        if failures and all(is_connect_error(f) for f in failures):
             return InfraError(
-                f"endpoint {self.base_url} unreachable after {tries}: {_root_cause(err)}"
+                f"endpoint {self.base_url} unreachable after {tries}: {root_cause(err)}"
             )
-        if _retryable(err) and (n < max_attempts or time.monotonic() >= deadline):
-            return ModelDeadline(f"deadline reached after {tries}; last error: {_describe(err)}")
+        if retryable(err) and (n < max_attempts or time.monotonic() >= deadline):
+            return ModelDeadline(f"deadline reached after {tries}; last error: {describe(err)}")
         if isinstance(err, openai.AuthenticationError):  # the same for every sample: bad input
             return UsageError(
-                f"{self.base_url} rejected the API key (HTTP 401: {_status_message(err)}); "
+                f"{self.base_url} rejected the API key (HTTP 401: {status_message(err)}); "
                 "set OPENAI_API_KEY to a key this endpoint accepts"
             )
         if isinstance(err, openai.NotFoundError):
             return UsageError(
-                f"HTTP 404 from {self.base_url}: {_status_message(err)} "
+                f"HTTP 404 from {self.base_url}: {status_message(err)} "
                 f"(check the model name {self.name!r} and the base URL)"
             )
-        if _retryable(err):
-            return ModelError(f"gave up after {tries}: {_describe(err)}")
-        return ModelError(f"{self.base_url}: {_describe(err)}")
+        if retryable(err):
+            return ModelError(f"gave up after {tries}: {describe(err)}")
+        return ModelError(f"{self.base_url}: {describe(err)}")
 
     def _attempt(
         self,
@@ -538,7 +350,7 @@ class OpenAIModel:
         finally:
             stream.close()
         if not stopped and finish is None:
-            raise _StreamBroken("the stream ended without a finish_reason")
+            raise StreamBroken("the stream ended without a finish_reason")
         t_done = time.monotonic()
         if usage is not None and not stopped:
             prompt_tokens = int(usage.prompt_tokens or 0)

@@ -1,0 +1,78 @@
+"""Where the model is and how to sample from it: ModelConfig, and the endpoint and API key a
+run uses (arguments, then $OPENAI_BASE_URL / $OPENAI_API_KEY, a fixed key for a loopback
+endpoint such as `ooda serve`).
+
+Apart from the client so that these rules (and the rough token estimate) can be read and
+used without the HTTP machinery.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from ooda.agent.contracts.defaults import DEFAULTS
+from ooda.agent.contracts.errors import UsageError
+
+LOCAL_API_KEY = "ooda-local"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+CHARS_PER_TOKEN = 4
+
+
+@dataclass
+class ModelConfig:
+    """How to reach the model and how to sample from it."""
+
+    name: str
+    """Model name sent to the endpoint."""
+    base_url: str | None = None
+    """Endpoint base URL (…/v1); None: $OPENAI_BASE_URL, else the OpenAI API."""
+    api_key: str | None = None
+    """API key; None: $OPENAI_API_KEY, else "ooda-local" for a loopback endpoint."""
+    temperature: float = DEFAULTS.temperature
+    """Sampling temperature (diversity across the N parallel samples)."""
+    max_tokens: int | None = 4096
+    """Cap on completion tokens per answer; None: the endpoint's default."""
+    request_timeout_s: float = 120.0
+    """Longest wait for the endpoint's next bytes (connect, first token, between chunks)."""
+    max_retries: int = 6
+    """Retries after the first attempt for transient failures (429, 5xx, broken streams)."""
+    concurrency: int = DEFAULTS.concurrency
+    """Requests in flight at once through one OpenAIModel, across all threads."""
+    retry_backoff_s: float = 0.5
+    """First wait before a retry without Retry-After; doubles each time, capped at 8 s."""
+
+
+def _is_loopback(base_url: str) -> bool:
+    host = (urlsplit(base_url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_endpoint(base_url: str | None, api_key: str | None) -> tuple[str | None, str]:
+    """(base URL or None for the OpenAI API, API key) from the arguments and environment;
+    UsageError when no key can be found for a non-local endpoint."""
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    key = api_key or os.environ.get("OPENAI_API_KEY") or None
+    if key is None:
+        if url is not None and _is_loopback(url):
+            key = LOCAL_API_KEY
+        else:
+            where = url or DEFAULT_BASE_URL
+            raise UsageError(
+                f"OPENAI_API_KEY is not set (needed for {where}); export it, or point "
+                "--base-url / OPENAI_BASE_URL at a local endpoint such as `ooda serve`"
+            )
+    return url, key
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count: ~4 characters a token."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
