@@ -1,0 +1,162 @@
+"""What the bundled endpoint's request threads share: which scripted answer a request gets,
+which fault it meets, and the counters `/stats` reports, all behind one lock.
+
+A request belongs to the task named by a `Task id: <id>` line in its first system/user message
+that has one; its round is the number of user messages. The answers of that task whose round
+matches (or, when none names this round, is absent) and whose `contains` occurs in the last
+user message are served in turn, a counter per (task, round), so parallel samples differ.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from ooda.agent.contracts.errors import UsageError
+from ooda.agent.models.answer_styles import restyle
+from ooda.agent.models.replay_scripts import Script
+
+TASK_ID_RE = re.compile(r"^\s*Task id:\s*(\S+)\s*$", re.MULTILINE | re.IGNORECASE)
+FAULTS = ("ok", "429", "500", "drop", "hang")
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    retry_after_s: float = 0.0
+
+
+def parse_fault(spec: str) -> Fault:
+    kind, _, arg = spec.strip().lower().partition(":")
+    if kind not in FAULTS:
+        raise UsageError(f"unknown fault {spec!r}; use one of {', '.join(FAULTS)}")
+    if arg and kind != "429":
+        raise UsageError(f"fault {spec!r} takes no argument")
+    try:
+        retry_after = float(arg) if arg else 0.0
+    except ValueError:
+        raise UsageError(f"fault {spec!r}: the Retry-After must be a number") from None
+    return Fault(kind, retry_after)
+
+
+class ReplayState:
+    """Everything the handler threads share, behind one lock."""
+
+    def __init__(
+        self,
+        scripts: dict[str, list[Script]],
+        *,
+        tokens_per_s: float,
+        ttft_s: float,
+        faults: list[Fault],
+        rates: dict[str, float],
+        seed: int | None,
+        api_key: str | None,
+        models: list[str],
+        accept_stream_options: bool,
+        answer_as: str = "as-is",
+    ) -> None:
+        self.scripts = scripts
+        self.answer_as = answer_as
+        self.restyled = 0
+        """Answers rewritten so far ("mixed" alternates its styles by this count)."""
+        self.tokens_per_s = tokens_per_s
+        self.ttft_s = ttft_s
+        self.faults = faults
+        self.rates = rates
+        self.random = random.Random(seed)
+        self.api_key = api_key
+        self.models = models
+        self.accept_stream_options = accept_stream_options
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.counters: dict[tuple[str, int], int] = {}
+        self.arrivals = 0
+        self.requests = 0
+        self.chat_requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.status: dict[str, int] = {}
+        self.injected: dict[str, int] = {}
+        self.connections: set[socket.socket] = set()
+
+    def next_fault(self) -> Fault:
+        with self.lock:
+            index = self.arrivals
+            self.arrivals += 1
+            if self.faults:
+                fault = self.faults[index % len(self.faults)]
+                if fault.kind != "ok":
+                    return fault
+            for kind in ("429", "500", "drop"):
+                rate = self.rates.get(kind, 0.0)
+                if rate > 0 and self.random.random() < rate:
+                    return Fault(kind)
+        return Fault("ok")
+
+    def pick_answer(self, messages: list[dict[str, Any]]) -> tuple[str, str]:
+        """(task id, answer) for a request's messages."""
+        task = None
+        for message in messages:
+            if message.get("role") in ("system", "user", "developer"):
+                match = TASK_ID_RE.search(content_text(message.get("content")))
+                if match:
+                    task = match.group(1)
+                    break
+        users = [m for m in messages if m.get("role") == "user"]
+        round_ = len(users)
+        last_user = content_text(users[-1].get("content")) if users else ""
+        if task is None:
+            return "?", "no scripted answer: the prompt has no 'Task id: <id>' line"
+        matching = [
+            s
+            for s in self.scripts.get(task, [])
+            if (s.round is None or s.round == round_)
+            and (s.contains is None or s.contains in last_user)
+        ]
+        # answers written for this very round win over answers for any round
+        candidates = [s for s in matching if s.round == round_] or matching
+        if not candidates:
+            return task, f"no scripted answer for task {task} (round {round_})"
+        with self.lock:
+            count = self.counters.get((task, round_), 0)
+            self.counters[(task, round_)] = count + 1
+        answer = candidates[count % len(candidates)].answer
+        if self.answer_as != "as-is":
+            with self.lock:
+                served = self.restyled
+                self.restyled += 1
+            first_user = content_text(users[0].get("content")) if users else ""
+            answer = restyle(answer, first_user, self.answer_as, served)
+        return task, answer
+
+    def count_status(self, status: int | str) -> None:
+        with self.lock:
+            key = str(status)
+            self.status[key] = self.status.get(key, 0) + 1
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "requests": self.requests,
+                "chat_requests": self.chat_requests,
+                "in_flight": self.in_flight,
+                "max_in_flight": self.max_in_flight,
+                "status": dict(self.status),
+                "faults": dict(self.injected),
+            }
+
+
+def content_text(content: object) -> str:
+    """A message's text, whether a string or a list of content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(part.get("text", "")) for part in content if isinstance(part, dict)
+        )
+    return ""
