@@ -13,7 +13,7 @@ import pytest
 
 from ooda.agent.contracts.errors import InfraError
 from ooda.agent.contracts.protocols import ExecResult, Sandbox, SandboxBackend
-from ooda.agent.sandbox import get_backend
+from ooda.agent.sandbox.registry import get_backend
 
 REQUIRED = os.environ.get("OODA_REQUIRE_SANDBOXES") == "1"
 _backends: dict[str, SandboxBackend | str] = {}
@@ -94,7 +94,7 @@ def orphaned_ooda_containers() -> set[str]:
     container, owned by the live daemon, is not one)."""
     import json
 
-    from ooda.agent.sandbox import image
+    from ooda.agent.sandbox.docker import image
 
     ids = all_ooda_containers()
     if not ids:

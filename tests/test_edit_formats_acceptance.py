@@ -22,7 +22,7 @@ PROGRAMS = ["gcd", "bitcount", "flatten", "is_valid_parenthesization"]
 
 @pytest.fixture(scope="module")
 def sandbox_name() -> str:
-    from ooda.agent.sandbox import get_backend
+    from ooda.agent.sandbox.registry import get_backend
 
     try:
         backend = get_backend(None)

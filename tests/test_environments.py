@@ -169,7 +169,7 @@ pytest-mock, and a dependency pinned to a version with wheels for Python 3.9 onl
 
 
 def _docker() -> Any:
-    from ooda.agent.sandbox.docker.backend import connect
+    from ooda.agent.sandbox.docker.launch import connect
 
     try:
         return connect(timeout_s=3600)

@@ -336,7 +336,7 @@ NOOP_ANSWER = (
 
 @pytest.fixture(scope="module")
 def sandbox_name() -> str | None:
-    from ooda.agent.sandbox import get_backend
+    from ooda.agent.sandbox.registry import get_backend
 
     try:
         backend = get_backend(None)

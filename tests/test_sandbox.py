@@ -22,9 +22,11 @@ import pytest
 from sandbox_helpers import backend_or_skip, open_sandbox, py
 
 from ooda.agent.app.doctor import diagnose
-from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.agent.contracts.errors import InfraError, SandboxBroken, UsageError
 from ooda.agent.contracts.protocols import Sandbox
-from ooda.agent.sandbox import build_image, cleanup_leftovers, get_backend, image
+from ooda.agent.sandbox import image
+from ooda.agent.sandbox.docker.image import owner_labels
+from ooda.agent.sandbox.registry import build_image, cleanup_leftovers, get_backend
 
 ISOLATED = ["docker", "bwrap"]
 ALL = ["docker", "bwrap", "local"]
@@ -151,7 +153,7 @@ def test_cleanup_leftovers_removes_containers_of_dead_owners(tmp_path: Path) -> 
     client = backend.client  # type: ignore[attr-defined]
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    labels = {"ooda": "1", **image.owner_labels()}
+    labels = {"ooda": "1", **owner_labels()}
     orphan = client.api.create_container(
         image.image_tag(), ["true"], labels={**labels, "ooda.owner_pid": str(dead.pid)}
     )["Id"]
@@ -170,8 +172,8 @@ def test_docker_close_survives_a_dead_container(tmp_path: Path) -> None:
     for box in open_sandbox("docker", tmp_path / "ws"):
         api = backend_or_skip("docker").client.api  # type: ignore[attr-defined]
         api.kill(box.container_id)  # type: ignore[attr-defined]
-        result = box.run(["echo", "hi"], timeout_s=10)
-        assert result.exit_code == 125 and "unusable" in result.output
+        with pytest.raises(SandboxBroken, match="the docker sandbox broke while verifying"):
+            box.run(["echo", "hi"], timeout_s=10)
         box.close()
         box.close()
 

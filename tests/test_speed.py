@@ -131,7 +131,7 @@ def test_a_killed_owner_leaves_no_container(tmp_path: Path) -> None:
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
         from pathlib import Path
-        from ooda.agent.sandbox import get_backend
+        from ooda.agent.sandbox.registry import get_backend
         from ooda.agent.sandbox.pool import SandboxPool
         pool = SandboxPool(get_backend("docker"), Path({str(tmp_path)!r}) / "slots", size=2)
         boxes = [pool.acquire(lambda ws: None)[0] for _ in range(2)]

@@ -29,7 +29,8 @@ class Check:
 def _docker_checks() -> list[Check]:
     from ooda.agent.contracts.errors import InfraError
     from ooda.agent.sandbox import image
-    from ooda.agent.sandbox.docker.backend import connect
+    from ooda.agent.sandbox.docker.image import image_exists
+    from ooda.agent.sandbox.docker.launch import connect
 
     tag = image.image_tag()
     try:
@@ -44,7 +45,7 @@ def _docker_checks() -> list[Check]:
         ]
     try:
         version = client.version().get("Version", "?")
-        present = image.image_exists(client, tag)
+        present = image_exists(client, tag)
     finally:
         client.close()
     return [

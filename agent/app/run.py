@@ -234,7 +234,7 @@ def open_backend(name: str | None) -> SandboxBackend:
     """The sandbox backend for a new invocation (`ooda run`, `eval`, `ci`); meanwhile, in the
     background (it does not block the backend), the Docker containers that killed or crashed
     earlier invocations left behind are removed (best effort: their owner process is gone)."""
-    from ooda.agent.sandbox import cleanup_leftovers, get_backend
+    from ooda.agent.sandbox.registry import cleanup_leftovers, get_backend
 
     if CLEAN_LEFTOVERS and name in (None, "auto", "docker"):
 

@@ -240,7 +240,7 @@ def verify(
     import tempfile
 
     from ooda.agent.app.run import derive_test_lists
-    from ooda.agent.sandbox import get_backend
+    from ooda.agent.sandbox.registry import get_backend
     from ooda.agent.verify.verifier import TaskVerifier
     from ooda.tasks.loader import load_task
 
@@ -333,7 +333,7 @@ def sandbox_build(
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if it exists.")] = False,
 ) -> None:
     """Build (or rebuild) the sandbox image offline."""
-    from ooda.agent.sandbox import build_image
+    from ooda.agent.sandbox.registry import build_image
 
     tag = build_image(force=force, log=lambda line: print(line, file=sys.stderr))
     print(tag)

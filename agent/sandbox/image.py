@@ -4,10 +4,11 @@ Recipe: `debootstrap --variant=minbase --include=python3 bookworm` (cached as th
 the verifier toolchain (pytest, ruff, mypy, pinned to the host's installed versions) installed
 from wheels the host downloads into a wheelhouse, a non-root user (uid 1000), precompiled
 bytecode. The finished tree `rootfs-<hash>` is bound read-only as `/` by the bwrap backend and
-`docker import`ed as `ooda-sandbox:<hash>` for the Docker backend, so both run one toolchain.
+`docker import`ed as `ooda-sandbox:<hash>` for the Docker backend (agent/sandbox/docker/image.py),
+so both run one toolchain.
 The hash covers everything in the recipe; a changed pin gives a new tag and a new build.
 Third-party requirements are installed (wheels only) into `reqs/<sha256>/site`, bound at
-/opt/ooda-reqs by bwrap and baked into a derived Docker image.
+/opt/ooda-reqs by bwrap and baked into a derived Docker image (docker/image.py).
 """
 
 from __future__ import annotations
@@ -86,29 +87,6 @@ def image_tag() -> str:
     return f"{IMAGE_REPO}:{recipe_hash()}"
 
 
-def remember_tag(tag: str) -> None:
-    """Note the image the Docker backend settled on (for last_tag(); best effort)."""
-    try:
-        home = ooda_home()
-        home.mkdir(parents=True, exist_ok=True)
-        tmp = home / f"docker-image.{os.getpid()}"
-        tmp.write_text(tag + "\n")
-        tmp.replace(home / "docker-image")
-    except OSError:
-        pass
-
-
-def last_tag() -> str | None:
-    """The image the Docker backend used last on this machine, without computing the recipe
-    (agent/startup/prestart.py starts a container with it early; the backend then checks it is the
-    current one)."""
-    try:
-        text = (ooda_home() / "docker-image").read_text().strip()
-    except OSError:
-        return None
-    return text or None
-
-
 def rootfs_path() -> Path:
     return ooda_home() / f"rootfs-{recipe_hash()}"
 
@@ -133,7 +111,7 @@ def stderr_log(message: str) -> None:
 
 
 @contextlib.contextmanager
-def _locked(name: str) -> Iterator[None]:
+def locked(name: str) -> Iterator[None]:
     """An exclusive advisory lock, so concurrent ooda processes build each thing once."""
     locks = ooda_home() / "locks"
     locks.mkdir(parents=True, exist_ok=True)
@@ -273,7 +251,7 @@ def _add_user(root: Path) -> None:
 def build_rootfs(*, force: bool = False, log: Log = stderr_log) -> Path:
     """The finished root filesystem for this recipe, built when missing (or when `force`)."""
     final = rootfs_path()
-    with _locked("rootfs"):
+    with locked("rootfs"):
         if not force and (final / MARKER).is_file():
             return final
         _require_root("building the sandbox root filesystem")
@@ -314,7 +292,7 @@ def build_rootfs(*, force: bool = False, log: Log = stderr_log) -> Path:
 def requirements_site(requirements: Path, log: Log = stderr_log) -> Path:
     """A directory holding the repo's third-party packages (wheels only), cached by content."""
     site = ooda_home() / "reqs" / f"{recipe_hash()}-{requirements_sha(requirements)}"
-    with _locked("reqs"):
+    with locked("reqs"):
         if (site / MARKER).is_file():
             return site
         tmp = site.with_name(site.name + f".tmp-{os.getpid()}")
@@ -332,123 +310,3 @@ def requirements_site(requirements: Path, log: Log = stderr_log) -> Path:
         _remove_tree(site)
         tmp.rename(site)
         return site
-
-
-# --------------------------------------------------------------------------- docker
-
-
-def _tar_stream(directory: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        ["tar", "--numeric-owner", "-C", str(directory), "-cf", "-", "."],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-    )
-
-
-def image_exists(client: Any, tag: str) -> bool:
-    import docker.errors
-
-    try:
-        client.images.get(tag)
-    except docker.errors.ImageNotFound:
-        return False
-    return True
-
-
-def ensure_docker_image(client: Any, *, force: bool = False, log: Log = stderr_log) -> str:
-    """Import the rootfs into Docker as `ooda-sandbox:<hash>` unless it is already there
-    (`force`: import again; the rootfs itself is rebuilt only by build_rootfs(force=True))."""
-    tag = image_tag()
-    if not force and image_exists(client, tag):
-        return tag
-    root = build_rootfs(log=log)
-    with _locked("docker-image"):
-        if not force and image_exists(client, tag):
-            return tag
-        log(f"importing {tag} into Docker")
-        started = time.monotonic()
-        tar = _tar_stream(root)
-        changes = [
-            "LABEL ooda=1",
-            f"LABEL ooda.recipe={recipe_hash()}",
-            f"ENV PATH={SANDBOX_PATH}",
-            "ENV LANG=C.UTF-8",
-            f"USER {SANDBOX_UID}:{SANDBOX_UID}",
-            "WORKDIR /work",
-            'CMD ["sleep", "infinity"]',
-        ]
-        try:
-            repo, _, version = tag.partition(":")
-            client.api.import_image(src=tar.stdout, repository=repo, tag=version, changes=changes)
-        finally:
-            if tar.stdout is not None:
-                tar.stdout.close()
-            tar.wait()
-        if not image_exists(client, tag):
-            raise InfraError(f"docker import of {tag} did not produce the image")
-        log(f"image {tag} imported in {time.monotonic() - started:.0f} s")
-        return tag
-
-
-def ensure_requirements_image(client: Any, requirements: Path, log: Log = stderr_log) -> str:
-    """The base image plus the repo's requirements at /opt/ooda-reqs, cached by their sha256."""
-    base = ensure_docker_image(client, log=log)
-    tag = requirements_tag(requirements)
-    site = requirements_site(requirements, log)
-    with _locked("docker-image"):
-        if image_exists(client, tag):
-            return tag
-        log(f"baking the requirements into {tag}")
-        container = client.api.create_container(
-            base, command=["true"], labels={"ooda": "1", **owner_labels()}
-        )
-        try:
-            tar = _tar_stream(site)
-            try:
-                client.api.put_archive(container["Id"], REQS_MOUNT, tar.stdout)
-            finally:
-                if tar.stdout is not None:
-                    tar.stdout.close()
-                tar.wait()
-            repo, _, version = tag.partition(":")
-            client.api.commit(container["Id"], repository=repo, tag=version,
-                              changes=[f"LABEL ooda.requirements={requirements_sha(requirements)}"])
-        finally:
-            client.api.remove_container(container["Id"], force=True)
-        return tag
-
-
-def _process_start(pid: int) -> str:
-    """The kernel's start time of `pid` (field 22 of /proc/PID/stat), to tell reused pids apart."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def owner_labels() -> dict[str, str]:
-    """Labels saying which host process owns a container, for cleanup_leftovers."""
-    return {
-        "ooda.owner_pid": str(os.getpid()),
-        "ooda.owner_start": _process_start(os.getpid()),
-        "ooda.owner_host": platform.node(),
-        "ooda.created": f"{time.time():.0f}",
-    }
-
-
-def owner_alive(labels: dict[str, str]) -> bool:
-    """Whether the process named by a container's owner labels still runs (on this host)."""
-    if labels.get("ooda.owner_host", platform.node()) != platform.node():
-        return True
-    try:
-        pid = int(labels.get("ooda.owner_pid", ""))
-    except ValueError:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    start = labels.get("ooda.owner_start")
-    return not start or _process_start(pid) == start

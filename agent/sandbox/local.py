@@ -7,7 +7,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ooda.agent.contracts.protocols import ExecResult
+from ooda.agent.contracts.protocols import ExecResult, Sandbox
 from ooda.agent.sandbox.process import run_process
 
 BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "SYSTEMROOT")
@@ -36,6 +36,18 @@ class LocalSandbox:
         return run_process(
             argv, cwd=self.workspace, env={**base, **(env or {})}, timeout_s=timeout_s
         )
+
+    def close(self) -> None:
+        pass
+
+
+class LocalBackend:
+    """No isolation: commands run on the host with the host's Python. Only when named."""
+
+    name = "local"
+
+    def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
+        return LocalSandbox(workspace)
 
     def close(self) -> None:
         pass

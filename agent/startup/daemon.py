@@ -141,7 +141,8 @@ class Daemon:
 
     def keep_warm(self) -> None:
         """Start the warm container when none waits (and the image used last is known)."""
-        from ooda.agent.sandbox import cleanup_leftovers, image
+        from ooda.agent.sandbox.docker import image
+        from ooda.agent.sandbox.registry import cleanup_leftovers
 
         if self.warm is not None and self.warm.launched.tag != image.last_tag():
             self.warm.discard()  # `ooda sandbox build` made a new image

@@ -106,7 +106,7 @@ def _begin_launch(path: str) -> None:
         try:
             if not (Path(path) / "task.toml").is_file():
                 return  # a plain repository: left to the runner
-            from ooda.agent.sandbox import image
+            from ooda.agent.sandbox.docker import image
             from ooda.agent.sandbox.docker.launch import SdkEngine, launch_on_last_image
 
             if image.last_tag() is None:

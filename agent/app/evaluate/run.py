@@ -669,7 +669,7 @@ def _remove(path: Path) -> None:
 def _cleanup_leftovers() -> None:
     """Remove sandbox containers a crashed earlier invocation left behind."""
     try:
-        from ooda.agent.sandbox import cleanup_leftovers
+        from ooda.agent.sandbox.registry import cleanup_leftovers
     except ImportError:
         return
     with contextlib.suppress(Exception):  # best effort: a missing engine is no reason to stop

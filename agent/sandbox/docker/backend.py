@@ -29,11 +29,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ooda.agent.contracts.errors import InfraError
+from ooda.agent.contracts.errors import InfraError, SandboxBroken
 from ooda.agent.contracts.protocols import ExecResult
 from ooda.agent.sandbox import image
+from ooda.agent.sandbox.docker import image as docker_image
 from ooda.agent.sandbox.docker import zygote
-from ooda.agent.sandbox.docker.launch import WORKDIR, Engine, Launched, SdkEngine, launch
+from ooda.agent.sandbox.docker.launch import WORKDIR, Engine, Launched, SdkEngine, connect, launch
 from ooda.agent.sandbox.limits import POLL_S, DiskWatch, configured, disk_note, memory_note
 from ooda.agent.sandbox.output import DEFAULT_CAP_BYTES
 from ooda.agent.sandbox.ownership import Lease, chown_tree
@@ -45,31 +46,6 @@ START_TIMEOUT_S = float(os.environ.get("OODA_SANDBOX_START_TIMEOUT", "120"))
 RESET_TIMEOUT_S = 30.0
 CLOSE_WAIT_S = 3.0
 """How long close() waits for an idle container's PID 1 to exit before force-removing it."""
-
-
-def connect(timeout_s: float = 300.0) -> Any:
-    """A docker SDK client whose engine answers, or InfraError saying what to do."""
-    try:
-        import docker
-
-        client = docker.from_env(timeout=int(timeout_s), max_pool_size=64)
-        client.ping()
-    except Exception as exc:  # docker raises DockerException, requests errors, OSError...
-        raise InfraError(
-            f"Docker engine not answering ({type(exc).__name__}: {str(exc)[:200]}); start it "
-            "(`systemctl start docker`, or `dockerd &` as root, see scripts/setup.sh) "
-            "or use --sandbox bwrap"
-        ) from exc
-    return client
-
-
-def docker_problem() -> str | None:
-    """None when a Docker engine answers here, else why not (fast, for auto-detection)."""
-    try:
-        connect(timeout_s=5).close()
-    except InfraError as exc:
-        return str(exc)
-    return None
 
 
 class DockerBackend:
@@ -85,9 +61,9 @@ class DockerBackend:
         self.log = log
         self._client = client
         self._lock = threading.Lock()
-        self.image = image.ensure_docker_image(self.client, log=log)
+        self.image = docker_image.ensure_docker_image(self.client, log=log)
         self.engine: Engine = SdkEngine(self.client.api)
-        image.remember_tag(self.image)
+        docker_image.remember_tag(self.image)
 
     @property
     def client(self) -> Any:
@@ -100,7 +76,7 @@ class DockerBackend:
     def open(self, workspace: Path, *, requirements: Path | None = None) -> DockerSandbox:
         tag = self.image
         if requirements is not None:
-            tag = image.ensure_requirements_image(self.client, requirements, self.log)
+            tag = docker_image.ensure_requirements_image(self.client, requirements, self.log)
         with_reqs = requirements is not None
         return DockerSandbox(self.engine, tag, workspace, with_requirements=with_reqs)
 
@@ -130,6 +106,9 @@ class DockerSandbox:
         self.limits = configured()
         self._engine = engine
         self._broken: str | None = None
+        """Why the sandbox refuses commands (reset() then fails and the pool discards it)."""
+        self._killed = False
+        """The host killed the container because a command outlived its timeout."""
         self._closed = False
         self._one_at_a_time = threading.Lock()  # each run ends by killing every other process
         self.container_id = ""
@@ -194,7 +173,7 @@ class DockerSandbox:
         if self._closed:
             return ExecResult(125, "sandbox unusable: it was closed", 0.0)
         if self._broken:
-            return ExecResult(125, f"sandbox unusable: {self._broken}", 0.0)
+            return self._unusable(0.0)
         timeout_s = max(timeout_s, 0.0)
         request = {"op": "run", "argv": list(argv), "env": dict(env), "cwd": self.workdir,
                    "timeout": timeout_s, "cap": cap_bytes}
@@ -213,6 +192,7 @@ class DockerSandbox:
                 watcher.join()
         except TimeoutError:
             self._broken = f"a command outlived its {timeout_s:g} s timeout; container killed"
+            self._killed = True
             self._kill()
             return ExecResult(None, "", time.monotonic() - start, timed_out=True)
         except OSError as exc:
@@ -223,7 +203,7 @@ class DockerSandbox:
             self._broken = self._broken or (
                 "it was closed" if self._closed else "the container went away"
             )
-            return ExecResult(125, f"sandbox unusable: {self._broken}", duration)
+            return self._unusable(duration)
         info = json.loads(header)
         text = output.decode("utf-8", "replace")
         if info.get("timed_out"):
@@ -236,6 +216,16 @@ class DockerSandbox:
             text = "\n".join([text.rstrip(), *broke, ""]).lstrip()
             code = code if code > 0 else 137
         return ExecResult(code, text, duration)
+
+    def _unusable(self, duration_s: float) -> ExecResult:
+        """The answer to a command this sandbox could not run. Once closed, or after a command
+        outlived its timeout (the host killed the container: the candidate's doing), an exit
+        125 result whose output starts "sandbox unusable: "; when the container went away on
+        its own (engine restarted, container removed), SandboxBroken: not the candidate's fault."""
+        why = (self._broken or "it was closed").strip().splitlines()[0]
+        if self._killed or why == "it was closed":
+            return ExecResult(125, f"sandbox unusable: {why}", duration_s)
+        raise SandboxBroken(f"the docker sandbox broke while verifying: {why}")
 
     def _watch(self, disk: DiskWatch, done: threading.Event) -> None:
         """While a command runs: past its disk allowance, ask PID 1 to end it."""

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from ooda.agent.contracts.errors import InfraError
 from ooda.agent.sandbox import image
+from ooda.agent.sandbox.docker import image as docker_image
 from ooda.agent.sandbox.docker import zygote
 from ooda.agent.sandbox.limits import configured
 from ooda.agent.support import fstree
@@ -39,6 +40,30 @@ BASE_ENV = {
 ZYGOTE_SOURCE = f"# {zygote.MARKER}: agent/sandbox/docker/zygote.py\n" + Path(zygote.__file__).read_text()
 """PID 1's program; its first line names it, for `ps` and `docker top` (which cut long lines)."""
 
+
+def connect(timeout_s: float = 300.0) -> Any:
+    """A docker SDK client whose engine answers, or InfraError saying what to do."""
+    try:
+        import docker  # the SDK: ~120 ms, only when a Docker sandbox is wanted
+
+        client = docker.from_env(timeout=int(timeout_s), max_pool_size=64)
+        client.ping()
+    except Exception as exc:  # docker raises DockerException, requests errors, OSError...
+        raise InfraError(
+            f"Docker engine not answering ({type(exc).__name__}: {str(exc)[:200]}); start it "
+            "(`systemctl start docker`, or `dockerd &` as root, see scripts/setup.sh) "
+            "or use --sandbox bwrap"
+        ) from exc
+    return client
+
+
+def docker_problem() -> str | None:
+    """None when a Docker engine answers here, else why not (fast, for auto-detection)."""
+    try:
+        connect(timeout_s=5).close()
+    except InfraError as exc:
+        return str(exc)
+    return None
 
 
 @dataclass
@@ -82,7 +107,7 @@ def container_config(
         "User": f"{uid}:{gid}",
         "WorkingDir": WORKDIR,
         "Env": [f"{k}={v}" for k, v in env.items()],
-        "Labels": {"ooda": "1", **image.owner_labels()},
+        "Labels": {"ooda": "1", **docker_image.owner_labels()},
         "Hostname": "sandbox",
         "HostConfig": {
             "Binds": [f"{workspace.resolve()}:{WORKDIR}:rw", f"{control}:{CONTROL_DIR}:ro"],
@@ -131,7 +156,7 @@ def launch_on_last_image(engine: Engine, prefix: str) -> tuple[Path, Launched] |
     """Start a container ahead of need (agent/startup/prestart.py, agent/startup/daemon.py): on the image the
     Docker backend used last, for a task without requirements, its slot in a fresh directory
     named `prefix`… that the caller then owns. None when no image was built yet."""
-    tag = image.last_tag()  # checked against the backend's image before adoption
+    tag = docker_image.last_tag()  # checked against the backend's image before adoption
     if tag is None:
         return None
     work = Path(tempfile.mkdtemp(prefix=prefix))
@@ -169,8 +194,6 @@ class SdkEngine:
     @classmethod
     def connect(cls, timeout_s: float = 60.0) -> SdkEngine:
         """An engine for the Docker host of the environment (InfraError when none answers)."""
-        from ooda.agent.sandbox.docker.backend import connect
-
         return cls(connect(timeout_s=timeout_s).api)
 
     def image_exists(self, tag: str) -> bool:

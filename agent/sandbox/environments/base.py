@@ -18,6 +18,7 @@ from typing import Any
 
 from ooda.agent.contracts.errors import InfraError
 from ooda.agent.sandbox import image
+from ooda.agent.sandbox.docker import image as docker_image
 from ooda.agent.sandbox.environments import container, hostconfig
 from ooda.agent.sandbox.environments.locks import locked
 from ooda.agent.sandbox.environments.releases import Release
@@ -97,21 +98,21 @@ def _import(client: Any, root: Path, tag: str) -> None:
         if tar.stdout is not None:
             tar.stdout.close()
         tar.wait()
-    if not image.image_exists(client, tag):
+    if not docker_image.image_exists(client, tag):
         raise InfraError(f"docker import of {root} did not produce {tag}")
 
 
 def ensure_base_image(client: Any, release: Release, log: image.Log = image.stderr_log) -> str:
     """The release's base image, built (debootstrap, import, prep) when missing."""
     tag = base_tag(release)
-    if image.image_exists(client, tag):
+    if docker_image.image_exists(client, tag):
         return tag
     root = debootstrap(release, log)
     with locked(f"base-image-{release.name}"):
-        if image.image_exists(client, tag):
+        if docker_image.image_exists(client, tag):
             return tag
         raw = f"{BASE_REPO}:{release.name}-debootstrap"
-        if not image.image_exists(client, raw):
+        if not docker_image.image_exists(client, raw):
             log(f"importing {root} as {raw}")
             _import(client, root, raw)
         log(f"preparing {tag} (pip, CA certificates, sandbox user)")

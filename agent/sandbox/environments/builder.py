@@ -27,6 +27,7 @@ from typing import Any
 
 from ooda.agent.contracts.errors import InfraError
 from ooda.agent.sandbox import image
+from ooda.agent.sandbox.docker import image as docker_image
 from ooda.agent.sandbox.environments import base, causes, container, hostconfig
 from ooda.agent.sandbox.environments.locks import locked
 from ooda.agent.sandbox.environments.spec import EnvSpec, image_tag, spec_hash
@@ -159,7 +160,9 @@ def ensure_env(
     release = spec.debian
 
     def ready() -> BuiltEnv | None:
-        if force or not image.image_exists(client, tag) or not (directory / "overlay").is_dir():
+        if force or not docker_image.image_exists(client, tag):
+            return None
+        if not (directory / "overlay").is_dir():
             return None
         return BuiltEnv(tag, digest, release.name, directory / "overlay", False,
                         time.monotonic() - started)

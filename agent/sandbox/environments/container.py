@@ -16,6 +16,7 @@ from typing import Any
 
 from ooda.agent.contracts.errors import InfraError
 from ooda.agent.sandbox import image
+from ooda.agent.sandbox.docker import image as docker_image
 from ooda.agent.sandbox.environments.hostconfig import HostConfig
 
 PIP_CACHE_IN_CONTAINER = "/run/ooda-build/pip-cache"
@@ -71,7 +72,8 @@ def run_script(
         created = api.create_container(
             base, command=["/bin/sh", "-ec", exports + script], user="0:0",
             working_dir="/work",
-            labels={"ooda": "1", "ooda.build": "1", **image.owner_labels(), **(labels or {})},
+            labels={"ooda": "1", "ooda.build": "1", **docker_image.owner_labels(),
+                    **(labels or {})},
             host_config=api.create_host_config(binds=binds, network_mode="bridge"),
         )
     except (docker.errors.DockerException, OSError) as exc:
