@@ -96,6 +96,12 @@ class SandboxBackend(Protocol):
         """Start an isolated sandbox whose writable workspace is the host dir `workspace`."""
         ...
 
+    def adopt(self, launched: object, *, requirements: Path | None = None) -> Sandbox | None:
+        """A sandbox on `launched`, one started ahead of need (agent/startup/prestart.py) on
+        its own workspace, when it fits this backend and `requirements`; None when it does not
+        (the caller then releases it)."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -191,6 +191,9 @@ class BwrapBackend:
         reqs = image.requirements_site(requirements, self.log) if requirements else None
         return BwrapSandbox(self.rootfs, workspace, reqs, limits=self.limits)
 
+    def adopt(self, launched: object, *, requirements: Path | None = None) -> BwrapSandbox | None:
+        return None  # each command gets a fresh sandbox: nothing is started ahead of need
+
     def close(self) -> None:
         pass
 

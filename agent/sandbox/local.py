@@ -49,5 +49,8 @@ class LocalBackend:
     def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
         return LocalSandbox(workspace)
 
+    def adopt(self, launched: object, *, requirements: Path | None = None) -> Sandbox | None:
+        return None  # nothing is started ahead of need for it
+
     def close(self) -> None:
         pass

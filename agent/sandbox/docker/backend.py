@@ -80,6 +80,20 @@ class DockerBackend:
         with_reqs = requirements is not None
         return DockerSandbox(self.engine, tag, workspace, with_requirements=with_reqs)
 
+    def adopt(self, launched: object, *, requirements: Path | None = None) -> DockerSandbox | None:
+        """The sandbox on `launched` (a launch.Launched: a container started ahead of need on
+        the image used last, agent/startup/prestart.py), when that is still this backend's
+        image and the task has no requirements; None when it does not fit or its PID 1 did not
+        connect (the caller releases it: its PID 1 exits and Docker removes the container)."""
+        if not isinstance(launched, Launched) or requirements is not None:
+            return None
+        if launched.tag != self.image:
+            return None
+        try:
+            return DockerSandbox(self.engine, "", launched.workspace, launched=launched)
+        except Exception:  # the pool starts its own
+            return None
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
