@@ -20,8 +20,8 @@ from ooda.agent.contracts.errors import InfraError
 from ooda.agent.sandbox import image
 from ooda.agent.sandbox.docker import image as docker_image
 from ooda.agent.sandbox.environments import container, hostconfig
-from ooda.agent.sandbox.environments.locks import locked
 from ooda.agent.sandbox.environments.releases import Release
+from ooda.agent.sandbox.image import locked
 
 BASE_REPO = "ooda-env-base"
 PREP_VERSION = "2"

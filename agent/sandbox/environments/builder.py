@@ -17,6 +17,7 @@ whole output) and raised again for the same hash without building, until `force`
 
 from __future__ import annotations
 
+import io
 import json
 import shlex
 import tarfile
@@ -29,8 +30,8 @@ from ooda.agent.contracts.errors import InfraError
 from ooda.agent.sandbox import image
 from ooda.agent.sandbox.docker import image as docker_image
 from ooda.agent.sandbox.environments import base, causes, container, hostconfig
-from ooda.agent.sandbox.environments.locks import locked
 from ooda.agent.sandbox.environments.spec import EnvSpec, image_tag, spec_hash
+from ooda.agent.sandbox.image import locked
 
 ENV_DIR_IN_IMAGE = "/opt/ooda-env"
 TOOLS_DIR = "/opt/ooda-tools"
@@ -121,8 +122,6 @@ def _record_failure(directory: Path, cause: str, log: str) -> None:
 
 def _extract_overlay(client: Any, tag: str, dest: Path) -> None:
     """Copy /opt/ooda-env/overlay.tar out of the image and unpack it into `dest`."""
-    import io
-
     created = client.api.create_container(tag, command=["true"], labels={"ooda": "1"})
     try:
         stream, _ = client.api.get_archive(created["Id"], f"{ENV_DIR_IN_IMAGE}/overlay.tar")

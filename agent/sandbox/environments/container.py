@@ -8,7 +8,9 @@ mounts; a pip cache on the host is shared by every build. The container is alway
 from __future__ import annotations
 
 import contextlib
+import io
 import shlex
+import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,9 +109,6 @@ def run_script(
 
 def tar_of(directory: Path) -> bytes:
     """`directory` as an uncompressed tar (numeric owners, no .git), for put_archive."""
-    import io
-    import tarfile
-
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         for path in sorted(directory.rglob("*")):

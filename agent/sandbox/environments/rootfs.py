@@ -15,7 +15,7 @@ from typing import Any
 from ooda.agent.contracts.errors import InfraError
 from ooda.agent.sandbox import image
 from ooda.agent.sandbox.environments.builder import env_dir
-from ooda.agent.sandbox.environments.locks import locked
+from ooda.agent.sandbox.image import locked
 
 
 def export_rootfs(client: Any, tag: str, digest: str) -> Path:
