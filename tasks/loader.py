@@ -302,7 +302,7 @@ def _check_test_id(item: str, key: str, where: str) -> None:
 
 def check_test_cmd(cmd: str, where: str) -> None:
     """UsageError unless `cmd` is a plain pytest call (its tests can be graded one by one)."""
-    from ooda.verifiers.pytest_check.run import not_gradable, pytest_command
+    from ooda.verifiers.pytest_check import not_gradable, pytest_command
 
     if pytest_command(cmd) is None:
         raise UsageError(f"{where}: {not_gradable(cmd)}")

@@ -17,7 +17,7 @@ from ooda.agent.sandbox.local import LocalSandbox
 from ooda.verifiers import Baseline, Diagnostic, new_diagnostics
 from ooda.verifiers.cascade import default_verifiers, run_cascade
 from ooda.verifiers.mypy_check import MypyVerifier
-from ooda.verifiers.pytest_check.run import (
+from ooda.verifiers.pytest_check import (
     PytestVerifier,
     TestRunError,
     match_id,
@@ -409,7 +409,7 @@ def test_cascade_deadline_crash_and_infra_errors() -> None:
 
 
 def test_default_verifiers_order() -> None:
-    assert [v.name for v in default_verifiers(True, True)] == ["syntax", "ruff", "mypy", "pytest"]
+    assert [v.name for v in default_verifiers(True, True)] == ["syntax", "ruff", "pytest", "mypy"]
     assert [v.name for v in default_verifiers(False, False)] == ["syntax", "pytest"]
 
 

@@ -128,7 +128,7 @@ def test_gold_patch_passes_with_logs_and_cleanup(task: Task, tmp_path: Path) -> 
     assert "tests/test_hidden.py::test_hidden_add" in (logs / "pytest.log").read_text()
     assert not (task.repo / "tests" / "test_hidden.py").exists()
     assert "a - b" in (task.repo / "calc.py").read_text()
-    grower = verifier._cache_grower
+    grower = verifier.baselines._cache_grower
     assert grower is not None
     grower.join()
     assert len(list((tmp_path / "work").iterdir())) == 1  # the base's mypy cache only

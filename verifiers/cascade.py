@@ -1,8 +1,10 @@
 """Run the verifiers in order, cheapest first, stopping at the first stage that does not pass.
 
-syntax (host, milliseconds) -> ruff (sandbox, fast) -> mypy (sandbox, seconds) -> pytest (the
-task's tests). A deadline shrinks each stage's timeout; a stage that raises is reported as an
-"error" result, except ooda.agent.contracts.errors.InfraError, which propagates (the sandbox itself broke).
+The order is ooda.agent.contracts.protocols.CASCADE_ORDER (syntax, ruff, pytest, mypy), stated
+once; a stage that declares `after_tests = True` (mypy) runs only once the tests have passed,
+which the task verifier (agent/verify/verifier.py) arranges with `split_at_tests`. A deadline
+shrinks each stage's timeout; a stage that raises is reported as an "error" result, except
+ooda.agent.contracts.errors.InfraError, which propagates (the sandbox itself broke).
 """
 
 from __future__ import annotations
@@ -13,10 +15,16 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from ooda.agent.contracts.errors import InfraError
-from ooda.agent.contracts.protocols import CheckSpec, Sandbox, Verifier, VerifierResult
+from ooda.agent.contracts.protocols import (
+    CASCADE_ORDER,
+    CheckSpec,
+    Sandbox,
+    Verifier,
+    VerifierResult,
+)
 from ooda.verifiers import clip
 from ooda.verifiers.mypy_check import MypyVerifier
-from ooda.verifiers.pytest_check.run import PytestVerifier
+from ooda.verifiers.pytest_check import PytestVerifier
 from ooda.verifiers.ruff_check import RuffVerifier
 from ooda.verifiers.syntax import SyntaxVerifier
 
@@ -28,14 +36,25 @@ Prepare = Callable[[Verifier, CheckSpec], None]
 
 
 def default_verifiers(ruff: bool = True, mypy: bool = True) -> list[Verifier]:
-    """The cascade in order: syntax, ruff (optional), mypy (optional), pytest."""
-    stages: list[Verifier] = [SyntaxVerifier()]
+    """The cascade in CASCADE_ORDER: syntax, ruff (optional), pytest, mypy (optional)."""
+    stages: list[Verifier] = [SyntaxVerifier(), PytestVerifier()]
     if ruff:
         stages.append(RuffVerifier())
     if mypy:
         stages.append(MypyVerifier())
-    stages.append(PytestVerifier())
-    return stages
+    return sorted(stages, key=lambda stage: CASCADE_ORDER.index(stage.name))
+
+
+def after_tests(verifier: Verifier) -> bool:
+    """Whether the stage runs only after the tests passed (its `after_tests`; default no)."""
+    return bool(getattr(verifier, "after_tests", False))
+
+
+def split_at_tests(verifiers: Sequence[Verifier]) -> tuple[list[Verifier], list[Verifier]]:
+    """(the stages before and with the tests, the stages that run only after they passed)."""
+    first = [v for v in verifiers if not after_tests(v)]
+    late = [v for v in verifiers if after_tests(v)]
+    return first, late
 
 
 def run_cascade(

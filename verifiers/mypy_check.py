@@ -161,6 +161,9 @@ class MypyVerifier:
     """Fails when mypy finds a type error in the changed files that the base code did not have."""
 
     name = "mypy"
+    after_tests = True
+    """Runs only for a candidate whose tests passed, in a reset sandbox on a fresh copy: no
+    candidate code may have run where mypy looks (agent/verify/verifier.py)."""
 
     def baseline(self, sandbox: Sandbox, check: CheckSpec) -> Baseline:
         """Mypy's errors on the unpatched workspace for check.changed_files."""

@@ -83,6 +83,7 @@ class RuffVerifier:
     """Fails when ruff finds an error in the changed files that the base code did not have."""
 
     name = "ruff"
+    after_tests = False
 
     def baseline(self, sandbox: Sandbox, check: CheckSpec) -> Baseline:
         """Ruff's findings on the unpatched workspace for check.changed_files."""

@@ -19,6 +19,7 @@ class SyntaxVerifier:
     """Fails when a changed .py/.pyi file does not parse."""
 
     name = "syntax"
+    after_tests = False
 
     def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
         start = time.monotonic()

@@ -27,6 +27,7 @@ from ooda.agent.contracts.policy import (
     TEST_FILE_PATTERNS,
 )
 from ooda.agent.support import fstree
+from ooda.agent.support.git import git
 from ooda.agent.support.testsupport import support_reason
 
 COPY_EXCLUDES = frozenset({".git", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
@@ -69,6 +70,17 @@ def make_workspace(repo: Path, parent: Path) -> Path:
             fstree.remove_tree(dest)
         raise InfraError(f"cannot copy {repo} into a workspace under {parent}: {exc}") from exc
     return dest
+
+
+def copy_repo(repo: Path, parent: Path, workspace: Path) -> None:
+    """Fill the empty directory `workspace` with a copy of `repo` (as make_workspace copies it,
+    through a fresh directory under `parent` whose entries are moved in)."""
+    copy = make_workspace(repo, parent)
+    try:
+        for entry in os.listdir(copy):
+            os.rename(copy / entry, workspace / entry)
+    finally:
+        fstree.remove_workspace(copy)
 
 
 # --------------------------------------------------------------------------- policy
@@ -312,18 +324,16 @@ def _git_numstat(workspace: Path, patch: str, strip: int) -> list[str]:
 
 
 def _git(workspace: Path, args: list[str], stdin: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env["GIT_CEILING_DIRECTORIES"] = str(Path(workspace).resolve().parent)
-    env["LC_ALL"] = "C"
+    """Run git on `stdin` in `workspace`, isolated from any repository around it and from the
+    caller's GIT_* settings; a failure is the patch's (PatchError) unless the disk is full or
+    git is missing (InfraError)."""
     try:
-        proc = subprocess.run(
-            ["git", *args],
-            cwd=workspace,
-            input=stdin.encode("utf-8", "surrogateescape"),
-            capture_output=True,
-            env=env,
-            timeout=120,
-            check=False,
+        proc = git(
+            workspace,
+            *args,
+            stdin=stdin.encode("utf-8", "surrogateescape"),
+            isolated=True,
+            timeout_s=120,
         )
     except FileNotFoundError as exc:
         raise InfraError("git is not installed; it is needed to apply patches") from exc

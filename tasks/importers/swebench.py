@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ooda.agent.contracts.errors import UsageError
+from ooda.agent.support.git import first_line, git
 from ooda.tasks.importers.common import check_dest, select, toml_list, toml_str
 from ooda.tasks.loader import Task, VerifierOptions
 
@@ -217,18 +218,11 @@ def _safe_member(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
 
 def _git(clone: Path, args: list[str], stdin: str = "") -> bytes:
     try:
-        done = subprocess.run(
-            ["git", "-C", str(clone), *args],
-            input=stdin.encode(),
-            capture_output=True,
-            timeout=_GIT_TIMEOUT_S,
-            check=False,
-        )
+        done = git(clone, *args, stdin=stdin.encode(), timeout_s=_GIT_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"git {' '.join(args)} in {clone} failed: {exc}") from exc
     if done.returncode != 0:
-        err = done.stderr.decode(errors="replace").strip()
-        raise UsageError(f"{clone}: not a usable git clone: {err.splitlines()[0] if err else ''}")
+        raise UsageError(f"{clone}: not a usable git clone: {first_line(done.stderr)}")
     return done.stdout
 
 

@@ -1,0 +1,71 @@
+"""How a sandbox's breakage reaches the verdict, and the verdict of a finished cascade.
+
+A sandbox that could not run a command at all because it broke (its container went away: the
+engine restarted, the container was removed) raises SandboxBroken, an infrastructure error that
+ends the run (exit 3), never a result a verifier would read as the candidate's failure, a tool
+crash or a skipped stage (the cascade lets InfraError through). `Watched` is the sandbox as the
+verifiers see it: it gives that error one wording whatever the backend ("the <backend> sandbox
+broke while verifying: <why>", one line). A sandbox that was closed, or whose container the
+host killed after a command outlived its timeout, still answers with an exit-125 result: that
+is the candidate's doing (a hang), not the infrastructure's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ooda.agent.contracts.errors import SandboxBroken
+from ooda.agent.contracts.protocols import (
+    ExecResult,
+    Sandbox,
+    Verdict,
+    VerdictStatus,
+    VerifierResult,
+)
+from ooda.verifiers import clip
+
+FEEDBACK_LIMIT = 4000
+"""Most characters of feedback a verdict carries for the model."""
+
+
+class Watched:
+    """A sandbox whose breakage is reported in one line that names the backend."""
+
+    def __init__(self, inner: Sandbox) -> None:
+        self.inner = inner
+        self.backend = inner.backend
+        self.workspace = inner.workspace
+        self.workdir = inner.workdir
+
+    def run(
+        self, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None
+    ) -> ExecResult:
+        try:
+            return self.inner.run(argv, timeout_s=timeout_s, env=env)
+        except SandboxBroken as exc:
+            lines = str(exc).strip().splitlines()
+            why = lines[0] if lines else "it stopped answering"
+            head = f"the {self.backend} sandbox broke while verifying: "
+            raise SandboxBroken(why if why.startswith(head) else head + why) from exc
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def verdict_from(results: list[VerifierResult], changed: list[str]) -> Verdict:
+    """The verdict of a finished cascade: the first stage that did not pass decides."""
+    for result in results:
+        if result.status in ("passed", "skipped"):
+            continue
+        status: VerdictStatus = (
+            "timeout"
+            if result.status == "timeout"
+            else "error"
+            if result.status == "error"
+            else "failed"
+        )
+        first = result.summary.strip().splitlines()[0] if result.summary.strip() else ""
+        reason = clip(f"{result.name} {result.status}" + (f": {first}" if first else ""), 300)
+        return Verdict(status, reason, results, clip(result.summary, FEEDBACK_LIMIT), changed)
+    names = ", ".join(r.name for r in results)
+    return Verdict("passed", f"passed: {names}", results, "", changed)

@@ -1,0 +1,228 @@
+"""Reading a pytest run's JUnit XML report (with the `junitparser` library) into per-test
+outcomes, and matching the task's test ids against the node ids a run reported.
+
+Outcomes come only from the structured report, never from the console output, which the
+candidate's code can print anything into. The report is read on the host without following
+symbolic links (`read_report`), out of the workspace's `.ooda/` directory that no patch may
+touch. Split from the running (run.py) and the grading (grade.py) so that each can be read and
+tested alone; agent/app/ci reads CI reports with the same `parse_report`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from junitparser import Attr, Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
+
+from ooda.verifiers import clip, relative_to_workdir
+
+REPORT_DIR = ".ooda"
+MAX_REPORT_BYTES = 64 * 1024 * 1024
+PER_TEST_LIMIT = 600
+OUTCOME_RANK = {"passed": 0, "xfailed": 1, "skipped": 2, "failed": 3, "error": 4}
+"""When one test has several report entries (call + teardown error), the worst wins."""
+
+_NOT_FOUND = re.compile(
+    r"^ERROR: (?:not found: |file or directory not found: |found no collectors for )(.+?)\s*$",
+    re.M,
+)
+
+class _PytestCase(TestCase):
+    file = Attr()
+
+
+class _PytestSuite(TestSuite):
+    testcase = _PytestCase
+
+
+class _PytestReport(JUnitXml):
+    testsuite = _PytestSuite
+
+
+@dataclass
+class TestRun:
+    """What one pytest run did, read from its JUnit report."""
+
+    __test__ = False
+
+    outcomes: dict[str, str] = field(default_factory=dict)
+    """pytest node id -> passed | failed | error | skipped | xfailed."""
+    messages: dict[str, str] = field(default_factory=dict)
+    """node id -> assertion message and traceback tail, for tests that did not pass."""
+    not_found: list[str] = field(default_factory=list)
+    """Requested ids pytest said it could not find."""
+    exit_code: int | None = None
+    timed_out: bool = False
+    report_found: bool = False
+    output: str = ""
+    duration_s: float = 0.0
+    commands: list[str] = field(default_factory=list)
+    cases: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(classname, name) as the JUnit report has them -> outcome (the worst one)."""
+    tampered: list[str] = field(default_factory=list)
+    """Why the run cannot be trusted (verifiers/pytest_check/integrity.py); empty for an honest run."""
+    pytest_exit_code: int | None = None
+    """What pytest.main itself returned, per the guard's record (None: no record)."""
+
+
+def _outcome(case: TestCase) -> tuple[str, str]:
+    outcome, message = "passed", ""
+    for result in case.result:
+        if isinstance(result, Error):
+            kind = "error"
+        elif isinstance(result, Failure):
+            kind = "failed"
+        elif isinstance(result, Skipped):
+            kind = "xfailed" if (result.type or "") == "pytest.xfail" else "skipped"
+        else:
+            continue
+        if OUTCOME_RANK[kind] >= OUTCOME_RANK[outcome]:
+            outcome = kind
+            message = _describe(result.message or "", result.text or "")
+    return outcome, message
+
+
+def _describe(message: str, text: str) -> str:
+    """The failing source line, the error lines ('E ...') and where it was raised; the last
+    lines of the traceback (or the report's message) when pytest gave no error lines."""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("E ")]
+    if errors:
+        source = [line for line in lines if line.startswith(">")][-1:]
+        body = source + errors[:12] + lines[-1:]
+    else:
+        body = ([message.strip()] if message.strip() else []) + lines[-8:]
+    return clip("\n".join(body), PER_TEST_LIMIT)
+
+
+def _node_id(
+    classname: str, name: str, file: str | None, known_files: Sequence[str], workspace: Path
+) -> str:
+    """Map a JUnit xunit1 testcase back to the pytest node id it was made from.
+
+    pytest writes classname = the node id's path with '/' -> '.' and '.py' dropped, then the
+    classes; name = the test name with its parameters; file = where the test is defined."""
+    if not classname:
+        return file or name
+    candidates = list(dict.fromkeys(([file] if file else []) + list(known_files)))
+    candidates.sort(key=len, reverse=True)
+    for path in candidates:
+        module = (path[:-3] if path.endswith(".py") else path).replace("/", ".")
+        if classname == module:
+            return f"{path}::{name}"
+        if classname.startswith(module + "."):
+            classes = classname[len(module) + 1 :].split(".")
+            return "::".join([path, *classes, name])
+    parts = classname.split(".")
+    for cut in range(len(parts), 0, -1):
+        path = "/".join(parts[:cut]) + ".py"
+        if (workspace / path).is_file():
+            return "::".join([path, *parts[cut:], name])
+    return f"{file}::{name}" if file else f"{classname}::{name}"
+
+
+def read_report(workspace: Path, name: str) -> bytes | None:
+    """The report's bytes, or None when it is missing, odd (a link, not a file) or too big."""
+    try:
+        dir_fd = os.open(workspace / REPORT_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError:
+        return None
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_REPORT_BYTES:
+            return None
+        return handle.read(MAX_REPORT_BYTES + 1)
+
+
+def parse_report(data: bytes, known_files: Sequence[str], workspace: Path) -> TestRun | None:
+    """Per-test outcomes from JUnit XML bytes (None when they are not a JUnit report)."""
+    try:
+        report = _PytestReport.fromstring(data)
+    except Exception:  # junitparser raises several types (ParseError, JUnitXmlError, ...)
+        return None
+    run = TestRun(report_found=True)
+    for suite in report:
+        for case in suite:
+            classname, name = case.classname or "", case.name or ""
+            file = case.file if isinstance(case, _PytestCase) else None
+            node = _node_id(classname, name, file, known_files, workspace)
+            outcome, message = _outcome(case)
+            earlier = run.cases.get((classname, name))
+            if earlier is None or OUTCOME_RANK[outcome] > OUTCOME_RANK[earlier]:
+                run.cases[(classname, name)] = outcome
+            previous = run.outcomes.get(node)
+            if previous is None or OUTCOME_RANK[outcome] > OUTCOME_RANK[previous]:
+                run.outcomes[node] = outcome
+                if message:
+                    run.messages[node] = message
+    return run
+
+
+
+def ids_not_found(output: str, workdir: str, wanted: Sequence[str]) -> list[str]:
+    """The wanted ids that pytest said (in `output`) it could not find."""
+    missing = []
+    for match in _NOT_FOUND.finditer(output):
+        path = normalize_id(relative_to_workdir(match.group(1), workdir.rstrip("/"), wanted))
+        if path in wanted:
+            missing.append(path)
+    return missing
+
+
+def normalize_id(test_id: str) -> str:
+    """A node id as pytest prints it: no leading './', no trailing '/'."""
+    test_id = test_id.strip()
+    while test_id.startswith("./"):
+        test_id = test_id[2:]
+    return test_id.rstrip("/") if "::" not in test_id else test_id
+
+
+def split_outcomes(outcomes: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """(ids that did not pass, ids that passed) of a run_tests result."""
+    failing = [node for node, outcome in outcomes.items() if outcome != "passed"]
+    passing = [node for node, outcome in outcomes.items() if outcome == "passed"]
+    return failing, passing
+
+
+# --------------------------------------------------------------------------- grading
+
+
+def match_id(test_id: str, outcomes: Iterable[str]) -> list[str]:
+    """The node ids of a run that `test_id` stands for.
+
+    A file (or directory) id stands for every test in it; a function id also for each of its
+    parametrizations; a class id for its methods. When the id's file failed to be collected,
+    that collection error stands for it."""
+    test_id = normalize_id(test_id)
+    nodes = list(outcomes)
+    if "::" not in test_id:
+        return [n for n in nodes if _within(n.split("::", 1)[0], test_id)]
+    last = test_id.rsplit("::", 1)[1]
+    hits = [
+        n
+        for n in nodes
+        if n == test_id
+        or n.startswith(test_id + "::")
+        or ("[" not in last and n.startswith(test_id + "["))
+    ]
+    if not hits:
+        file = test_id.split("::", 1)[0]
+        hits = [n for n in nodes if n == file]
+    return hits
+
+
+def _within(path: str, test_id: str) -> bool:
+    return path == test_id or path.startswith(test_id + "/")
+
+

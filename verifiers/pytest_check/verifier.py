@@ -1,0 +1,147 @@
+"""The pytest stage of the cascade: runs the task's tests (node ids, or a plain pytest command)
+through run.py and grades them through grade.py, so its verdict comes from pytest's own report
+and the guard's record, never from the console output or an exit status alone.
+"""
+
+from __future__ import annotations
+
+from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult
+from ooda.verifiers import SUMMARY_LIMIT, clip, tail
+from ooda.verifiers.pytest_check.grade import FAILING, Graded, grade, run_log, summarize
+from ooda.verifiers.pytest_check.parse import TestRun
+from ooda.verifiers.pytest_check.run import (
+    not_gradable,
+    pytest_command,
+    run_pytest,
+    run_pytest_ids,
+)
+
+
+class PytestVerifier:
+    """Runs the task's tests (node ids, or a test command) and grades them per the SPEC."""
+
+    name = "pytest"
+    after_tests = False
+
+    def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
+        if check.fail_to_pass or check.pass_to_pass:
+            return self._verify_ids(sandbox, check)
+        if check.test_cmd:
+            parsed = pytest_command(check.test_cmd)
+            if parsed is None:
+                message = not_gradable(check.test_cmd)
+                return VerifierResult(self.name, "error", 0.0, message, message)
+            return self._verify_pytest_cmd(sandbox, check, parsed[0], parsed[1])
+        message = "the task names no tests (fail_to_pass, pass_to_pass or a test command)"
+        return VerifierResult(self.name, "error", 0.0, message, message)
+
+    def _untrusted(self, run: TestRun) -> VerifierResult | None:
+        """A failed result when the run was tampered with, whatever its report says."""
+        if not run.tampered or run.timed_out:
+            return None
+        summary = clip(
+            "the test run cannot be trusted, so it counts as failed: "
+            + "; ".join(run.tampered)
+            + ". Fix the code under test; do not change how the tests are run or reported.",
+            SUMMARY_LIMIT,
+        )
+        lines = ["tampering: " + t for t in run.tampered]
+        details: dict[str, object] = {"tampered": run.tampered, "exit_code": run.exit_code}
+        return VerifierResult(
+            self.name, "failed", run.duration_s, summary, run_log(run, lines), details
+        )
+
+    def _no_report(self, run: TestRun, timeout_s: float) -> VerifierResult | None:
+        if run.timed_out:
+            summary = f"the tests did not finish within {timeout_s:.0f}s (a hang, an endless loop?)"
+            if run.output.strip():
+                summary += "\n" + tail(run.output, 800)
+            return VerifierResult(
+                self.name, "timeout", run.duration_s, summary, run_log(run, [summary])
+            )
+        if not run.report_found:
+            summary = (
+                f"pytest produced no test report (exit code {run.exit_code}): the test run "
+                f"crashed or was cut short before reporting. Output tail:\n{tail(run.output, 1500)}"
+            )
+            return VerifierResult(
+                self.name, "failed", run.duration_s, summary, run_log(run, [summary])
+            )
+        return None
+
+    def _verify_ids(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
+        ids = list(check.fail_to_pass) + list(check.pass_to_pass)  # the failing ones first
+        options = ["-x"] if check.verdict_only else []  # no feedback needed: stop at the first
+        run = run_pytest_ids(sandbox, ids, check.timeout_s, check.changed_files, options)
+        early = self._untrusted(run) or self._no_report(run, check.timeout_s)
+        if early:
+            return early
+        graded = grade(check.fail_to_pass, check.pass_to_pass, run)
+        bad = [g for g in graded if g.outcome != "passed"]
+        table = [f"{g.outcome:8} {g.kind:12} {g.test_id} -> {g.node}" for g in graded]
+        details: dict[str, object] = {
+            "outcomes": run.outcomes,
+            "required": {g.test_id: g.outcome for g in graded},
+            "exit_code": run.exit_code,
+        }
+        if bad:
+            head = f"{len(bad)} of {len(graded)} required tests did not pass:"
+            unrun = [g for g in bad if g.outcome == "missing"]
+            if check.verdict_only and len(unrun) < len(bad):
+                head = (f"{len(bad) - len(unrun)} of {len(graded)} required tests failed "
+                        f"(stopped at the first failure; {len(unrun)} did not run):")
+                bad = [g for g in bad if g.outcome != "missing"]
+            summary = summarize(head, bad, run)
+            return VerifierResult(
+                self.name, "failed", run.duration_s, summary, run_log(run, table), details
+            )
+        if run.exit_code != 0:
+            summary = (
+                f"runner exit code disagrees: the report says all {len(graded)} required tests "
+                f"passed but pytest exited with {run.exit_code}. Output tail:\n"
+                + tail(run.output, 1200)
+            )
+            return VerifierResult(
+                self.name, "failed", run.duration_s, summary, run_log(run, table), details
+            )
+        log = run_log(run, table)
+        return VerifierResult(self.name, "passed", run.duration_s, "", log, details)
+
+    def _verify_pytest_cmd(
+        self, sandbox: Sandbox, check: CheckSpec, args: list[str], env: dict[str, str]
+    ) -> VerifierResult:
+        run = run_pytest(sandbox, args, check.timeout_s, env=env, changed_files=check.changed_files)
+        early = self._untrusted(run) or self._no_report(run, check.timeout_s)
+        if early:
+            return early
+        base = check.baseline.get(self.name)
+        passed_before = (
+            {n for n, o in base.items() if o == "passed"} if isinstance(base, dict) else set()
+        )
+        bad = [
+            Graded(n, "pass_to_pass" if n in passed_before else "fail_to_pass", o, n)
+            for n, o in run.outcomes.items()
+            if o in FAILING or (n in passed_before and o != "passed")
+        ]
+        bad += [
+            Graded(n, "pass_to_pass", "missing", n) for n in passed_before if n not in run.outcomes
+        ]
+        passed = sum(1 for o in run.outcomes.values() if o == "passed")
+        table = [f"{o:8} {n}" for n, o in run.outcomes.items()]
+        details: dict[str, object] = {"outcomes": run.outcomes, "exit_code": run.exit_code}
+        if bad:
+            summary = summarize(f"{len(bad)} of {len(run.outcomes)} tests did not pass:", bad, run)
+        elif passed == 0:
+            summary = "no test passed: the test command collected no test that ran and passed"
+        elif run.exit_code != 0:
+            summary = (
+                f"runner exit code disagrees: the report shows no failing test but pytest "
+                f"exited with {run.exit_code}. Output tail:\n{tail(run.output, 1200)}"
+            )
+        else:
+            return VerifierResult(
+                self.name, "passed", run.duration_s, "", run_log(run, table), details
+            )
+        return VerifierResult(
+            self.name, "failed", run.duration_s, summary, run_log(run, table), details
+        )
