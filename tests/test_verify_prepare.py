@@ -1,0 +1,76 @@
+"""TaskVerifier.prepare(): a task with only a test command gets its fail_to_pass/pass_to_pass
+from a run on the base (the step callers took with `verifier.task = derive_test_lists(...)`),
+and support/git.py, the git runner that applies patches, isolated from the caller's git."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.protocols import Sandbox
+from ooda.agent.sandbox.local import LocalSandbox
+from ooda.agent.support.git import first_line, git
+from ooda.agent.verify.verifier import TaskVerifier
+from ooda.tasks.loader import Task, VerifierOptions
+
+TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n" \
+        "def test_zero():\n    assert add(0, 0) == 0\n"
+
+
+class Local:
+    name = "local"
+
+    def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
+        return LocalSandbox(workspace)
+
+    def close(self) -> None:
+        pass
+
+
+def make_task(tmp_path: Path, body: str, test_cmd: str) -> Task:
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "calc.py").write_text(f"def add(a, b):\n    return {body}\n")
+    (repo / "tests" / "test_calc.py").write_text(TESTS)
+    return Task(id="calc", statement="add", repo=repo, test_cmd=test_cmd,
+                verifiers=VerifierOptions(ruff=False, mypy=False, timeout_s=60))
+
+
+def prepared(task: Task, tmp_path: Path) -> tuple[Task, Task]:
+    verifier = TaskVerifier(task, Local(), tmp_path / "work")
+    try:
+        return verifier.prepare(), verifier.task
+    finally:
+        verifier.close()
+
+
+def test_prepare_derives_the_test_lists_and_keeps_them(tmp_path: Path) -> None:
+    derived, kept = prepared(make_task(tmp_path, "a - b", "pytest tests"), tmp_path)
+    assert kept is derived
+    assert derived.fail_to_pass == ["tests/test_calc.py::test_add"]
+    assert derived.pass_to_pass == ["tests/test_calc.py::test_zero"]
+
+
+def test_prepare_refuses_a_command_whose_tests_all_pass(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="passes on the unpatched code"):
+        prepared(make_task(tmp_path, "a + b", "pytest tests"), tmp_path)
+
+
+def test_prepare_keeps_a_task_it_cannot_grade_per_test(tmp_path: Path) -> None:
+    task = make_task(tmp_path, "a - b", "pytest tests && true")
+    derived, _ = prepared(task, tmp_path)
+    assert derived is task
+
+
+def test_git_isolated_sees_no_repository_around_it(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    assert git(inner, "rev-parse", "--git-dir").returncode == 0
+    alone = git(inner, "rev-parse", "--git-dir", isolated=True)
+    assert alone.returncode != 0
+    assert "not a git repository" in first_line(alone.stderr)
+    assert first_line(b"\n\n", "none") == "none"
