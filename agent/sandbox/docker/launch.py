@@ -1,6 +1,6 @@
 """Start a Docker sandbox container: its configuration (in one place), its one-shot control
 socket, and the engine it is started, killed and removed through (`SdkEngine`: the `docker`
-SDK's low-level APIClient).
+SDK's low-level APIClient, from `connect()`, the one place a docker SDK client is made).
 
 Starting a container needs nothing of the command line but the task path, so `ooda run` can
 start its first container while Python is still parsing options (agent/startup/prestart.py);
