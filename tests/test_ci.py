@@ -19,18 +19,12 @@ from typing import Any
 import pytest
 from fake_github import FakeGitHub
 
+from ooda.agent.app.ci.comment import render_comment, review_comments, suggestions_from_patch
 from ooda.agent.app.ci.github import COMMENT_MARKER, PullRequestEvent, read_event
-from ooda.agent.app.ci.run import (
-    CiOptions,
-    FailedTest,
-    FailureReport,
-    build_statement,
-    parse_junit,
-    render_comment,
-    review_comments,
-    run_ci,
-    suggestions_from_patch,
-)
+from ooda.agent.app.ci.junit import parse_junit
+from ooda.agent.app.ci.outcome import CiOptions, FailedTest, FailureReport
+from ooda.agent.app.ci.run import run_ci
+from ooda.agent.app.ci.statement import build_statement
 from ooda.agent.app.run import RunOptions
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.protocols import Verdict, VerifierResult

@@ -20,7 +20,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from ooda.agent.app.evaluate import run as ev
+from ooda.agent.app import evaluate as ev
 from ooda.agent.app.run import RunOptions
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.tasks.loader import Task

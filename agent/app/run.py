@@ -7,27 +7,29 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import tempfile
-import threading
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from rich.console import Console
 
+from ooda.agent.app.progress import RunProgress
+from ooda.agent.contracts.defaults import DEFAULTS
 from ooda.agent.contracts.errors import UsageError
-from ooda.agent.contracts.protocols import Model
+from ooda.agent.contracts.protocols import Model, SandboxBackend
 from ooda.agent.core.loop import Loop, LoopConfig, RunResult
 from ooda.agent.core.runlog import RunLog, new_run_id
+from ooda.agent.models import ModelSpec, open_model
+from ooda.agent.sandbox.registry import open_backend
 from ooda.agent.support.fstree import remove_workspace
+from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task
+from ooda.verifiers.pytest_check import TestRunError
 
 if TYPE_CHECKING:
-    from ooda.agent.contracts.protocols import SandboxBackend
-    from ooda.agent.verify.verifier import TaskVerifier
+    from ooda.agent.sandbox.docker.launch import Launched
 
 
 @dataclass
@@ -39,11 +41,11 @@ class RunOptions:
     bundled endpoint replaying the task's scripted answers (offline demo and tests)."""
     base_url: str | None = None
     """OpenAI-compatible endpoint; default from OPENAI_BASE_URL."""
-    samples: int = 4
+    samples: int = DEFAULTS.samples
     """Candidates sampled in parallel per round."""
-    rounds: int = 3
+    rounds: int = DEFAULTS.rounds
     """Feedback rounds at most."""
-    time_budget_s: float = 600.0
+    time_budget_s: float = DEFAULTS.time_budget_s
     """Wall-clock budget for the whole task."""
     max_tokens: int | None = None
     """Token budget for the whole run (prompt + completion)."""
@@ -53,11 +55,11 @@ class RunOptions:
     """docker | bwrap | local; None = Docker, else bubblewrap."""
     runs_dir: Path = Path("runs")
     """Where run directories go."""
-    temperature: float = 0.8
+    temperature: float = DEFAULTS.temperature
     """Sampling temperature."""
-    concurrency: int = 8
+    concurrency: int = DEFAULTS.concurrency
     """Model requests in flight at once."""
-    verify_concurrency: int = 2
+    verify_concurrency: int = DEFAULTS.verify_concurrency
     """Candidates verified at once."""
     replay_tokens_per_s: float = 0.0
     """With --model replay: simulated generation speed (0 = instant)."""
@@ -83,43 +85,34 @@ class RunOptions:
             )
 
 
-@contextlib.contextmanager
-def open_model(options: RunOptions, task: Task) -> Iterator[Model]:
-    """The model for this task; for "replay", a bundled endpoint runs for the duration."""
-    if options.model == "gold":
-        from ooda.agent.models.gold import GoldModel
+class Prestarted(Protocol):
+    """What start-up (agent/startup/prestart.py) began for this command before its options
+    were parsed; the run takes what fits its options and leaves the rest to close itself."""
 
-        yield GoldModel(task.gold_patch, task.id)
-        return
-    from ooda.agent.models.openai_model import ModelConfig, OpenAIModel
+    leftovers_cleaned: bool
+    """Dead invocations' containers are removed elsewhere (the daemon does it between
+    commands): opening a backend skips that."""
 
-    if options.model == "replay":
-        from ooda.agent.models.server import ReplayServer
+    def take_backend(self, name: str | None) -> SandboxBackend | None:
+        """The backend begun for the sandbox `name`, if that is the one begun, else None."""
+        ...
 
-        if task.replay is None:
-            raise UsageError(f"--model replay: task {task.id} ships no replay.jsonl")
-        with ReplayServer([task.replay], tokens_per_s=options.replay_tokens_per_s) as server:
-            base_url = server.start()
-            config = ModelConfig(
-                name="replay",
-                base_url=base_url,
-                api_key="ooda-local",
-                temperature=options.temperature,
-                concurrency=options.concurrency,
-            )
-            yield OpenAIModel(config)
-        return
-    assert options.model is not None
-    config = ModelConfig(
+    def take_launch(self) -> tuple[Path, Launched] | None:
+        """(its work directory, a started sandbox container) when one was started, else None."""
+        ...
+
+
+def model_spec(options: RunOptions) -> ModelSpec:
+    """The model registry's spec (ooda.agent.models) for these options."""
+    if not options.model:
+        raise UsageError("no model given")  # RunOptions.validate says how to give one
+    return ModelSpec(
         name=options.model,
-        base_url=options.base_url or os.environ.get("OPENAI_BASE_URL"),
-        api_key=os.environ.get("OPENAI_API_KEY"),
+        base_url=options.base_url,
         temperature=options.temperature,
         concurrency=options.concurrency,
+        replay_tokens_per_s=options.replay_tokens_per_s,
     )
-    model = OpenAIModel(config)
-    model.check_reachable()
-    yield model
 
 
 def run_task(
@@ -131,12 +124,14 @@ def run_task(
     model: Model | None = None,
     backend: SandboxBackend | None = None,
     run_id: str | None = None,
+    prestarted: Prestarted | None = None,
 ) -> tuple[RunResult, RunLog]:
     """Run the loop on one task and return its result and run directory.
 
     `model` and `backend` may be shared between tasks (`ooda eval`); otherwise they are made
     here from `options` and released at the end. `run_id` names the run directory under
-    `options.runs_dir` (default: a fresh, time-stamped id).
+    `options.runs_dir` (default: a fresh, time-stamped id). `prestarted`: what start-up began
+    for this command (a backend, a container), taken when it fits.
     """
     options.validate()
     loop_config = LoopConfig(
@@ -152,16 +147,14 @@ def run_task(
         # Sandboxes start (and the base's baselines run) while the model client is set up and
         # the first answers stream: start-up stays off the critical path.
         with ThreadPoolExecutor(1, thread_name_prefix="ooda-setup") as setup:
-            opening = setup.submit(open_verifier, task, options, backend, work_root)
+            opening = setup.submit(open_verifier, task, options, backend, work_root, prestarted)
             stack.callback(_close_opened, opening)
             if model is None:
-                model = stack.enter_context(open_model(options, task))
+                model = stack.enter_context(open_model(model_spec(options), task))
             verifier = opening.result()
         task = verifier.task = derive_test_lists(task, verifier)
         log = RunLog(options.runs_dir, run_id or new_run_id(task.id))
         if show_progress and console is not None:
-            from ooda.agent.app.progress import RunProgress
-
             progress = RunProgress(task.id, options.time_budget_s, options.rounds, console)
             with progress:
                 result = Loop(task, model, verifier, log, loop_config, progress).run()
@@ -172,21 +165,24 @@ def run_task(
 
 
 def open_verifier(
-    task: Task, options: RunOptions, backend: SandboxBackend | None, work_root: Path
+    task: Task,
+    options: RunOptions,
+    backend: SandboxBackend | None,
+    work_root: Path,
+    prestarted: Prestarted | None = None,
 ) -> TaskVerifier:
     """A TaskVerifier (on `backend`, or on a backend opened here and closed with it) whose
     sandboxes and baselines are already starting in the background."""
-    from ooda.agent.verify.verifier import TaskVerifier
-
     own = backend is None
     if backend is None:
-        from ooda.agent.startup import prestart
-
-        backend = prestart.take(options.sandbox) or open_backend(options.sandbox)
+        taken = prestarted.take_backend(options.sandbox) if prestarted is not None else None
+        backend = taken or open_backend(options.sandbox,
+                                        clean_leftovers=clean_leftovers(prestarted))
     opened = backend
     try:
         verifier = TaskVerifier(task, opened, work_root, concurrency=options.verify_concurrency)
-        _adopt_prestarted(verifier, opened)
+        if prestarted is not None:
+            _adopt_prestarted(verifier, opened, prestarted)
         verifier.warm(min(options.samples, options.verify_concurrency))
     except BaseException:
         if own:
@@ -197,25 +193,23 @@ def open_verifier(
     return verifier
 
 
-def _adopt_prestarted(verifier: TaskVerifier, backend: SandboxBackend) -> None:
-    """Give the verifier's pool the container agent/startup/prestart.py started, when it fits."""
-    from ooda.agent.startup import prestart
+def clean_leftovers(prestarted: Prestarted | None) -> bool:
+    """Whether opening a backend should also remove dead invocations' containers."""
+    return prestarted is None or not prestarted.leftovers_cleaned
 
-    started = prestart.take_launch()
+
+def _adopt_prestarted(
+    verifier: TaskVerifier, backend: SandboxBackend, prestarted: Prestarted
+) -> None:
+    """Give the verifier's pool the container start-up started, when it fits."""
+    started = prestarted.take_launch()
     if started is None:
         return
     work, launched = started
     verifier.on_close.append(lambda: remove_workspace(work))
-    engine = getattr(backend, "engine", None)
-    fits = launched.tag == getattr(backend, "image", None) and verifier.task.requirements is None
-    if backend.name != "docker" or engine is None or not fits:
+    sandbox = backend.adopt(launched, requirements=verifier.task.requirements)
+    if sandbox is None:
         launched.release()  # its PID 1 sees the socket close and exits; Docker removes it
-        return
-    from ooda.agent.sandbox.docker.backend import DockerSandbox
-
-    try:
-        sandbox = DockerSandbox(engine, "", launched.workspace, launched=launched)
-    except Exception:  # the pool starts its own
         return
     verifier.pool.adopt(sandbox)
 
@@ -225,35 +219,12 @@ def _close_opened(opening: Future[TaskVerifier]) -> None:
         opening.result().close()
 
 
-CLEAN_LEFTOVERS = True
-"""Whether open_backend removes dead invocations' containers (the daemon, agent/startup/daemon.py, does
-that between commands instead, and turns this off for its workers)."""
-
-
-def open_backend(name: str | None) -> SandboxBackend:
-    """The sandbox backend for a new invocation (`ooda run`, `eval`, `ci`); meanwhile, in the
-    background (it does not block the backend), the Docker containers that killed or crashed
-    earlier invocations left behind are removed (best effort: their owner process is gone)."""
-    from ooda.agent.sandbox.registry import cleanup_leftovers, get_backend
-
-    if CLEAN_LEFTOVERS and name in (None, "auto", "docker"):
-
-        def cleanup() -> None:
-            with contextlib.suppress(Exception):  # no engine, or it broke: get_backend says
-                cleanup_leftovers()
-
-        threading.Thread(target=cleanup, name="ooda-cleanup", daemon=True).start()
-    return get_backend(name)
-
-
 def derive_test_lists(task: Task, verifier: TaskVerifier) -> Task:
     """With only a test command, the tests that fail on the base become fail_to_pass and the
     ones that pass pass_to_pass (shared by `ooda run` and `ooda ci`).
 
     A command that is not a pytest run, or a base run that hangs or leaves no report, keeps the
     task graded by the command's exit code alone."""
-    from ooda.verifiers.pytest_check.run import TestRunError
-
     if task.fail_to_pass or not task.test_cmd:
         return task
     try:

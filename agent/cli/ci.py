@@ -17,6 +17,7 @@ import typer
 
 from ooda.agent.cli.options import (
     BaseUrlOpt,
+    BudgetOpt,
     JsonOpt,
     MaxTokensOpt,
     ModelOpt,
@@ -26,7 +27,9 @@ from ooda.agent.cli.options import (
     SamplesOpt,
     SandboxOpt,
     VerifierTimeoutOpt,
+    options_from,
 )
+from ooda.agent.contracts.defaults import DEFAULTS
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.support.textsafe import markup_safe
 
@@ -36,6 +39,7 @@ class PostTarget(StrEnum):
 
 
 def ci(
+    ctx: typer.Context,
     junit: Annotated[
         list[Path] | None,
         typer.Option("--junit", help="The failed job's JUnit XML report (repeat for several)."),
@@ -68,11 +72,9 @@ def ci(
     ] = False,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
-    samples: SamplesOpt = 4,
-    rounds: RoundsOpt = 3,
-    time_budget: Annotated[
-        float, typer.Option("--time-budget", help="Wall-clock seconds for the whole task.")
-    ] = 600.0,
+    samples: SamplesOpt = DEFAULTS.samples,
+    rounds: RoundsOpt = DEFAULTS.rounds,
+    time_budget: BudgetOpt = DEFAULTS.time_budget_s,
     sandbox: SandboxOpt = None,
     runs_dir: Annotated[
         Path | None,
@@ -94,8 +96,8 @@ def ci(
     """Suggest a verified fix for a failing CI job (and post it to the pull request)."""
     from rich.console import Console
 
-    from ooda.agent.app.ci.run import CiOptions, run_ci
-    from ooda.agent.app.run import RunOptions
+    from ooda.agent.app.ci.outcome import CiOptions
+    from ooda.agent.app.ci.run import run_ci
     from ooda.tasks.loader import VerifierOptions
 
     verifiers = VerifierOptions(ruff=not no_ruff, mypy=not no_mypy)
@@ -116,18 +118,14 @@ def ci(
         requirements=requirements,
         verifiers=verifiers,
     )
-    run_options = RunOptions(
-        model=model,
-        base_url=base_url,
-        samples=samples,
-        rounds=rounds,
-        time_budget_s=time_budget,
-        max_tokens=max_tokens,
-        sandbox=sandbox.value if sandbox else None,
+    run_options = options_from(
+        model=model, base_url=base_url, samples=samples, rounds=rounds,
+        time_budget=time_budget, sandbox=sandbox, max_tokens=max_tokens,
         runs_dir=runs_dir if runs_dir is not None else out / "runs",
     )
     console = Console(stderr=True)
-    outcome = run_ci(options, run_options, console=console, show_progress=not json_out)
+    outcome = run_ci(options, run_options, console=console, show_progress=not json_out,
+                     prestarted=ctx.obj)
     if json_out:
         print(json.dumps(outcome.as_json(), indent=2))
     elif outcome.skipped:

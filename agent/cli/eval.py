@@ -1,6 +1,5 @@
-"""The `ooda eval` and `ooda report` commands, registered on the app in agent/cli/app.py.
-
-Shared options come from agent/cli/options.py.
+"""`ooda eval`: a task set, K tasks at a time, scored in an evaluation directory; prints the
+summary. Registered on the app in agent/cli/app.py; shared options from agent/cli/options.py.
 """
 
 from __future__ import annotations
@@ -11,12 +10,21 @@ from typing import Annotated, Any
 
 import typer
 
-from ooda.agent.cli.options import BaseUrlOpt, RoundsOpt, SamplesOpt, SandboxOpt, SelectName
-from ooda.agent.contracts.errors import UsageError
+from ooda.agent.cli.options import (
+    BaseUrlOpt,
+    RoundsOpt,
+    SamplesOpt,
+    SandboxOpt,
+    SelectName,
+    TemperatureOpt,
+    options_from,
+)
+from ooda.agent.contracts.defaults import DEFAULTS
 from ooda.agent.support.textsafe import printable
 
 
 def eval_command(
+    ctx: typer.Context,
     taskset: Annotated[
         Path, typer.Argument(help="A directory of task directories, or a SWE-bench .jsonl.")
     ],
@@ -27,11 +35,11 @@ def eval_command(
                      "patch (harness validation); 'replay' = the tasks' scripted answers."),
     ] = None,
     base_url: BaseUrlOpt = None,
-    samples: SamplesOpt = 4,
-    rounds: RoundsOpt = 3,
+    samples: SamplesOpt = DEFAULTS.samples,
+    rounds: RoundsOpt = DEFAULTS.rounds,
     time_budget: Annotated[
         float, typer.Option("--time-budget", help="Wall-clock seconds per task.")
-    ] = 600.0,
+    ] = DEFAULTS.time_budget_s,
     sandbox: SandboxOpt = None,
     runs_dir: Annotated[
         Path, typer.Option("--runs-dir", help="Where the evaluation directory goes.")
@@ -80,29 +88,20 @@ def eval_command(
         SelectName, typer.Option(help="'first' stops at the first pass; 'best' picks among a "
                                  "round.")
     ] = SelectName.first,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.8,
+    temperature: TemperatureOpt = DEFAULTS.temperature,
     verify_concurrency: Annotated[
         int, typer.Option(help="Candidates verified at once, per task.")
-    ] = 2,
+    ] = DEFAULTS.verify_concurrency,
 ) -> None:
     """Evaluate on many tasks, K at a time: resolved rate, pass@k, a report, predictions."""
     from rich.console import Console
 
-    from ooda.agent.app.evaluate.run import EvalOptions, evaluate
-    from ooda.agent.app.run import RunOptions
+    from ooda.agent.app.evaluate import EvalOptions, evaluate
 
-    run_options = RunOptions(
-        model=model,
-        base_url=base_url,
-        samples=samples,
-        rounds=rounds,
-        time_budget_s=time_budget,
-        max_tokens=max_tokens,
-        select=select.value,
-        sandbox=sandbox.value if sandbox else None,
-        runs_dir=runs_dir,
-        temperature=temperature,
-        verify_concurrency=verify_concurrency,
+    run_options = options_from(
+        model=model, base_url=base_url, samples=samples, rounds=rounds,
+        time_budget=time_budget, sandbox=sandbox, runs_dir=runs_dir, max_tokens=max_tokens,
+        select=select, temperature=temperature, verify_concurrency=verify_concurrency,
     )
     options = EvalOptions(
         taskset=taskset,
@@ -118,7 +117,8 @@ def eval_command(
         price_completion=price_completion,
     )
     console = Console(stderr=True)
-    outcome = evaluate(options, console=console, show_progress=not json_out)
+    outcome = evaluate(options, console=console, show_progress=not json_out,
+                       prestarted=ctx.obj)
     if json_out:
         print(json.dumps(outcome.summary, indent=2))
     else:
@@ -145,14 +145,3 @@ def print_summary(summary: dict[str, Any], eval_dir: Path, skipped: int) -> None
         print(printable(f"GOLD FAILURE {failure['task_id']}: {failure['reason']}"))
     print(f"report: {eval_dir / 'report.html'}")
 
-
-def report_command(
-    path: Annotated[Path, typer.Argument(help="An evaluation directory or a run directory.")],
-) -> None:
-    """(Re)render the report (report.html, report.md) of an evaluation or run directory."""
-    from ooda.agent.app.evaluate.run import rerender_report
-
-    if not path.exists():
-        raise UsageError(f"{path}: no such file or directory")
-    for written in rerender_report(path):
-        print(written)

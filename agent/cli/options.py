@@ -1,11 +1,21 @@
-"""Options shared by `ooda run`, `ooda eval` and `ooda ci` (names fixed by the contract)."""
+"""Options shared by `ooda run`, `ooda eval` and `ooda ci` (names fixed by the contract), and
+the one place their values become RunOptions.
+
+Defaults come from ooda.agent.contracts.defaults (the same ones RunOptions and the loop use).
+"""
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from ooda.agent.contracts.defaults import DEFAULTS
+
+if TYPE_CHECKING:
+    from ooda.agent.app.run import RunOptions
 
 
 class SandboxName(StrEnum):
@@ -54,3 +64,43 @@ SelectOpt = Annotated[
     SelectName,
     typer.Option(help="'first' stops at the first pass; 'best' picks among a round's passes."),
 ]
+BudgetOpt = Annotated[
+    float, typer.Option("--time-budget", help="Wall-clock seconds for the whole task.")
+]
+RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", help="Where run directories go.")]
+TemperatureOpt = Annotated[float, typer.Option(help="Sampling temperature.")]
+
+
+def options_from(
+    *,
+    model: str | None,
+    base_url: str | None,
+    samples: int,
+    rounds: int,
+    time_budget: float,
+    sandbox: SandboxName | None,
+    runs_dir: Path,
+    max_tokens: int | None,
+    select: SelectName = SelectName.first,
+    temperature: float = DEFAULTS.temperature,
+    concurrency: int = DEFAULTS.concurrency,
+    verify_concurrency: int = DEFAULTS.verify_concurrency,
+) -> RunOptions:
+    """The run's options from the command line's values (`ooda run`, `eval` and `ci` alike;
+    RunOptions.validate checks them)."""
+    from ooda.agent.app.run import RunOptions  # the application: not for `ooda --help`
+
+    return RunOptions(
+        model=model,
+        base_url=base_url,
+        samples=samples,
+        rounds=rounds,
+        time_budget_s=time_budget,
+        max_tokens=max_tokens,
+        select=select.value,
+        sandbox=sandbox.value if sandbox else None,
+        runs_dir=runs_dir,
+        temperature=temperature,
+        concurrency=concurrency,
+        verify_concurrency=verify_concurrency,
+    )

@@ -238,7 +238,9 @@ def spawn() -> None:
         log.unlink()  # one daemon's lines are a few hundred bytes; keep it from growing forever
     with open(log, "ab") as out:
         subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            [sys.executable, "-m", "ooda.agent.startup.daemon", key],
+            # -P: the working directory (site-packages/ooda when installed) stays off sys.path,
+            # else `agent`, `tasks` and `verifiers` would import there as top-level names
+            [sys.executable, "-P", "-m", "ooda.agent.startup.daemon", key],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out,
             cwd=PACKAGE_ROOT, start_new_session=True, close_fds=True,
         )

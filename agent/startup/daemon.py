@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from ooda.agent.startup import client
+from ooda.agent.startup import client, commands, entry
+from ooda.agent.support.exits import finish
 
 if TYPE_CHECKING:
     from ooda.agent.sandbox.docker.launch import Launched, SdkEngine
@@ -46,6 +47,7 @@ PRELOAD = (
     "openai", "docker", "rich.progress", "rich.live", "typer",
     "ooda.agent.cli.app", "ooda.agent.app.run", "ooda.agent.core.loop", "ooda.agent.verify.verifier", "ooda.agent.models.openai_model", "ooda.agent.models.server",
     "ooda.agent.models.gold", "ooda.agent.app.progress", "ooda.agent.app.evaluate.run", "ooda.agent.app.ci.run", "ooda.agent.startup.prestart",
+    "ooda.agent.sandbox.registry",
     "ooda.agent.sandbox.docker.backend", "ooda.agent.sandbox.bwrap", "ooda.agent.sandbox.pool",
     "ooda.agent.sandbox.docker.launch", "ooda.verifiers.cascade", "ooda.tasks.loader",
 )
@@ -297,22 +299,17 @@ def run_worker(
         argv = request["argv"]
         assert isinstance(argv, list)
         sys.argv = [str(a) for a in argv]
-        if offer is not None:
-            from ooda.agent.startup import prestart
-
-            prestart.hand_over(offer.work, offer.launched)
-        from ooda.agent.startup import entry
-
-        code = entry.run_here()
+        code = entry.run_here(
+            launched=(offer.work, offer.launched) if offer is not None else None,
+            leftovers_cleaned=True,  # done here, between commands (Daemon.keep_warm)
+        )
     except BaseException:  # noqa: BLE001 - a worker never returns into the daemon's loop
         with contextlib.suppress(Exception):
             traceback.print_exc()
     finally:
         try:
             with contextlib.suppress(Exception):
-                from ooda.agent.startup import entry
-
-                entry.finish()
+                finish()
             with contextlib.suppress(OSError):  # the daemon says it too, unless it is gone
                 client.send_line(conn, {"exit": code})
         finally:
@@ -339,13 +336,12 @@ def preload() -> None:
     """Import what commands need and build the HTTP machinery once, before any fork."""
     for name in PRELOAD:
         importlib.import_module(name)
-    from ooda.agent.app import run as runner
     from ooda.agent.cli import app as cli
     from ooda.agent.models.openai_model import warm_http_client
 
     warm_http_client()
+    commands.register(cli.app)
     cli.click_command()
-    runner.CLEAN_LEFTOVERS = False  # done here, between commands (Daemon.keep_warm)
 
 
 def main(argv: list[str]) -> int:

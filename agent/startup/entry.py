@@ -6,14 +6,17 @@ here (and start a daemon for next time), and skip the interpreter's slow teardow
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import os
 import sys
-from collections.abc import Callable
-from typing import NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from ooda.agent.startup import client as daemon_client
+from ooda.agent.support.exits import exit_now
+from ooda.agent.support.exits import run_here as run_function
+
+if TYPE_CHECKING:
+    from ooda.agent.sandbox.docker.launch import Launched
 
 
 def main() -> NoReturn:
@@ -35,42 +38,19 @@ def main() -> NoReturn:
     exit_now(code)
 
 
-def run_here(cli_main: Callable[[], None] | None = None) -> int:
-    """Run the command line in this process (through `cli_main`, default ooda.agent.cli.app.main); its
-    exit code."""
-    if cli_main is None:
-        from ooda.agent.cli.app import main
+def run_here(
+    *, launched: tuple[Path, Launched] | None = None, leftovers_cleaned: bool = False
+) -> int:
+    """Run the command line of sys.argv in this process, with start-up's commands and head
+    start (agent/startup/prestart.py; `launched`: a container already started, the daemon's
+    warm one; `leftovers_cleaned`: the daemon removes dead invocations' containers itself);
+    its exit code."""
+    # here, not at the top: the console script's first imports stay standard library only
+    # (a command the daemon serves never needs them in this process)
+    from ooda.agent.cli import app as cli
+    from ooda.agent.startup import commands, prestart
 
-        cli_main = main
-    try:
-        cli_main()
-    except SystemExit as exc:
-        return exit_code(exc)
-    return 0
-
-
-def exit_code(exc: SystemExit) -> int:
-    """The status Python itself would exit with for this SystemExit."""
-    if exc.code is None:
-        return 0
-    if isinstance(exc.code, int):
-        return exc.code
-    print(exc.code, file=sys.stderr)
-    return 1
-
-
-def finish() -> None:
-    """Run the exit handlers and flush the output, as the end of the interpreter would."""
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-
-
-def exit_now(code: int) -> NoReturn:
-    """Exit without the interpreter's teardown of every module (about 0.2 s once the SDKs are
-    loaded). The command has returned, so every thread it waits for has been joined; one still
-    running is abandoned (a request that hung when Ctrl-C came), as the normal exit would wait
-    for it."""
-    finish()
-    os._exit(code)
+    commands.register(cli.app)
+    started = prestart.begin(sys.argv[1:], launched=launched,
+                             leftovers_cleaned=leftovers_cleaned)
+    return run_function(lambda: cli.main(prestarted=started))

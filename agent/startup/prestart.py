@@ -4,11 +4,13 @@
 options before it knows what to do; the Docker connection (SDK import, engine ping, image
 check, removal of leftovers) needs none of that, and neither does starting the first sandbox
 container of a task without requirements (agent/sandbox/docker/launch.py: its PID 1 then imports
-the toolchain in parallel). `begin()` (called
-by ooda.agent.cli.app.main for `run`) starts both in threads; `take(name)` hands the backend over when
-the name the options settled on is the one guessed, else None (then the caller opens its own;
-the guessed one is closed); `take_launch()` hands over the started container. A container
-nobody takes goes away with this process: its PID 1 exits when the control socket closes.
+the toolchain in parallel). `begin(argv)` (called by agent/startup/entry.py) starts both in
+threads and returns a Prestart, which start-up hands to the command line
+(ooda.agent.cli.app.main) and the command to its run (ooda.agent.app.run.Prestarted):
+`take_backend(name)` hands the backend over when the name the options settled on is the one
+guessed, else None (then the caller opens its own; the guessed one is closed); `take_launch()`
+hands over the started container. A container nobody takes goes away with this process: its
+PID 1 exits when the control socket closes.
 """
 
 from __future__ import annotations
@@ -24,8 +26,101 @@ if TYPE_CHECKING:
     from ooda.agent.contracts.protocols import SandboxBackend
     from ooda.agent.sandbox.docker.launch import Launched
 
-_lock = threading.Lock()
-_started: tuple[str | None, threading.Thread, list[SandboxBackend | BaseException]] | None = None
+# The imports below in functions run in this module's threads, while typer parses: at module
+# top they would cost every command (`ooda --help` included) the SDKs' import time.
+
+
+class Prestart:
+    """What begin() started for one command (implements ooda.agent.app.run.Prestarted)."""
+
+    def __init__(
+        self, *, leftovers_cleaned: bool = False, launched: tuple[Path, Launched] | None = None
+    ) -> None:
+        self.leftovers_cleaned = leftovers_cleaned
+        """The daemon removes dead invocations' containers between commands."""
+        self._lock = threading.Lock()
+        self._opening: tuple[str | None, threading.Thread,
+                             list[SandboxBackend | BaseException]] | None = None
+        self._launching: tuple[threading.Thread | None, list[tuple[Path, Launched]]] | None = (
+            (None, [launched]) if launched is not None else None
+        )
+
+    def open_backend(self, name: str | None) -> None:
+        """Start opening the backend `name` (None: the default one)."""
+        result: list[SandboxBackend | BaseException] = []
+        clean = not self.leftovers_cleaned
+
+        def opening() -> None:
+            try:
+                from ooda.agent.sandbox.registry import open_backend
+
+                result.append(open_backend(name, clean_leftovers=clean))
+            except BaseException as exc:  # noqa: BLE001 - the caller opens its own and reports
+                result.append(exc)
+
+        thread = threading.Thread(target=opening, name="ooda-prestart", daemon=True)
+        with self._lock:
+            if self._opening is not None:
+                return
+            self._opening = (name, thread, result)
+        thread.start()
+
+    def launch(self, path: str) -> None:
+        """Start a sandbox container for the task directory at `path`, from the image the
+        backend used last (the runner adopts it only when that is still the image and the task
+        has no requirements; otherwise it is dropped and exits)."""
+        found: list[tuple[Path, Launched]] = []
+
+        def launching() -> None:
+            try:
+                if not (Path(path) / "task.toml").is_file():
+                    return  # a plain repository: left to the runner
+                from ooda.agent.sandbox.docker import image
+                from ooda.agent.sandbox.docker.launch import SdkEngine, launch_on_last_image
+
+                if image.last_tag() is None:
+                    return  # no image yet: not worth connecting
+                started = launch_on_last_image(SdkEngine.connect(), "ooda-prestart-")
+                if started is not None:
+                    atexit.register(shutil.rmtree, started[0], ignore_errors=True)  # if not taken
+                    found.append(started)
+            except Exception:  # no engine, no image yet, a bad task: the runner says so later
+                return
+
+        thread = threading.Thread(target=launching, name="ooda-prelaunch", daemon=True)
+        with self._lock:
+            if self._launching is not None:
+                return
+            self._launching = (thread, found)
+        thread.start()
+
+    def take_launch(self) -> tuple[Path, Launched] | None:
+        """(its work directory, the started container) when one was started, else None."""
+        with self._lock:
+            launching, self._launching = self._launching, None
+        if launching is None:
+            return None
+        thread, found = launching
+        if thread is not None:
+            thread.join()
+        return found[0] if found else None
+
+    def take_backend(self, name: str | None) -> SandboxBackend | None:
+        """The backend begun, if it is the one named (None/"auto" alike), else None."""
+        with self._lock:
+            opening, self._opening = self._opening, None
+        if opening is None:
+            return None
+        guessed, thread, result = opening
+        thread.join()
+        backend = result[0] if result else None
+        if backend is None or isinstance(backend, BaseException):
+            return None
+        defaults = (None, "auto")
+        if (guessed in defaults and name in defaults) or backend.name == name:
+            return backend
+        backend.close()
+        return None
 
 
 def _model_values(argv: Sequence[str]) -> set[str]:
@@ -53,106 +148,28 @@ def guess_sandbox(argv: Sequence[str]) -> str | None:
     return None
 
 
-def begin(argv: Sequence[str]) -> None:
-    """Start opening the backend the command line names (once per process), and importing the
-    `openai` SDK (about a second of import) unless the model is the task's gold patch."""
-    global _started
-    if "gold" not in _model_values(argv):
+def begin(
+    argv: Sequence[str],
+    *,
+    leftovers_cleaned: bool = False,
+    launched: tuple[Path, Launched] | None = None,
+) -> Prestart:
+    """What to start for the command line `argv` (without the program name): for `ooda run`,
+    open the backend it names and import the `openai` SDK (about a second of import) unless
+    the model is the task's gold patch, and start its first container unless `launched` (the
+    daemon's warm one) is given; for any command, `launched` is offered to its run."""
+    started = Prestart(leftovers_cleaned=leftovers_cleaned, launched=launched)
+    if argv[:1] != ["run"] or {"-h", "--help"} & set(argv):
+        return started
+    args = argv[1:]
+    if "gold" not in _model_values(args):
         threading.Thread(target=_import_openai, name="ooda-import-openai", daemon=True).start()
-    name = guess_sandbox(argv)
+    name = guess_sandbox(args)
     if name == "local":
-        return
-    result: list[SandboxBackend | BaseException] = []
-
-    def opening() -> None:
-        try:
-            from ooda.agent.app.run import open_backend
-
-            result.append(open_backend(name))
-        except BaseException as exc:  # noqa: BLE001 - the caller opens its own and reports
-            result.append(exc)
-
-    with _lock:
-        if _started is not None:
-            return
-        thread = threading.Thread(target=opening, name="ooda-prestart", daemon=True)
-        _started = (name, thread, result)
-    thread.start()
+        return started
+    started.open_backend(name)
     if name in (None, "auto", "docker"):
-        path = next((a for a in argv if not a.startswith("-")), None)
+        path = next((a for a in args if not a.startswith("-")), None)
         if path is not None:
-            _begin_launch(path)
-
-
-_launching: tuple[threading.Thread | None, list[tuple[Path, Launched]]] | None = None
-
-
-def hand_over(work: Path, launched: Launched) -> None:
-    """Use a container started before this process began its command (the daemon's warm
-    one, agent/startup/daemon.py) as the one begin() would have started."""
-    global _launching
-    with _lock:
-        _launching = (None, [(work, launched)])
-
-
-def _begin_launch(path: str) -> None:
-    """Start a sandbox container for the task directory at `path`, from the image the backend
-    used last (the runner adopts it only when that is still the image and the task has no
-    requirements; otherwise it is dropped and exits)."""
-    global _launching
-    found: list[tuple[Path, Launched]] = []
-
-    def launching() -> None:
-        try:
-            if not (Path(path) / "task.toml").is_file():
-                return  # a plain repository: left to the runner
-            from ooda.agent.sandbox.docker import image
-            from ooda.agent.sandbox.docker.launch import SdkEngine, launch_on_last_image
-
-            if image.last_tag() is None:
-                return  # no image yet: not worth connecting
-            started = launch_on_last_image(SdkEngine.connect(), "ooda-prestart-")
-            if started is not None:
-                atexit.register(shutil.rmtree, started[0], ignore_errors=True)  # if not taken
-                found.append(started)
-        except Exception:  # no engine, no image yet, a bad task: the runner says so later
-            return
-
-    thread = threading.Thread(target=launching, name="ooda-prelaunch", daemon=True)
-    with _lock:
-        if _launching is not None:
-            return
-        _launching = (thread, found)
-    thread.start()
-
-
-def take_launch() -> tuple[Path, Launched] | None:
-    """(its work directory, the started container) when begin() started one, else None."""
-    global _launching
-    with _lock:
-        launching, _launching = _launching, None
-    if launching is None:
-        return None
-    thread, found = launching
-    if thread is not None:
-        thread.join()
-    return found[0] if found else None
-
-
-def take(name: str | None) -> SandboxBackend | None:
-    """The backend begin() opened, if it is the one named (None/"auto" alike), else None."""
-    global _started
-    with _lock:
-        started, _started = _started, None
-    if started is None:
-        return None
-    guessed, thread, result = started
-    thread.join()
-    backend = result[0] if result else None
-    if backend is None or isinstance(backend, BaseException):
-        return None
-    defaults = (None, "auto")
-    if (guessed in defaults and name in defaults) or backend.name == name:
-        return backend
-    backend.close()
-    return None
+            started.launch(path)
+    return started

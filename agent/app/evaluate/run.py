@@ -22,438 +22,48 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import json
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from rich.console import Console
 
-from ooda.agent.app import metrics, report
-from ooda.agent.contracts.errors import InfraError, UsageError
-from ooda.agent.core.runlog import append_jsonl, write_atomic, write_json_atomic
-from ooda.agent.support import fstree
-
-if TYPE_CHECKING:
-    from ooda.agent.app.run import RunOptions
-    from ooda.agent.contracts.protocols import Model, SandboxBackend
-    from ooda.tasks.loader import Task
-
-EVAL_FILE = "eval.json"
-RESULTS_FILE = "results.jsonl"
-SUMMARY_FILE = "summary.json"
-PREDICTIONS_FILE = "predictions.jsonl"
-TASKS_DIR = "tasks"
-WORK_DIR = ".work"
-"""Scratch space for repos exported from SWE-bench clones while their task runs."""
-
-RESULT_OPTIONS = (
-    "model", "base_url", "samples", "rounds", "time_budget_s", "max_tokens", "select",
-    "temperature",
+from ooda.agent.app.evaluate.options import (
+    EVAL_FILE,
+    RESULTS_FILE,
+    SUMMARY_FILE,
+    TASKS_DIR,
+    WORK_DIR,
+    EvalOptions,
+    default_eval_id,
+    fingerprint,
+    result_options,
 )
-"""RunOptions fields that change results: they go into the default eval id's hash and are
-checked when resuming."""
-
-
-# --------------------------------------------------------------------------- options
-
-
-@dataclass
-class EvalOptions:
-    """Everything `ooda eval` is told."""
-
-    taskset: Path
-    """A directory of task directories, or a SWE-bench `.jsonl`."""
-    run: RunOptions
-    """Per-task options; `run.runs_dir` is where the evaluation directory goes."""
-    concurrency: int = 1
-    """Tasks run at once."""
-    requests: int | None = None
-    """Model requests in flight at once, across all tasks (None: samples x concurrency,
-    at most 64)."""
-    eval_id: str | None = None
-    """Name of the evaluation directory (default: derived from the task set, model, options)."""
-    resume: bool = False
-    """Continue the evaluation in an existing directory."""
-    retry_errors: bool = False
-    """With resume: run the tasks that ended in an infrastructure error again."""
-    repos_dir: Path | None = None
-    """SWE-bench: directory of local clones named owner__name."""
-    only: list[str] | None = None
-    """Run only these task ids."""
-    price_prompt: float | None = None
-    """Dollars per million prompt tokens."""
-    price_completion: float | None = None
-    """Dollars per million completion tokens."""
-
-    def validate(self) -> None:
-        """Reject impossible values with a one-line UsageError."""
-        if self.concurrency < 1:
-            raise UsageError(f"--concurrency must be at least 1 (got {self.concurrency})")
-        if self.requests is not None and self.requests < 1:
-            raise UsageError(f"--requests must be at least 1 (got {self.requests})")
-        for name, price in (("--price-prompt", self.price_prompt),
-                            ("--price-completion", self.price_completion)):
-            if price is not None and not price >= 0:
-                raise UsageError(f"{name} must be a non-negative number (got {price})")
-        if self.retry_errors and not self.resume:
-            raise UsageError("--retry-errors only makes sense with --resume")
-        if self.eval_id is not None and not _SAFE_ID.match(self.eval_id):
-            raise UsageError(
-                f"--eval-id {self.eval_id!r}: use letters, digits and . _ - "
-                "(starting with a letter or digit)"
-            )
-        self.run.validate()
-
-    def model_requests(self) -> int:
-        if self.requests is not None:
-            return self.requests
-        return max(1, min(64, self.run.samples * self.concurrency))
-
-
-_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def result_options(run: RunOptions) -> dict[str, Any]:
-    """The options that change results, as plain JSON values."""
-    return {name: getattr(run, name) for name in RESULT_OPTIONS}
-
-
-def fingerprint(options: EvalOptions) -> dict[str, Any]:
-    """What identifies an evaluation: the task set (absolute path), the task filter and the
-    options that change results. Concurrency, sandbox and prices are left out."""
-    return {
-        "taskset": str(options.taskset.resolve()),
-        "only": sorted(options.only) if options.only else None,
-        **result_options(options.run),
-    }
-
-
-def default_eval_id(options: EvalOptions) -> str:
-    """`<taskset name>-<model>-<8 hex digits>`: the same command gives the same id."""
-    digest = hashlib.sha256(
-        json.dumps(fingerprint(options), sort_keys=True).encode()
-    ).hexdigest()[:8]
-    name = options.taskset.name
-    if name.endswith(".jsonl"):
-        name = name[: -len(".jsonl")]
-    return f"{_slug(name)}-{_slug(options.run.model or 'model')}-{digest}"
-
-
-def _slug(text: str) -> str:
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:40]
-    return slug or "x"
-
-
-# --------------------------------------------------------------------------- task sets
-
-
-@dataclass
-class TaskRef:
-    """One task of the set, loaded when its turn comes (SWE-bench repos are exported then)."""
-
-    id: str
-    load: Callable[[], Task]
-    release: Callable[[], None] = lambda: None
-    replay: Path | None = None
-    has_gold: bool = False
-
-
-def load_refs(options: EvalOptions, work_dir: Path) -> list[TaskRef]:
-    """The task set as TaskRefs, validated (UsageError on bad input), `--only` applied."""
-    path = options.taskset
-    if not path.exists():
-        raise UsageError(f"{path}: no such file or directory")
-    if path.is_file():
-        if path.suffix != ".jsonl":
-            raise UsageError(
-                f"{path}: a task set is a directory of task directories or a SWE-bench .jsonl"
-            )
-        return _swebench_refs(options, work_dir)
-    if options.repos_dir is not None:
-        raise UsageError("--repos-dir is only for a SWE-bench .jsonl task set")
-    from ooda.tasks.loader import load_taskset
-
-    tasks = load_taskset(path)
-    ids = [t.id for t in tasks]
-    wanted = set(_check_only(ids, options.only))
-    return [
-        TaskRef(t.id, functools.partial(_same, t), replay=t.replay, has_gold=bool(t.gold_patch))
-        for t in tasks
-        if t.id in wanted
-    ]
-
-
-def _same(task: Task) -> Task:
-    return task
-
-
-def _swebench_refs(options: EvalOptions, work_dir: Path) -> list[TaskRef]:
-    from ooda.tasks.importers.swebench import check_commits, materialize, read_instances
-
-    if options.repos_dir is None:
-        raise UsageError(
-            f"{options.taskset}: SWE-bench instances need --repos-dir DIR "
-            "(local clones named owner__name)"
-        )
-    if not options.repos_dir.is_dir():
-        raise UsageError(f"--repos-dir {options.repos_dir}: not a directory")
-    instances = read_instances(options.taskset, options.only)
-    check_commits(instances, options.repos_dir)
-    repos_dir = options.repos_dir
-    refs = []
-    for inst in instances:
-        where = work_dir / inst.instance_id
-        refs.append(TaskRef(
-            inst.instance_id,
-            load=functools.partial(materialize, inst, repos_dir, where),
-            release=functools.partial(_remove, where),
-            has_gold=True,
-        ))
-    return refs
-
-
-def _check_only(ids: Sequence[str], only: Sequence[str] | None) -> list[str]:
-    if not only:
-        return list(ids)
-    missing = [i for i in only if i not in ids]
-    if missing:
-        raise UsageError(f"--only {missing[0]}: no such task in the task set")
-    return list(only)
-
-
-# --------------------------------------------------------------------------- files
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a .jsonl file; a torn or corrupt line (a crash mid-write) is
-    skipped, as is anything that is not an object with a task_id. Missing file: []."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return []
-    records = []
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("task_id"), str):
-            records.append(record)
-    return records
-
-
-def latest_by_task(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """One record per task id, the last one written winning (insertion order = first seen)."""
-    by_task: dict[str, dict[str, Any]] = {}
-    for record in records:
-        by_task.pop(record["task_id"], None)
-        by_task[record["task_id"]] = record
-    return by_task
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def run_record(task_id: str, status: str, summary: dict[str, Any], run_dir: Path,
-               eval_dir: Path) -> dict[str, Any]:
-    """The results.jsonl line of a finished run (status resolved | unresolved | error)."""
-    attempts = read_records_any(run_dir / "attempts.jsonl")
-    stats = metrics.attempt_stats(attempts)
-    tokens = summary.get("tokens") or {}
-    return {
-        "task_id": task_id,
-        "status": {"passed": "resolved", "error": "error"}.get(status, "unresolved"),
-        "reason": str(summary.get("reason", "")),
-        "attempts": int(summary.get("attempts", len(attempts))),
-        "rounds": int(summary.get("rounds_used", 0)),
-        "n": stats["n"],
-        "c": stats["c"],
-        "time_to_first_pass_s": summary.get("time_to_first_pass_s"),
-        "tokens": {"prompt": int(tokens.get("prompt", 0)),
-                   "completion": int(tokens.get("completion", 0))},
-        "last_failed_verifier": stats["last_failed_verifier"],
-        "edit_formats": stats["edit_formats"],
-        "invalid_reasons": stats["invalid_reasons"],
-        "wall_s": float(summary.get("wall_s", 0.0)),
-        "generation_s": stats["generation_s"],
-        "verification_s": stats["verification_s"],
-        "verifier_run_s": stats["verifier_run_s"],
-        "run_dir": _relative(run_dir, eval_dir),
-    }
-
-
-def error_record(task_id: str, reason: str, wall_s: float, run_dir: Path,
-                 eval_dir: Path) -> dict[str, Any]:
-    """The results.jsonl line of a task that could not be run (infrastructure, bad task)."""
-    return {
-        "task_id": task_id, "status": "error", "reason": reason, "attempts": 0, "rounds": 0,
-        "n": 0, "c": 0, "time_to_first_pass_s": None, "tokens": {"prompt": 0, "completion": 0},
-        "last_failed_verifier": None, "wall_s": round(wall_s, 3), "generation_s": 0.0,
-        "verification_s": 0.0, "verifier_run_s": 0.0,
-        "run_dir": _relative(run_dir, eval_dir) if run_dir.exists() else None,
-    }
-
-
-def read_records_any(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a .jsonl file, skipping torn lines (attempts.jsonl and the like)."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in text.splitlines():
-        with contextlib.suppress(json.JSONDecodeError):
-            record = json.loads(line)
-            if isinstance(record, dict):
-                out.append(record)
-    return out
-
-
-def _relative(path: Path, base: Path) -> str:
-    try:
-        return path.resolve().relative_to(base.resolve()).as_posix()
-    except ValueError:
-        return str(path)
-
-
-def build_summary(config: dict[str, Any], results: Sequence[dict[str, Any]],
-                  wall_s: float) -> dict[str, Any]:
-    """summary.json from eval.json's `config` and the result records (pure)."""
-    task_ids = list(config.get("task_ids", []))
-    order = {t: i for i, t in enumerate(task_ids)}
-    results = sorted((r for r in results if r["task_id"] in order),
-                     key=lambda r: order[r["task_id"]])
-    options = config.get("options", {})
-    figures = metrics.summarize(
-        results,
-        total=len(task_ids),
-        samples=int(options.get("samples", 1)),
-        price_prompt=config.get("price_prompt"),
-        price_completion=config.get("price_completion"),
-    )
-    summary: dict[str, Any] = {
-        "eval_id": config.get("eval_id"),
-        "taskset": config.get("taskset"),
-        "model": options.get("model"),
-        "samples": options.get("samples"),
-        "rounds": options.get("rounds"),
-        "time_budget_s": options.get("time_budget_s"),
-        "concurrency": config.get("concurrency"),
-        "complete": figures["finished"] == len(task_ids),
-        "total": figures.pop("total"),
-        "resolved": figures.pop("resolved"),
-        "resolved_rate": figures.pop("resolved_rate"),
-        "pass_at_k": figures.pop("pass_at_k"),
-        "wall_s": round(wall_s, 3),
-        "tasks_per_min": round(figures["finished"] / wall_s * 60, 3) if wall_s > 0 else None,
-        "tokens": figures.pop("tokens"),
-        **figures,
-    }
-    if options.get("model") == "gold":
-        summary["gold_failures"] = [
-            {"task_id": r["task_id"], "status": r["status"], "reason": r.get("reason", ""),
-             "last_failed_verifier": r.get("last_failed_verifier")}
-            for r in results if r["status"] != "resolved"
-        ]
-    return summary
-
-
-def predictions(config: dict[str, Any], results: Sequence[dict[str, Any]],
-                patch_of: Callable[[dict[str, Any]], str]) -> list[dict[str, str]]:
-    """SWE-bench predictions for the finished tasks, in task-set order; the winning patch
-    for resolved tasks, an empty patch otherwise."""
-    by_task = {r["task_id"]: r for r in results}
-    model = str(config.get("options", {}).get("model") or "")
-    return [
-        {
-            "instance_id": task_id,
-            "model_name_or_path": model,
-            "model_patch": patch_of(by_task[task_id]) if by_task[task_id]["status"] == "resolved"
-            else "",
-        }
-        for task_id in config.get("task_ids", [])
-        if task_id in by_task
-    ]
-
-
-def patch_in(eval_dir: Path) -> Callable[[dict[str, Any]], str]:
-    """Reads a result's final.diff from its run directory ("" when there is none)."""
-
-    def read(record: dict[str, Any]) -> str:
-        run_dir = record.get("run_dir")
-        if not isinstance(run_dir, str) or not run_dir:
-            return ""
-        try:
-            return (eval_dir / run_dir / "final.diff").read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return ""
-
-    return read
-
-
-def write_outputs(eval_dir: Path, config: dict[str, Any], results: Sequence[dict[str, Any]],
-                  wall_s: float, patch_of: Callable[[dict[str, Any]], str] | None = None
-                  ) -> dict[str, Any]:
-    """Rewrite summary.json, predictions.jsonl, report.html and report.md atomically."""
-    summary = build_summary(config, results, wall_s)
-    preds = predictions(config, results, patch_of or patch_in(eval_dir))
-    write_json_atomic(eval_dir / SUMMARY_FILE, summary)
-    write_atomic(eval_dir / PREDICTIONS_FILE, "".join(json.dumps(p) + "\n" for p in preds))
-    ordered = [r for r in results if r["task_id"] in set(config.get("task_ids", []))]
-    write_atomic(eval_dir / "report.html", report.eval_html(summary, ordered))
-    write_atomic(eval_dir / "report.md", report.eval_markdown(summary, ordered))
-    return summary
-
-
-def rerender_report(path: Path) -> list[Path]:
-    """`ooda report DIR`: write report.html and report.md again from the files in DIR, an
-    evaluation directory (summary recomputed from results.jsonl when eval.json is there)
-    or a single run directory (run.json, attempts.jsonl)."""
-    if not path.is_dir():
-        raise UsageError(f"{path}: not a directory")
-    if (path / EVAL_FILE).is_file() or (path / RESULTS_FILE).is_file():
-        config = read_json(path / EVAL_FILE)
-        results = list(latest_by_task(read_records(path / RESULTS_FILE)).values())
-        old = read_json(path / SUMMARY_FILE) or {}
-        if config is None:
-            if not old:
-                raise UsageError(f"{path}: neither eval.json nor summary.json is readable")
-            summary = old
-            ordered = results
-        else:
-            summary = build_summary(config, results, float(old.get("wall_s") or 0.0))
-            write_json_atomic(path / SUMMARY_FILE, summary)
-            ids = set(config.get("task_ids", []))
-            ordered = [r for r in results if r["task_id"] in ids]
-        write_atomic(path / "report.html", report.eval_html(summary, ordered))
-        write_atomic(path / "report.md", report.eval_markdown(summary, ordered))
-        return [path / "report.html", path / "report.md"]
-    if (path / "run.json").is_file() or (path / "attempts.jsonl").is_file():
-        run = read_json(path / "run.json") or {"run_id": path.name, "status": "unfinished"}
-        attempts = read_records_any(path / "attempts.jsonl")
-        final = path / "final.diff"
-        patch = final.read_text(encoding="utf-8", errors="replace") if final.is_file() else ""
-        write_atomic(path / "report.html", report.run_html(run, attempts, patch))
-        write_atomic(path / "report.md", report.run_markdown(run, attempts, patch))
-        return [path / "report.html", path / "report.md"]
-    raise UsageError(
-        f"{path}: neither an evaluation directory (results.jsonl) nor a run directory (run.json)"
-    )
-
-
-# --------------------------------------------------------------------------- running
+from ooda.agent.app.evaluate.records import (
+    error_record,
+    latest_by_task,
+    patch_in,
+    read_json,
+    read_records,
+    remove_path,
+    run_record,
+    write_outputs,
+)
+from ooda.agent.app.evaluate.refs import TaskRef, load_refs
+from ooda.agent.app.run import Prestarted, RunOptions, clean_leftovers, model_spec, run_task
+from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.agent.contracts.protocols import Model, SandboxBackend
+from ooda.agent.core.runlog import append_jsonl, write_atomic, write_json_atomic
+from ooda.agent.models import open_model
+from ooda.agent.sandbox.registry import cleanup_leftovers, open_backend
+from ooda.agent.support.text import one_line
+from ooda.tasks.loader import Task
 
 
 class RunOne(Protocol):
@@ -498,12 +108,14 @@ def evaluate(
     run_one: RunOne | None = None,
     backend: SandboxBackend | None = None,
     model: Model | None = None,
+    prestarted: Prestarted | None = None,
 ) -> EvalOutcome:
     """Run the task set and write the evaluation directory; returns its summary.
 
     `run_one` (default `ooda.agent.app.run.run_task`), `backend` and `model` can be given by the
     caller (tests); otherwise the backend comes from `--sandbox` and the model from
-    `--model` and both are closed at the end."""
+    `--model` and both are closed at the end. `prestarted`: what start-up began for this
+    command (a started container the first task may adopt)."""
     options.validate()
     eval_id = options.eval_id or default_eval_id(options)
     eval_dir = options.run.runs_dir / eval_id
@@ -513,9 +125,7 @@ def evaluate(
     results, previous_wall = _check_dir(eval_dir, config, options)
     todo = [r for r in refs if r.id not in results]
     if run_one is None:
-        from ooda.agent.app.run import run_task
-
-        run_one = run_task
+        run_one = functools.partial(run_task, prestarted=prestarted)
     console = console or Console(stderr=True)
     task_options = dataclasses.replace(
         options.run, runs_dir=eval_dir / TASKS_DIR, concurrency=options.model_requests()
@@ -523,9 +133,8 @@ def evaluate(
     with contextlib.ExitStack() as stack:
         if todo:  # resources first: a missing sandbox leaves the directory untouched
             if backend is None:
-                from ooda.agent.app.run import open_backend
-
-                backend = open_backend(options.run.sandbox)
+                backend = open_backend(options.run.sandbox,
+                                       clean_leftovers=clean_leftovers(prestarted))
                 stack.callback(backend.close)
             if model is None and options.run.model != "gold":
                 model = stack.enter_context(_shared_model(task_options, refs))
@@ -655,55 +264,20 @@ def _clear_partial(eval_dir: Path, finished: dict[str, dict[str, Any]]) -> None:
     if tasks_dir.is_dir():
         for run_dir in tasks_dir.iterdir():
             if run_dir.name not in finished:
-                _remove(run_dir)
-    _remove(eval_dir / WORK_DIR)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        fstree.remove_tree(path)
-    elif path.exists() or path.is_symlink():
-        path.unlink(missing_ok=True)
+                remove_path(run_dir)
+    remove_path(eval_dir / WORK_DIR)
 
 
 def _cleanup_leftovers() -> None:
     """Remove sandbox containers a crashed earlier invocation left behind."""
-    try:
-        from ooda.agent.sandbox.registry import cleanup_leftovers
-    except ImportError:
-        return
     with contextlib.suppress(Exception):  # best effort: a missing engine is no reason to stop
         cleanup_leftovers()
 
 
-@contextlib.contextmanager
-def _shared_model(options: RunOptions, refs: Sequence[TaskRef]) -> Iterator[Model]:
+def _shared_model(options: RunOptions, refs: Sequence[TaskRef]) -> AbstractContextManager[Model]:
     """One model for all tasks; for "replay", one bundled endpoint over every task's script."""
-    from ooda.agent.models.openai_model import ModelConfig, OpenAIModel
-
-    if options.model == "replay":
-        from ooda.agent.models.server import ReplayServer
-
-        scripts = [r.replay for r in refs if r.replay is not None]
-        with ReplayServer(scripts, tokens_per_s=options.replay_tokens_per_s) as server:
-            config = ModelConfig(name="replay", base_url=server.start(), api_key="ooda-local",
-                                 temperature=options.temperature,
-                                 concurrency=options.concurrency)
-            yield OpenAIModel(config)
-        return
-    from ooda.agent.app.run import open_model
-
-    if not refs:
-        raise UsageError("empty task set")
-    # open_model only looks at the task for "gold" and "replay", handled elsewhere
-    with open_model(options, _placeholder_task()) as model:
-        yield model
-
-
-def _placeholder_task() -> Task:
-    from ooda.tasks.loader import Task
-
-    return Task(id="eval", statement="", repo=Path("."))
+    replays = [r.replay for r in refs if r.replay is not None]
+    return open_model(model_spec(options), None, replays=replays)
 
 
 def _run_ref(ref: TaskRef, options: RunOptions, eval_dir: Path, run_one: RunOne,
@@ -712,23 +286,21 @@ def _run_ref(ref: TaskRef, options: RunOptions, eval_dir: Path, run_one: RunOne,
     failures (they become status "error")."""
     started = time.monotonic()
     run_dir = eval_dir / TASKS_DIR / ref.id
-    _remove(run_dir)
+    remove_path(run_dir)
     try:
         task = ref.load()
-        model = shared_model
-        if model is None:
-            from ooda.agent.models.gold import GoldModel
-
-            model = GoldModel(task.gold_patch, task.id)
-        result, log = run_one(task, options, console=None, show_progress=False, model=model,
-                              backend=backend, run_id=ref.id)
+        with contextlib.ExitStack() as stack:
+            # no shared model: each task's gold patch answers for it
+            model = shared_model or stack.enter_context(open_model(model_spec(options), task))
+            result, log = run_one(task, options, console=None, show_progress=False,
+                                  model=model, backend=backend, run_id=ref.id)
         record = run_record(ref.id, str(result.status), dict(result.summary), Path(log.dir),
                             eval_dir)
     except (InfraError, UsageError) as exc:
-        record = error_record(ref.id, _one_line(exc), time.monotonic() - started, run_dir,
+        record = error_record(ref.id, one_line(exc), time.monotonic() - started, run_dir,
                               eval_dir)
     except Exception as exc:  # a bug in one task's run must not sink the evaluation
-        record = error_record(ref.id, f"internal error: {type(exc).__name__}: {_one_line(exc)}",
+        record = error_record(ref.id, f"internal error: {type(exc).__name__}: {one_line(exc)}",
                               time.monotonic() - started, run_dir, eval_dir)
     finally:
         with contextlib.suppress(Exception):
@@ -762,12 +334,6 @@ def _patch_cache(eval_dir: Path, state: _State) -> Callable[[dict[str, Any]], st
     return cached
 
 
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return (lines[0] if lines else type(exc).__name__)[:300]
-
-
-# --------------------------------------------------------------------------- progress
 
 
 class _Bar:
@@ -818,3 +384,4 @@ def _progress(console: Console, enabled: bool, eval_id: str, total: int,
     with progress:
         task = progress.add_task(eval_id, total=total, completed=done, score="")
         yield _Bar(progress, task)
+

@@ -1,0 +1,203 @@
+"""What `ooda ci` says on the pull request: comment.md (what failed, what was tried, the fix)
+and GitHub review suggestions for the hunks that fit in one."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchSet
+
+from ooda.agent.app.ci.github import (
+    COMMENT_MARKER,
+    MAX_COMMENT_CHARS,
+)
+from ooda.agent.app.ci.outcome import (
+    COMMENT_ATTEMPTS,
+    COMMENT_DIFF_CHARS,
+    COMMENT_TESTS,
+    FailureReport,
+)
+from ooda.agent.support.textsafe import printable
+
+if TYPE_CHECKING:
+    from ooda.agent.core.loop import Attempt, RunResult
+
+
+def suggestions_from_patch(patch: str) -> list[dict[str, Any]]:
+    """GitHub review suggestions for the hunks that fit in one.
+
+    A hunk fits when the lines it changes map onto one contiguous range of existing lines:
+    from its first to its last changed line, context in between included. A pure insertion
+    is anchored on the line just above it (or below, at the top of a file). New, deleted,
+    renamed and binary files have no existing lines to suggest on."""
+    try:
+        patch_set = PatchSet(patch)
+    except UnidiffParseError:
+        return []
+    suggestions = []
+    for patched in patch_set:
+        if (patched.is_added_file or patched.is_removed_file or patched.is_binary_file
+                or patched.is_rename):
+            continue
+        for hunk in patched:
+            lines = [ln for ln in hunk if ln.is_added or ln.is_removed or ln.is_context]
+            changed = [i for i, ln in enumerate(lines) if ln.is_added or ln.is_removed]
+            if not changed:
+                continue
+            first, last = changed[0], changed[-1]
+            span = lines[first : last + 1]
+            added = [ln.value for ln in span if not ln.is_removed]
+            existing = [ln for ln in span if not ln.is_added]
+            if existing:
+                start, end = existing[0].source_line_no, existing[-1].source_line_no
+                replacement = "".join(added)
+            elif first > 0:
+                anchor = lines[first - 1]
+                start = end = anchor.source_line_no
+                replacement = anchor.value + "".join(added)
+            elif last + 1 < len(lines):
+                anchor = lines[last + 1]
+                start = end = anchor.source_line_no
+                replacement = "".join(added) + anchor.value
+            else:
+                continue
+            suggestions.append({
+                "path": patched.path,
+                "start_line": start,
+                "line": end,
+                "replacement": replacement,
+            })
+    return suggestions
+
+
+def review_comments(suggestions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The review API's inline comments for `suggestions`."""
+    comments = []
+    for s in suggestions:
+        text = s["replacement"]
+        if text and not text.endswith("\n"):
+            text += "\n"
+        fence = _fence(text)
+        comment: dict[str, Any] = {
+            "path": s["path"],
+            "line": s["line"],
+            "side": "RIGHT",
+            "body": f"ooda suggests:\n{fence}suggestion\n{text}{fence}",
+        }
+        if s["start_line"] < s["line"]:
+            comment["start_line"] = s["start_line"]
+            comment["start_side"] = "RIGHT"
+        comments.append(comment)
+    return comments
+
+
+def render_comment(
+    report: FailureReport,
+    result: RunResult,
+    *,
+    branch: str | None = None,
+    run_dir: Path | None = None,
+) -> str:
+    """comment.md: what failed, then the verified fix or what was tried."""
+    summary = result.summary
+    lines = [COMMENT_MARKER]
+    if result.winner is not None:
+        lines.append("### ooda: suggested fix for the failing tests (verified)")
+    else:
+        lines.append("### ooda: no verified fix for the failing tests")
+    if report.fail_to_pass:
+        lines += ["", f"**What failed** ({len(report.fail_to_pass)} test(s), "
+                      f"from {report.source}):"]
+    else:
+        lines += ["", f"**What failed**: {report.source} (no per-test report)."]
+    for failure in report.failures[:COMMENT_TESTS]:
+        first = _headline(failure.message)
+        lines.append(f"- `{failure.test_id}`" + (f": {_inline(first, 160)}" if first else ""))
+    if len(report.failures) > COMMENT_TESTS:
+        lines.append(f"- ... and {len(report.failures) - COMMENT_TESTS} more")
+    lines.append("")
+    stats = (
+        f"{summary.get('attempts', len(result.attempts))} attempt(s) in "
+        f"{result.rounds_used} round(s), {float(summary.get('wall_s', 0.0)):.1f} s, "
+        f"tokens {_tokens(summary)}, model `{summary.get('model', '?')}`"
+    )
+    winner = result.winner
+    if winner is not None:
+        checks = _verifier_marks(winner)
+        lines.append(f"**Suggested fix**{f' (passed: {checks})' if checks else ''}:")
+        patch = winner.patch
+        if len(patch) > COMMENT_DIFF_CHARS:
+            patch = patch[:COMMENT_DIFF_CHARS] + "\n... (cut: the whole diff is suggestion.diff)\n"
+        fence = _fence(patch)
+        lines += ["", f"{fence}diff", patch.rstrip("\n"), fence, ""]
+        lines.append(f"Found by attempt `{winner.attempt_id}` (round {winner.round}): {stats}.")
+        if branch:
+            lines.append(f"The fix is pushed as branch `{branch}`.")
+        else:
+            lines.append("Apply it with `git apply suggestion.diff` (from the job's artifacts).")
+    else:
+        lines.append(f"**What was tried**: {stats}; stopped: {result.reason}.")
+        lines += ["", "| attempt | round | result | why |", "|---|---|---|---|"]
+        for attempt in result.attempts[:COMMENT_ATTEMPTS]:
+            lines.append(
+                f"| `{attempt.attempt_id}` | {attempt.round} | {_attempt_result(attempt)} | "
+                f"{_cell(_why(attempt))} |"
+            )
+        if len(result.attempts) > COMMENT_ATTEMPTS:
+            lines.append(f"| ... | | {len(result.attempts) - COMMENT_ATTEMPTS} more | |")
+    if run_dir is not None:
+        lines += ["", f"<sub>ooda run `{run_dir.name}`</sub>"]
+    text = printable("\n".join(lines) + "\n")  # candidate text: no terminal escapes
+    return text if len(text) <= MAX_COMMENT_CHARS else text[: MAX_COMMENT_CHARS - 40] + "\n...\n"
+
+
+def _headline(message: str) -> str:
+    """The line of a failure that says most: pytest's first `E` line, else the first one."""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    errors = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
+    return errors[0] if errors else (lines[0] if lines else "")
+
+
+def _verifier_marks(attempt: Attempt) -> str:
+    results = attempt.verdict.results if attempt.verdict else []
+    return ", ".join(r.name for r in results if r.status == "passed")
+
+
+def _attempt_result(attempt: Attempt) -> str:
+    if attempt.duplicate_of:
+        return f"{attempt.status} (same patch as `{attempt.duplicate_of}`)"
+    results = attempt.verdict.results if attempt.verdict else []
+    failed = [r.name for r in results if r.status not in ("passed", "skipped")]
+    return f"{attempt.status} ({failed[-1]})" if failed else attempt.status
+
+
+def _why(attempt: Attempt) -> str:
+    results = attempt.verdict.results if attempt.verdict else []
+    for r in reversed(results):
+        if r.status not in ("passed", "skipped") and r.summary.strip():
+            return r.summary
+    return attempt.reason or attempt.status
+
+
+def _tokens(summary: Mapping[str, Any]) -> str:
+    tokens = summary.get("tokens") or {}
+    return f"{int(tokens.get('prompt', 0)):,} + {int(tokens.get('completion', 0)):,}"
+
+
+def _inline(text: str, limit: int) -> str:
+    text = " ".join(text.split()).replace("`", "'")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _cell(text: str) -> str:
+    return _inline(text, 140).replace("|", "\\|")
+
+
+def _fence(text: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=2)
+    return "`" * max(3, longest + 1)
+

@@ -1,0 +1,247 @@
+"""The evaluation directory's files: results.jsonl records read and written, the summary,
+SWE-bench predictions and the reports (also re-rendered by `ooda report`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ooda.agent.app import metrics, report
+from ooda.agent.app.evaluate.options import EVAL_FILE, PREDICTIONS_FILE, RESULTS_FILE, SUMMARY_FILE
+from ooda.agent.contracts.errors import UsageError
+from ooda.agent.core.runlog import write_atomic, write_json_atomic
+from ooda.agent.support import fstree
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a .jsonl file; a torn or corrupt line (a crash mid-write) is
+    skipped, as is anything that is not an object with a task_id. Missing file: []."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    records = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("task_id"), str):
+            records.append(record)
+    return records
+
+
+def latest_by_task(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One record per task id, the last one written winning (insertion order = first seen)."""
+    by_task: dict[str, dict[str, Any]] = {}
+    for record in records:
+        by_task.pop(record["task_id"], None)
+        by_task[record["task_id"]] = record
+    return by_task
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def run_record(task_id: str, status: str, summary: dict[str, Any], run_dir: Path,
+               eval_dir: Path) -> dict[str, Any]:
+    """The results.jsonl line of a finished run (status resolved | unresolved | error)."""
+    attempts = read_records_any(run_dir / "attempts.jsonl")
+    stats = metrics.attempt_stats(attempts)
+    tokens = summary.get("tokens") or {}
+    return {
+        "task_id": task_id,
+        "status": {"passed": "resolved", "error": "error"}.get(status, "unresolved"),
+        "reason": str(summary.get("reason", "")),
+        "attempts": int(summary.get("attempts", len(attempts))),
+        "rounds": int(summary.get("rounds_used", 0)),
+        "n": stats["n"],
+        "c": stats["c"],
+        "time_to_first_pass_s": summary.get("time_to_first_pass_s"),
+        "tokens": {"prompt": int(tokens.get("prompt", 0)),
+                   "completion": int(tokens.get("completion", 0))},
+        "last_failed_verifier": stats["last_failed_verifier"],
+        "edit_formats": stats["edit_formats"],
+        "invalid_reasons": stats["invalid_reasons"],
+        "wall_s": float(summary.get("wall_s", 0.0)),
+        "generation_s": stats["generation_s"],
+        "verification_s": stats["verification_s"],
+        "verifier_run_s": stats["verifier_run_s"],
+        "run_dir": _relative(run_dir, eval_dir),
+    }
+
+
+def error_record(task_id: str, reason: str, wall_s: float, run_dir: Path,
+                 eval_dir: Path) -> dict[str, Any]:
+    """The results.jsonl line of a task that could not be run (infrastructure, bad task)."""
+    return {
+        "task_id": task_id, "status": "error", "reason": reason, "attempts": 0, "rounds": 0,
+        "n": 0, "c": 0, "time_to_first_pass_s": None, "tokens": {"prompt": 0, "completion": 0},
+        "last_failed_verifier": None, "wall_s": round(wall_s, 3), "generation_s": 0.0,
+        "verification_s": 0.0, "verifier_run_s": 0.0,
+        "run_dir": _relative(run_dir, eval_dir) if run_dir.exists() else None,
+    }
+
+
+def read_records_any(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a .jsonl file, skipping torn lines (attempts.jsonl and the like)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in text.splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            record = json.loads(line)
+            if isinstance(record, dict):
+                out.append(record)
+    return out
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return path.resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def build_summary(config: dict[str, Any], results: Sequence[dict[str, Any]],
+                  wall_s: float) -> dict[str, Any]:
+    """summary.json from eval.json's `config` and the result records (pure)."""
+    task_ids = list(config.get("task_ids", []))
+    order = {t: i for i, t in enumerate(task_ids)}
+    results = sorted((r for r in results if r["task_id"] in order),
+                     key=lambda r: order[r["task_id"]])
+    options = config.get("options", {})
+    figures = metrics.summarize(
+        results,
+        total=len(task_ids),
+        samples=int(options.get("samples", 1)),
+        price_prompt=config.get("price_prompt"),
+        price_completion=config.get("price_completion"),
+    )
+    summary: dict[str, Any] = {
+        "eval_id": config.get("eval_id"),
+        "taskset": config.get("taskset"),
+        "model": options.get("model"),
+        "samples": options.get("samples"),
+        "rounds": options.get("rounds"),
+        "time_budget_s": options.get("time_budget_s"),
+        "concurrency": config.get("concurrency"),
+        "complete": figures["finished"] == len(task_ids),
+        "total": figures.pop("total"),
+        "resolved": figures.pop("resolved"),
+        "resolved_rate": figures.pop("resolved_rate"),
+        "pass_at_k": figures.pop("pass_at_k"),
+        "wall_s": round(wall_s, 3),
+        "tasks_per_min": round(figures["finished"] / wall_s * 60, 3) if wall_s > 0 else None,
+        "tokens": figures.pop("tokens"),
+        **figures,
+    }
+    if options.get("model") == "gold":
+        summary["gold_failures"] = [
+            {"task_id": r["task_id"], "status": r["status"], "reason": r.get("reason", ""),
+             "last_failed_verifier": r.get("last_failed_verifier")}
+            for r in results if r["status"] != "resolved"
+        ]
+    return summary
+
+
+def predictions(config: dict[str, Any], results: Sequence[dict[str, Any]],
+                patch_of: Callable[[dict[str, Any]], str]) -> list[dict[str, str]]:
+    """SWE-bench predictions for the finished tasks, in task-set order; the winning patch
+    for resolved tasks, an empty patch otherwise."""
+    by_task = {r["task_id"]: r for r in results}
+    model = str(config.get("options", {}).get("model") or "")
+    return [
+        {
+            "instance_id": task_id,
+            "model_name_or_path": model,
+            "model_patch": patch_of(by_task[task_id]) if by_task[task_id]["status"] == "resolved"
+            else "",
+        }
+        for task_id in config.get("task_ids", [])
+        if task_id in by_task
+    ]
+
+
+def patch_in(eval_dir: Path) -> Callable[[dict[str, Any]], str]:
+    """Reads a result's final.diff from its run directory ("" when there is none)."""
+
+    def read(record: dict[str, Any]) -> str:
+        run_dir = record.get("run_dir")
+        if not isinstance(run_dir, str) or not run_dir:
+            return ""
+        try:
+            return (eval_dir / run_dir / "final.diff").read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return ""
+
+    return read
+
+
+def write_outputs(eval_dir: Path, config: dict[str, Any], results: Sequence[dict[str, Any]],
+                  wall_s: float, patch_of: Callable[[dict[str, Any]], str] | None = None
+                  ) -> dict[str, Any]:
+    """Rewrite summary.json, predictions.jsonl, report.html and report.md atomically."""
+    summary = build_summary(config, results, wall_s)
+    preds = predictions(config, results, patch_of or patch_in(eval_dir))
+    write_json_atomic(eval_dir / SUMMARY_FILE, summary)
+    write_atomic(eval_dir / PREDICTIONS_FILE, "".join(json.dumps(p) + "\n" for p in preds))
+    ordered = [r for r in results if r["task_id"] in set(config.get("task_ids", []))]
+    write_atomic(eval_dir / "report.html", report.eval_html(summary, ordered))
+    write_atomic(eval_dir / "report.md", report.eval_markdown(summary, ordered))
+    return summary
+
+
+def rerender_report(path: Path) -> list[Path]:
+    """`ooda report DIR`: write report.html and report.md again from the files in DIR, an
+    evaluation directory (summary recomputed from results.jsonl when eval.json is there)
+    or a single run directory (run.json, attempts.jsonl)."""
+    if not path.is_dir():
+        raise UsageError(f"{path}: not a directory")
+    if (path / EVAL_FILE).is_file() or (path / RESULTS_FILE).is_file():
+        config = read_json(path / EVAL_FILE)
+        results = list(latest_by_task(read_records(path / RESULTS_FILE)).values())
+        old = read_json(path / SUMMARY_FILE) or {}
+        if config is None:
+            if not old:
+                raise UsageError(f"{path}: neither eval.json nor summary.json is readable")
+            summary = old
+            ordered = results
+        else:
+            summary = build_summary(config, results, float(old.get("wall_s") or 0.0))
+            write_json_atomic(path / SUMMARY_FILE, summary)
+            ids = set(config.get("task_ids", []))
+            ordered = [r for r in results if r["task_id"] in ids]
+        write_atomic(path / "report.html", report.eval_html(summary, ordered))
+        write_atomic(path / "report.md", report.eval_markdown(summary, ordered))
+        return [path / "report.html", path / "report.md"]
+    if (path / "run.json").is_file() or (path / "attempts.jsonl").is_file():
+        run = read_json(path / "run.json") or {"run_id": path.name, "status": "unfinished"}
+        attempts = read_records_any(path / "attempts.jsonl")
+        final = path / "final.diff"
+        patch = final.read_text(encoding="utf-8", errors="replace") if final.is_file() else ""
+        write_atomic(path / "report.html", report.run_html(run, attempts, patch))
+        write_atomic(path / "report.md", report.run_markdown(run, attempts, patch))
+        return [path / "report.html", path / "report.md"]
+    raise UsageError(
+        f"{path}: neither an evaluation directory (results.jsonl) nor a run directory (run.json)"
+    )
+
+
+def remove_path(path: Path) -> None:
+    """Remove a file, link or directory tree if it exists (never following a link)."""
+    if path.is_dir() and not path.is_symlink():
+        fstree.remove_tree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink(missing_ok=True)
+

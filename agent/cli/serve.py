@@ -1,0 +1,44 @@
+"""`ooda serve`: the bundled OpenAI-compatible endpoint replaying scripted answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ooda.agent.contracts.errors import UsageError
+
+
+def serve(
+    replay: Annotated[
+        list[Path],
+        typer.Option("--replay", help="replay.jsonl file or directory of tasks (repeat)."),
+    ],
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0 = any free port).")] = 8000,
+    tokens_per_s: Annotated[float, typer.Option(help="Simulated token rate (0 = instant).")] = 0.0,
+    ttft: Annotated[float, typer.Option("--ttft", help="Simulated time to first token (s).")] = 0.0,
+    faults: Annotated[
+        str | None, typer.Option(help="Comma-separated fault cycle: ok,429,500,drop,hang.")
+    ] = None,
+    answer_as: Annotated[
+        str, typer.Option(help="Rewrite each answer: as-is, whole-file, definitions (bare "
+                          "functions in prose) or mixed (agent/models/answer_styles.py).")
+    ] = "as-is",
+) -> None:
+    """Serve scripted answers over an OpenAI-compatible API (tests, demos, benchmarks)."""
+    from ooda.agent.models.server import serve_forever
+
+    for p in replay:
+        if not p.exists():
+            raise UsageError(f"--replay {p}: no such file or directory")
+    serve_forever(
+        replay,
+        host=host,
+        port=port,
+        tokens_per_s=tokens_per_s,
+        ttft_s=ttft,
+        faults=faults.split(",") if faults else None,
+        answer_as=answer_as,
+    )

@@ -1,0 +1,66 @@
+"""`ooda daemon status|start|stop`: start-up's own commands, registered on the command line's
+typer app by start-up (agent/startup/entry.py, the daemon) so that cli never imports start-up."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated
+
+import typer
+
+from ooda.agent.cli.options import JsonOpt
+from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.agent.startup import client as daemon_client
+
+daemon_app = typer.Typer(
+    help="The warm daemon that serves run/verify/eval/ci with the SDKs already imported and a "
+    "sandbox container already started (started by the first such command; OODA_DAEMON=0 "
+    "turns it off; it exits after OODA_DAEMON_IDLE_S idle seconds, default 1800).",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `daemon` group to `app` (once)."""
+    if not any(group.typer_instance is daemon_app for group in app.registered_groups):
+        app.add_typer(daemon_app, name="daemon")
+
+
+@daemon_app.command("status")
+def daemon_status(json_out: JsonOpt = False) -> None:
+    """Say whether a daemon serves this installation and environment (exit 1 if none)."""
+    status = daemon_client.control("status")
+    if json_out:
+        print(json.dumps(status))
+    elif status is None:
+        print("no ooda daemon for this installation and environment")
+    else:
+        print(f"ooda daemon pid {status['pid']}: {status['served']} command(s) served, "
+              f"{status['running']} running, warm container: {status['warm_container']}")
+    raise SystemExit(0 if status is not None else 1)
+
+
+@daemon_app.command("start")
+def daemon_start(
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for it to be ready.")] = 60.0,
+) -> None:
+    """Start the daemon now (instead of after the next command) and wait until it is ready."""
+    if not daemon_client.enabled():
+        raise UsageError("the daemon is turned off here (OODA_DAEMON=0)")
+    if daemon_client.control("status") is None:
+        daemon_client.spawn()
+    deadline = time.monotonic() + timeout
+    while (status := daemon_client.control("status")) is None:
+        if time.monotonic() > deadline:
+            log = daemon_client.paths(daemon_client.daemon_key())["log"]
+            raise InfraError(f"the ooda daemon did not start within {timeout:g} s (see {log})")
+        time.sleep(0.1)
+    print(f"ooda daemon pid {status['pid']} ready")
+
+
+@daemon_app.command("stop")
+def daemon_stop() -> None:
+    """Stop the daemon (commands it is running finish first)."""
+    status = daemon_client.control("stop")
+    print("stopped" if status is not None else "no ooda daemon was running")
