@@ -458,7 +458,7 @@ def e2e_args(repo: Path, tmp_path: Path, url: str) -> list[str]:
 def test_e2e_test_cmd(repo: Path, tmp_path: Path, endpoint: str,
                       capsys: pytest.CaptureFixture[str],
                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from ooda.agent.app.run import derive_test_lists
+    from ooda.agent.verify.verifier import derive_test_lists
     from ooda.tasks.loader import Task
 
     probe = Task("probe", "s", repo, test_cmd="pytest")

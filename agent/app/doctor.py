@@ -13,6 +13,12 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
+from ooda.agent.contracts.errors import InfraError
+from ooda.agent.sandbox import image
+from ooda.agent.sandbox.bwrap import bwrap_problem
+from ooda.agent.sandbox.docker.image import image_exists
+from ooda.agent.sandbox.docker.launch import connect
+
 ENDPOINT_TIMEOUT_S = 3.0
 
 
@@ -27,11 +33,6 @@ class Check:
 
 
 def _docker_checks() -> list[Check]:
-    from ooda.agent.contracts.errors import InfraError
-    from ooda.agent.sandbox import image
-    from ooda.agent.sandbox.docker.image import image_exists
-    from ooda.agent.sandbox.docker.launch import connect
-
     tag = image.image_tag()
     try:
         client = connect(timeout_s=5)
@@ -56,9 +57,6 @@ def _docker_checks() -> list[Check]:
 
 
 def _bwrap_checks() -> list[Check]:
-    from ooda.agent.sandbox import image
-    from ooda.agent.sandbox.bwrap import bwrap_problem
-
     problem = bwrap_problem()
     root = image.rootfs_path()
     ready = image.rootfs_ready()

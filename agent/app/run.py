@@ -6,7 +6,6 @@ Shared by `ooda run`, `ooda eval` and `ooda ci`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,7 +25,6 @@ from ooda.agent.sandbox.registry import open_backend
 from ooda.agent.support.fstree import remove_workspace
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task
-from ooda.verifiers.pytest_check import TestRunError
 
 if TYPE_CHECKING:
     from ooda.agent.sandbox.docker.launch import Launched
@@ -152,7 +150,7 @@ def run_task(
             if model is None:
                 model = stack.enter_context(open_model(model_spec(options), task))
             verifier = opening.result()
-        task = verifier.task = derive_test_lists(task, verifier)
+        task = verifier.prepare()
         log = RunLog(options.runs_dir, run_id or new_run_id(task.id))
         if show_progress and console is not None:
             progress = RunProgress(task.id, options.time_budget_s, options.rounds, console)
@@ -217,24 +215,3 @@ def _adopt_prestarted(
 def _close_opened(opening: Future[TaskVerifier]) -> None:
     if opening.done() and opening.exception() is None:
         opening.result().close()
-
-
-def derive_test_lists(task: Task, verifier: TaskVerifier) -> Task:
-    """With only a test command, the tests that fail on the base become fail_to_pass and the
-    ones that pass pass_to_pass (shared by `ooda run` and `ooda ci`).
-
-    A command that is not a pytest run, or a base run that hangs or leaves no report, keeps the
-    task graded by the command's exit code alone."""
-    if task.fail_to_pass or not task.test_cmd:
-        return task
-    try:
-        outcomes = verifier.run_base_tests(task.test_cmd)
-    except (ValueError, TestRunError):
-        return task
-    failing = sorted(t for t, outcome in outcomes.items() if outcome in ("failed", "error"))
-    passing = sorted(t for t, outcome in outcomes.items() if outcome == "passed")
-    if not failing:
-        raise UsageError(
-            f"every test of {task.test_cmd!r} passes on the unpatched code: nothing to fix"
-        )
-    return dataclasses.replace(task, fail_to_pass=failing, pass_to_pass=passing)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -26,9 +27,6 @@ def verify(
     ] = None,
 ) -> None:
     """Run the verifier cascade on one patch (no model involved) and print the verdict."""
-    import tempfile
-
-    from ooda.agent.app.run import derive_test_lists
     from ooda.agent.sandbox.registry import get_backend
     from ooda.agent.verify.verifier import TaskVerifier
     from ooda.tasks.loader import load_task
@@ -46,7 +44,7 @@ def verify(
             verifier = TaskVerifier(task, backend, Path(work))
             try:
                 # a test command's tests, per test: those failing on the base must pass now
-                verifier.task = task = derive_test_lists(task, verifier)
+                task = verifier.prepare()
                 verdict = verifier.verify(patch_text, log_dir=logs)
             finally:
                 verifier.close()

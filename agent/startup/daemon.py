@@ -34,13 +34,13 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
+from ooda.agent.sandbox.docker import image
+from ooda.agent.sandbox.docker.launch import Launched, SdkEngine, launch_on_last_image
+from ooda.agent.sandbox.registry import cleanup_leftovers
 from ooda.agent.startup import client, commands, entry
 from ooda.agent.support.exits import finish
-
-if TYPE_CHECKING:
-    from ooda.agent.sandbox.docker.launch import Launched, SdkEngine
 
 IDLE_S = float(os.environ.get("OODA_DAEMON_IDLE_S", "1800"))
 PRELOAD = (
@@ -85,8 +85,6 @@ class WarmContainer:
 
 def start_warm(engine: SdkEngine) -> WarmContainer | None:
     """A container on the image used last, for tasks without requirements (None: no image)."""
-    from ooda.agent.sandbox.docker.launch import launch_on_last_image
-
     started = launch_on_last_image(engine, "ooda-daemon-")
     return WarmContainer(*started) if started is not None else None
 
@@ -143,9 +141,6 @@ class Daemon:
 
     def keep_warm(self) -> None:
         """Start the warm container when none waits (and the image used last is known)."""
-        from ooda.agent.sandbox.docker import image
-        from ooda.agent.sandbox.registry import cleanup_leftovers
-
         if self.warm is not None and self.warm.launched.tag != image.last_tag():
             self.warm.discard()  # `ooda sandbox build` made a new image
             self.warm = None
@@ -153,8 +148,6 @@ class Daemon:
             return
         try:
             if self.engine is None:
-                from ooda.agent.sandbox.docker.launch import SdkEngine
-
                 self.engine = SdkEngine.connect(timeout_s=5.0)
             cleanup_leftovers()  # what killed workers or earlier processes left behind
             self.warm = start_warm(self.engine)

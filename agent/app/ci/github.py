@@ -22,6 +22,7 @@ from typing import Any
 import httpx2
 
 from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.agent.support import git as support_git
 from ooda.agent.support.textsafe import printable
 
 DEFAULT_API_URL = "https://api.github.com"
@@ -304,14 +305,16 @@ def _refusal(method: str, url: str, response: httpx2.Response) -> GitHubError:
 
 def git(repo: Path, *args: str, env: Mapping[str, str] | None = None,
         check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run git in `repo`; a failure is an InfraError with git's own message."""
+    """Run git in `repo` (through support.git, the one git runner) with text output; a failure
+    is an InfraError with git's own message."""
     try:
-        done = subprocess.run(
-            ["git", "-C", str(repo), *args], capture_output=True, text=True,
-            env={**os.environ, **(env or {})}, timeout=300,
-        )
+        ran = support_git.git(repo, *args, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InfraError(f"git {args[0]}: {exc}") from exc
+    done = subprocess.CompletedProcess(
+        ran.args, ran.returncode,
+        ran.stdout.decode("utf-8", "replace"), ran.stderr.decode("utf-8", "replace"),
+    )
     if check and done.returncode != 0:
         message = (done.stderr or done.stdout).strip().splitlines()
         raise InfraError(f"git {' '.join(args[:2])}: {message[-1] if message else 'failed'}")

@@ -15,7 +15,6 @@ from ooda.agent.app.ci.outcome import (
     FailedTest,
     FailureReport,
 )
-from ooda.agent.app.run import derive_test_lists
 from ooda.agent.contracts.protocols import SandboxBackend
 from ooda.agent.support import fstree
 from ooda.agent.verify.verifier import TaskVerifier
@@ -63,14 +62,14 @@ class RepoFiles:
 
 def reproduce(task: Task, backend: SandboxBackend) -> FailureReport:
     """Run the task's test command on the base in the sandbox, through the derivation shared
-    with `ooda run --test-cmd` (`ooda.agent.app.run.derive_test_lists`), and report what failed.
+    with `ooda run --test-cmd` (TaskVerifier.prepare), and report what failed.
 
     A command that is not a pytest run gives no per-test outcomes: the report then has no
     test ids, and candidates are graded by the command's exit status."""
     with tempfile.TemporaryDirectory(prefix="ooda-ci-") as work:
         verifier = TaskVerifier(task, backend, Path(work))
         try:
-            derived = derive_test_lists(task, verifier)
+            derived = verifier.prepare()
         finally:
             verifier.close()
     return FailureReport(
