@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: sandbox_helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))  # sandbox_helpers
 
 from sandbox_helpers import backend_or_skip  # noqa: E402
 

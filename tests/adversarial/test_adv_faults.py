@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,13 +28,6 @@ RUN_STATUS_EXIT = {"passed": 0, "failed": 1, "error": 3}
 @pytest.fixture(autouse=True)
 def _docker() -> None:
     backend_or_skip("docker")
-
-
-@pytest.fixture
-def median(tmp_path: Path) -> Path:
-    dest = tmp_path / "median"
-    shutil.copytree(EXAMPLES / "median", dest, ignore=shutil.ignore_patterns(".*_cache"))
-    return dest
 
 
 def start_run(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

@@ -18,7 +18,7 @@ from ooda.tasks.importers import import_humanevalfix, import_quixbugs
 from ooda.tasks.loader import Task, load_task
 
 DATASETS = Path(
-    os.environ.get("OODA_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets")
+    os.environ.get("OODA_DATASETS", Path(__file__).resolve().parents[3] / "shared" / "datasets")
 )
 QUIXBUGS = [
     "bitcount",

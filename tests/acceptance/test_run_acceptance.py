@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from sandbox_helpers import backend_or_skip, orphaned_ooda_containers, wait_for
 
 from ooda.agent.models.server import ReplayServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "tasks" / "examples"
 
 
@@ -60,13 +59,6 @@ def write_replay(path: Path, task: str, answers: list[tuple[int | None, str]]) -
 
 
 @pytest.fixture
-def median_task(tmp_path: Path) -> Path:
-    dest = tmp_path / "median"
-    shutil.copytree(EXAMPLES / "median", dest)
-    return dest
-
-
-@pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[ReplayServer]:
     options = getattr(request, "param", {})
     with ReplayServer([EXAMPLES], **options) as srv:
@@ -85,12 +77,12 @@ def read_attempts(path: Path) -> list[dict[str, object]]:
 
 @pytest.mark.parametrize("server", [{"tokens_per_s": 200.0}], indirect=True)
 def test_feedback_solves_a_task_whose_first_answers_are_all_wrong(
-    server: ReplayServer, median_task: Path, tmp_path: Path
+    server: ReplayServer, median: Path, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
     proc = ooda(
         "run",
-        str(median_task),
+        str(median),
         "--model",
         "m",
         "--base-url",
@@ -114,7 +106,7 @@ def test_feedback_solves_a_task_whose_first_answers_are_all_wrong(
     assert attempts[winner["parent_id"]]["status"] in ("failed", "invalid_edit")
     assert server.stats["max_in_flight"] >= 2  # candidates were generated at the same time
     # final.diff verifies on its own
-    verify = ooda("verify", str(median_task), "--patch", str(run_dir(runs) / "final.diff"))
+    verify = ooda("verify", str(median), "--patch", str(run_dir(runs) / "final.diff"))
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
@@ -122,12 +114,12 @@ def test_feedback_solves_a_task_whose_first_answers_are_all_wrong(
     "server", [{"faults": ["429", "500", "drop", "ok", "500", "drop"]}], indirect=True
 )
 def test_endpoint_faults_are_survived(
-    server: ReplayServer, median_task: Path, tmp_path: Path
+    server: ReplayServer, median: Path, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
     proc = ooda(
         "run",
-        str(median_task),
+        str(median),
         "--model",
         "m",
         "--base-url",
@@ -145,7 +137,7 @@ def test_endpoint_faults_are_survived(
     assert {"429", "500", "drop"} <= set(faults), faults
 
 
-def test_a_task_that_never_passes_ends_within_its_budget(median_task: Path, tmp_path: Path) -> None:
+def test_a_task_that_never_passes_ends_within_its_budget(median: Path, tmp_path: Path) -> None:
     wrong = edit(
         "median.py",
         "    return (ordered[middle] + ordered[middle + 1]) / 2",
@@ -159,7 +151,7 @@ def test_a_task_that_never_passes_ends_within_its_budget(median_task: Path, tmp_
         start = time.monotonic()
         proc = ooda(
             "run",
-            str(median_task),
+            str(median),
             "--model",
             "m",
             "--base-url",
@@ -235,10 +227,10 @@ def test_plain_git_repository_with_a_test_command(tmp_path: Path) -> None:
     assert "return a + b" in (repo / "calc.py").read_text()
 
 
-def test_gold_model_validates_the_harness(median_task: Path, tmp_path: Path) -> None:
+def test_gold_model_validates_the_harness(median: Path, tmp_path: Path) -> None:
     proc = ooda(
         "run",
-        str(median_task),
+        str(median),
         "--model",
         "gold",
         "-n",
@@ -253,10 +245,10 @@ def test_gold_model_validates_the_harness(median_task: Path, tmp_path: Path) -> 
     assert json.loads(proc.stdout)["winner"] == "r1c1"
 
 
-def test_replay_demo_runs_offline(median_task: Path, tmp_path: Path) -> None:
+def test_replay_demo_runs_offline(median: Path, tmp_path: Path) -> None:
     proc = ooda(
         "run",
-        str(median_task),
+        str(median),
         "--model",
         "replay",
         "-n",

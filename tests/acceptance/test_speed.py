@@ -29,7 +29,7 @@ from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task, VerifierOptions
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def docker_pool(tmp_path: Path, size: int = 1) -> SandboxPool:

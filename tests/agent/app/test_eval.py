@@ -25,7 +25,7 @@ from ooda.agent.app.run import RunOptions
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.tasks.loader import Task
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 DATASETS = ROOT.parent / "shared" / "datasets"
 QUIXBUGS = ["bucketsort", "flatten", "gcd"]
 HUMANEVALFIX = ["Python/0", "Python/2", "Python/4"]

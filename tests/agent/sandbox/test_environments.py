@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sandbox_helpers import REQUIRED
 
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.sandbox.environments import (
@@ -31,7 +32,6 @@ from ooda.agent.sandbox.environments import (
     swebench,
 )
 from ooda.agent.sandbox.environments.spec import EnvSpec, RunnerSpec, image_tag, spec_hash
-from tests.sandbox_helpers import REQUIRED
 
 # --------------------------------------------------------------------------- data, fast
 

@@ -340,7 +340,7 @@ def test_load_taskset_errors(tmp_path: Path) -> None:
 
 # --- the bundled example tasks -------------------------------------------------------------
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "tasks" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "tasks" / "examples"
 EXAMPLE_NAMES = ["interval_merge", "median", "word_count"]
 SEARCH_REPLACE = re.compile(
     r"^(?P<path>[^\n]+)\n<<<<<<< SEARCH\n(?P<search>.*?)=======\n(?P<replace>.*?)>>>>>>> REPLACE$",

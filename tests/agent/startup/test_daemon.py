@@ -29,7 +29,7 @@ from sandbox_helpers import all_ooda_containers, backend_or_skip, containers_of,
 from ooda.agent.models.server import ReplayServer
 from ooda.agent.startup import client as daemon_client
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "tasks" / "examples"
 OODA = Path(sys.executable).parent / "ooda"
 IDLE_S = "60"
@@ -178,13 +178,6 @@ def daemons(tmp_path: Path) -> Iterator[Daemons]:
             d.stop_all()
         finally:
             shutil.rmtree(directory, ignore_errors=True)
-
-
-@pytest.fixture
-def median(tmp_path: Path) -> Path:
-    dest = tmp_path / "median"
-    shutil.copytree(EXAMPLES / "median", dest, ignore=shutil.ignore_patterns(".*_cache"))
-    return dest
 
 
 def replay_run(task: str, runs: str) -> list[str]:

@@ -15,7 +15,7 @@ from ooda.agent.app.run import RunOptions
 from ooda.agent.contracts.errors import InfraError
 from ooda.agent.models.server import ReplayServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 QUIXBUGS = ROOT.parent / "shared" / "datasets" / "quixbugs"
 PROGRAMS = ["gcd", "bitcount", "flatten", "is_valid_parenthesization"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.test_loop import FakeModel, FakeVerifier, run_loop, task  # noqa: F401 - fixture
+from test_loop import FakeModel, FakeVerifier, run_loop, task  # noqa: F401 - fixture
 
 BARE_FUNCTION = (
     "The function subtracts instead of adding. Here is the corrected version:\n\n"
