@@ -60,6 +60,9 @@ class ExecResult:
     """stdout and stderr together, capped: head and tail kept, the middle elided."""
     duration_s: float
     timed_out: bool = False
+    limit: str | None = None
+    """Set by the sandbox (never from the command's output) when it killed the command for a
+    resource limit: the one line saying which (workspace disk, memory)."""
 
 
 class Sandbox(Protocol):

@@ -14,6 +14,7 @@ bwrap process; --die-with-parent and the pid namespace take every descendant dow
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import shutil
@@ -270,18 +271,27 @@ class BwrapSandbox:
                 return ExecResult(125, "sandbox unusable: it was closed", 0.0)
             disk = DiskWatch(self.workspace, self.limits.disk)
             ooms = self._cgroup.oom_kills() if self._cgroup else 0
+            hit: list[str] = []
+
+            def over_disk() -> str | None:
+                if disk.exceeded():
+                    hit.append(disk_note(disk.limit))
+                    return hit[-1]
+                return None
+
             result = run_process(
                 self._argv(argv, env or {}), cwd="/", env=HOST_ENV, timeout_s=timeout_s,
-                cap_bytes=cap_bytes,
-                check=lambda: disk_note(disk.limit) if disk.exceeded() else None,
+                cap_bytes=cap_bytes, check=over_disk,
             )
+            if hit and not result.timed_out:
+                result = dataclasses.replace(result, limit=hit[0])
             if self._uid is not None:
                 _sweep_uid(self._uid.uid)
             if self._cgroup and self._cgroup.oom_kills() > ooms and not result.timed_out:
                 note = memory_note(self.limits.memory)
                 code = result.exit_code if result.exit_code else 137
                 result = ExecResult(code, f"{result.output.rstrip()}\n{note}\n".lstrip(),
-                                    result.duration_s)
+                                    result.duration_s, limit=result.limit or note)
             return result
 
     def close(self) -> None:

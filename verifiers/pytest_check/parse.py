@@ -68,6 +68,8 @@ class TestRun:
     """Why the run cannot be trusted (verifiers/pytest_check/integrity.py); empty for an honest run."""
     pytest_exit_code: int | None = None
     """What pytest.main itself returned, per the guard's record (None: no record)."""
+    limit: str | None = None
+    """The sandbox killed the run for a resource limit: its one-line note (ExecResult.limit)."""
 
 
 def _outcome(case: TestCase) -> tuple[str, str]:

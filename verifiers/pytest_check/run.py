@@ -151,6 +151,7 @@ def run_pytest(
     run.timed_out = result.timed_out
     run.output = result.output
     run.duration_s = result.duration_s
+    run.limit = result.limit
     run.commands.append(shlex.join(argv))
     if not result.timed_out:
         record = integrity.parse_record(read_report(sandbox.workspace, f"record-{nonce}.json"))

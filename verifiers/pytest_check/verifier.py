@@ -35,6 +35,17 @@ class PytestVerifier:
         message = "the task names no tests (fail_to_pass, pass_to_pass or a test command)"
         return VerifierResult(self.name, "error", 0.0, message, message)
 
+    def _over_limit(self, run: TestRun) -> VerifierResult | None:
+        """A failed result naming the limit when the sandbox killed the run for one (its report
+        and the guard's record are then incomplete, so nothing else is worth saying first)."""
+        if run.limit is None or run.timed_out:
+            return None
+        summary = clip(run.limit.strip("[]") + "\n" + tail(run.output, 800), SUMMARY_LIMIT)
+        details: dict[str, object] = {"limit": run.limit, "exit_code": run.exit_code}
+        return VerifierResult(
+            self.name, "failed", run.duration_s, summary, run_log(run, [run.limit]), details
+        )
+
     def _untrusted(self, run: TestRun) -> VerifierResult | None:
         """A failed result when the run was tampered with, whatever its report says."""
         if not run.tampered or run.timed_out:
@@ -73,7 +84,9 @@ class PytestVerifier:
         ids = list(check.fail_to_pass) + list(check.pass_to_pass)  # the failing ones first
         options = ["-x"] if check.verdict_only else []  # no feedback needed: stop at the first
         run = run_pytest_ids(sandbox, ids, check.timeout_s, check.changed_files, options)
-        early = self._untrusted(run) or self._no_report(run, check.timeout_s)
+        early = (
+            self._over_limit(run) or self._untrusted(run) or self._no_report(run, check.timeout_s)
+        )
         if early:
             return early
         graded = grade(check.fail_to_pass, check.pass_to_pass, run)
@@ -111,7 +124,9 @@ class PytestVerifier:
         self, sandbox: Sandbox, check: CheckSpec, args: list[str], env: dict[str, str]
     ) -> VerifierResult:
         run = run_pytest(sandbox, args, check.timeout_s, env=env, changed_files=check.changed_files)
-        early = self._untrusted(run) or self._no_report(run, check.timeout_s)
+        early = (
+            self._over_limit(run) or self._untrusted(run) or self._no_report(run, check.timeout_s)
+        )
         if early:
             return early
         base = check.baseline.get(self.name)

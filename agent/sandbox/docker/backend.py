@@ -229,7 +229,7 @@ class DockerSandbox:
         if broke:
             text = "\n".join([text.rstrip(), *broke, ""]).lstrip()
             code = code if code > 0 else 137
-        return ExecResult(code, text, duration)
+        return ExecResult(code, text, duration, limit=broke[0] if broke else None)
 
     def _unusable(self, duration_s: float) -> ExecResult:
         """The answer to a command this sandbox could not run. Once closed, or after a command
