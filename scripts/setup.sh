@@ -56,7 +56,7 @@ stamp="$(sha256sum pyproject.toml | cut -c1-16)"
 installed_at="$(cd / && python -c 'import ooda.agent, pathlib; print(pathlib.Path(ooda.agent.__file__).resolve().parents[1])' 2>/dev/null || true)"
 if [ "$installed_at" != "$(pwd -P)" ] || [ "$(cat .ooda-installed 2>/dev/null)" != "$stamp" ] \
     || ! command -v ooda >/dev/null 2>&1; then
-  step "pip install -e .[dev]" python -m pip install -q -e ".[dev]"
+  step "pip install -e .[dev,ray]" python -m pip install -q -e ".[dev,ray]"
   echo "$stamp" >.ooda-installed
 fi
 # mypy runs no import hooks: it reads the ooda.* names through three links in .typecheck/ooda/.
