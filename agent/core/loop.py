@@ -111,6 +111,8 @@ class Loop:
         status: Literal["passed", "failed", "error"] = "passed" if winner else "failed"
         if winner is None and self.attempts and all(a.status == "error" for a in self.attempts):
             status, reason = "error", self.attempts[-1].reason or "every attempt errored"
+        elif winner is None and self.attempts and not any(a.answer for a in self.attempts):
+            status, reason = "error", _no_answer_reason(self.attempts, reason)
         if winner is not None:
             reason = "passed"
             self.log.write_final_diff(winner.patch)
@@ -337,3 +339,11 @@ class Loop:
             "pass_to_pass": list(self.task.pass_to_pass),
         }
 
+
+
+def _no_answer_reason(attempts: list[Attempt], ended: str) -> str:
+    """Why a run in which the model never produced an answer is the endpoint's failure (an
+    infrastructure error), whatever ran out first: its last request's error, if any."""
+    errors = [a.reason for a in attempts if a.status in ("error", "timeout") and a.reason]
+    last = f"; last: {errors[-1]}" if errors else ""
+    return f"the model produced no answer ({ended}){last}"

