@@ -4,6 +4,9 @@ task.toml keys (SPEC.md): `id`, `statement` | `statement_file`, `repo`, `fail_to
 `pass_to_pass`, `gold_patch`, `test_patch`, and the `[verifiers]` table (`ruff`, `mypy`,
 `timeout_s`). Extensions of ours, all optional:
 
+- `[verifiers] security = false` turns the security stage off; `security_rules = ["S602",
+  "S5"]` sets the ruff `S` rules it checks (the secret scan always runs while it is on).
+
 - `test_cmd = "python -m pytest -q"`: a pytest command, used when there are no node ids. It
   must be a plain pytest call (`pytest ARGS` or `python -m pytest ARGS`, optionally after
   VAR=value): tests are graded per test from pytest's report, never by exit status alone.
@@ -41,6 +44,11 @@ class VerifierOptions:
     """Run ruff (baseline-relative: only new diagnostics count)."""
     mypy: bool = True
     """Run mypy (baseline-relative)."""
+    security: bool = True
+    """Run the security stage (ruff `S` rules and a secret scan; baseline-relative)."""
+    security_rules: list[str] | None = None
+    """The ruff `S` rules it checks (None: verifiers/security_check.RULES; [] keeps only the
+    secret scan)."""
     timeout_s: float = 60.0
     """Wall-clock limit for each verifier run."""
 
@@ -98,7 +106,7 @@ TOP_KEYS = (
 )
 """Keys allowed at the top level of task.toml."""
 
-VERIFIER_KEYS = ("ruff", "mypy", "timeout_s")
+VERIFIER_KEYS = ("ruff", "mypy", "security", "security_rules", "timeout_s")
 """Keys allowed in the `[verifiers]` table."""
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+@-]*$")
@@ -384,7 +392,7 @@ def _verifiers(table: object, where: str) -> VerifierOptions:
     if not isinstance(table, dict):
         raise _type_error("verifiers", "a table", table, where)
     _check_keys(table, VERIFIER_KEYS, f"{where} [verifiers]")
-    for key in ("ruff", "mypy"):
+    for key in ("ruff", "mypy", "security"):
         if key in table:
             value = table[key]
             if not isinstance(value, bool):
@@ -395,8 +403,26 @@ def _verifiers(table: object, where: str) -> VerifierOptions:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise _type_error("verifiers.timeout_s", "a number of seconds", value, where)
         options.timeout_s = float(value)
+    if "security_rules" in table:
+        options.security_rules = _security_rules(table["security_rules"], where)
     _check_verifier_values(options, where)
     return options
+
+
+_RULE_CODE = re.compile(r"S\d{0,3}")
+"""A ruff `S` rule code or prefix (S, S6, S602)."""
+
+
+def _security_rules(value: object, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _type_error("verifiers.security_rules", "a list of rule codes", value, where)
+    bad = [v for v in value if not _RULE_CODE.fullmatch(v)]
+    if bad:
+        raise UsageError(
+            f"{where}: verifiers.security_rules: {bad[0]!r} is not a ruff S rule code "
+            "(like S602 or S6)"
+        )
+    return list(value)
 
 
 def _check_verifier_values(options: VerifierOptions, where: str) -> None:

@@ -1,8 +1,9 @@
 """Run the verifiers in order, cheapest first, stopping at the first stage that does not pass.
 
-The order is ooda.agent.contracts.protocols.CASCADE_ORDER (syntax, ruff, pytest, mypy), stated
-once; a stage that declares `after_tests = True` (mypy) runs only once the tests have passed,
-which the task verifier (agent/verify/verifier.py) arranges with `split_at_tests`. A deadline
+The order is ooda.agent.contracts.protocols.CASCADE_ORDER (syntax, ruff, pytest, security,
+mypy), stated once; a stage that declares `after_tests = True` (security, mypy) runs only once
+the tests have passed, which the task verifier (agent/verify/verifier.py) arranges with
+`split_at_tests`. A deadline
 shrinks each stage's timeout; a stage that raises is reported as an "error" result, except
 ooda.agent.contracts.errors.InfraError, which propagates (the sandbox itself broke).
 """
@@ -26,6 +27,7 @@ from ooda.verifiers import clip
 from ooda.verifiers.mypy_check import MypyVerifier
 from ooda.verifiers.pytest_check import PytestVerifier
 from ooda.verifiers.ruff_check import RuffVerifier
+from ooda.verifiers.security_check import SecurityVerifier
 from ooda.verifiers.syntax import SyntaxVerifier
 
 CONTINUE = frozenset({"passed", "skipped"})
@@ -35,11 +37,20 @@ Prepare = Callable[[Verifier, CheckSpec], None]
 """Called before a stage runs, e.g. to fill check.baseline[verifier.name] lazily."""
 
 
-def default_verifiers(ruff: bool = True, mypy: bool = True) -> list[Verifier]:
-    """The cascade in CASCADE_ORDER: syntax, ruff (optional), pytest, mypy (optional)."""
+def default_verifiers(
+    ruff: bool = True,
+    mypy: bool = True,
+    security: bool = True,
+    security_rules: Sequence[str] | None = None,
+) -> list[Verifier]:
+    """The cascade in CASCADE_ORDER: syntax, ruff (optional), pytest, security (optional; ruff
+    `S` rules `security_rules`, default security_check.RULES, plus the secret scan), mypy
+    (optional)."""
     stages: list[Verifier] = [SyntaxVerifier(), PytestVerifier()]
     if ruff:
         stages.append(RuffVerifier())
+    if security:
+        stages.append(SecurityVerifier(security_rules))
     if mypy:
         stages.append(MypyVerifier())
     return sorted(stages, key=lambda stage: CASCADE_ORDER.index(stage.name))

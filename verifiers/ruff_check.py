@@ -50,9 +50,13 @@ RUFF_ARGV = (
 )
 
 
-def run_ruff(sandbox: Sandbox, files: list[str], timeout_s: float) -> tuple[list[Diagnostic], str]:
-    """Ruff's diagnostics for `files` and its raw output; ToolFailure when ruff broke."""
-    result = sandbox.run([*RUFF_ARGV, *files], timeout_s=timeout_s)
+def run_ruff(
+    sandbox: Sandbox, files: list[str], timeout_s: float, rules: str = RULES
+) -> tuple[list[Diagnostic], str]:
+    """Ruff's diagnostics for `files` (for `rules`, by default RULES) and its raw output;
+    ToolFailure when ruff broke."""
+    argv = [rules if arg == RULES else arg for arg in RUFF_ARGV]
+    result = sandbox.run([*argv, *files], timeout_s=timeout_s)
     if result.timed_out:
         raise ToolFailure(f"ruff did not finish within {timeout_s:.0f}s", timed_out=True)
     if result.exit_code not in (0, 1):

@@ -189,9 +189,9 @@ class Verdict:
 
 # --------------------------------------------------------------------------- patch verifier
 
-CASCADE_ORDER: tuple[str, ...] = ("syntax", "ruff", "pytest", "mypy")
+CASCADE_ORDER: tuple[str, ...] = ("syntax", "ruff", "pytest", "security", "mypy")
 """The verifier stages in the order a candidate meets them: agent/verify/verifier.py runs
-syntax, ruff and pytest, then mypy only for a candidate whose tests pass. The loop ranks failed
+syntax, ruff and pytest, then security and mypy only for a candidate whose tests pass. The loop ranks failed
 attempts by how far along this order they got (a later stage makes a better parent)."""
 
 

@@ -61,7 +61,12 @@ class TaskVerifier:
         self._own_pool = pool is None
         self.baselines = Baselines(task, backend.name, work_root, self.pool)
         self.verifiers: list[Verifier] = self.baselines.wrap(
-            default_verifiers(task.verifiers.ruff, task.verifiers.mypy)
+            default_verifiers(
+                task.verifiers.ruff,
+                task.verifiers.mypy,
+                task.verifiers.security,
+                task.verifiers.security_rules,
+            )
         )
         self._warmer: threading.Thread | None = None
         self.on_close: list[Callable[[], None]] = []

@@ -409,8 +409,9 @@ def test_cascade_deadline_crash_and_infra_errors() -> None:
 
 
 def test_default_verifiers_order() -> None:
-    assert [v.name for v in default_verifiers(True, True)] == ["syntax", "ruff", "pytest", "mypy"]
-    assert [v.name for v in default_verifiers(False, False)] == ["syntax", "pytest"]
+    names = [v.name for v in default_verifiers(True, True)]
+    assert names == ["syntax", "ruff", "pytest", "security", "mypy"]
+    assert [v.name for v in default_verifiers(False, False, False)] == ["syntax", "pytest"]
 
 
 def test_full_cascade_on_a_real_repo(repo: Path, tmp_path: Path) -> None:

@@ -1,0 +1,166 @@
+"""Security stage: what a candidate adds that nobody should merge unread, even when its tests
+pass — a shell built from input, unsafe deserialisation, TLS checks turned off, SQL built by
+formatting, a hard-coded credential.
+
+Two sources, both baseline-relative (only findings the unpatched code did not have count):
+- ruff's `S` rules (its port of bandit), run in the sandbox like the ruff stage (`--isolated`,
+  `--ignore-noqa`, `python3 -P`), restricted to a curated set that flags dangerous calls, not
+  style (no `assert`, `random`, `subprocess` without a shell, or `/tmp` paths): RULES;
+- a secret scan of the changed files' text on the host (read through agent.support.fstree,
+  never executed): a small set of fixed token formats (SECRET_PATTERNS) such as AWS access key
+  ids, private key blocks and provider tokens, plus a keyword rule for a literal assigned to
+  a name like `secret_key`. detect-secrets was evaluated and not chosen (docs/ESCALATION.md).
+
+A finding fails the candidate: it runs after the tests (`after_tests`), so a candidate that
+fails only here passed them and makes the best parent for the next round, whose feedback names
+the finding. A task turns the stage off or sets its rules in task.toml
+(`[verifiers] security = false`, `security_rules = ["S602", ...]`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+
+from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult, VerifierStatus
+from ooda.agent.support import fstree
+from ooda.verifiers import (
+    Baseline,
+    Diagnostic,
+    ToolFailure,
+    diagnostics_verdict,
+    python_files,
+    tool_baseline,
+)
+from ooda.verifiers.ruff_check import run_ruff
+
+RULES: tuple[str, ...] = (
+    "S102",  # exec
+    "S301",  # pickle / dill / shelve loads of data
+    "S302",  # marshal.loads
+    "S306",  # tempfile.mktemp
+    "S307",  # eval
+    "S312",  # telnetlib
+    "S321",  # ftplib
+    "S323",  # ssl._create_unverified_context
+    "S501",  # requests/httpx with verify=False
+    "S502",  # ssl with an insecure protocol version
+    "S503",  # an insecure protocol version as a default argument
+    "S504",  # ssl.wrap_socket without a protocol version
+    "S506",  # yaml.load without a safe loader
+    "S507",  # paramiko AutoAddPolicy / WarningPolicy
+    "S508",  # SNMP v1/v2
+    "S602",  # subprocess with shell=True
+    "S604",  # any call with shell=True
+    "S605",  # os.system / os.popen (a shell)
+    "S608",  # SQL built with formatting
+    "S609",  # a shell wildcard in a command
+    "S610",  # Django .extra()
+    "S611",  # Django RawSQL
+    "S701",  # jinja2 autoescape=False
+    "S702",  # mako templates
+)
+"""The ruff `S` rules checked by default: calls that are dangerous wherever they appear."""
+
+SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("aws-access-key-id", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA)[A-Z0-9]{16}\b")),
+    (
+        "aws-secret-access-key",
+        re.compile(r"(?i)aws.{0,20}secret.{0,20}[=:]\s*[\"'][A-Za-z0-9/+=]{40}[\"']"),
+    ),
+    ("private-key", re.compile(r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY(?: BLOCK)?-----")),
+    ("github-token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_\w{60,})")),
+    ("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("stripe-live-key", re.compile(r"\b[rs]k_live_[A-Za-z0-9]{20,}")),
+    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b")),
+    (
+        "credential-literal",
+        re.compile(
+            r"(?i)\b\w*(?:password|passwd|secret|api_?key|access_?key|auth_?token|private_?key)"
+            r"\w*\s*[:=]\s*[\"']([^\"'\s]{12,})[\"']"
+        ),
+    ),
+)
+"""(name, pattern) of the secret scan: fixed token formats, then one keyword rule."""
+
+_PLACEHOLDER = re.compile(r"(?i)example|dummy|changeme|placeholder|your[_-]|<|\*{3}|x{6}|\$\{")
+"""A credential-literal match that reads like a placeholder is not reported."""
+
+MAX_SCAN_BYTES = 2_000_000
+"""Larger files are not secret-scanned (ruff still checks them)."""
+
+
+def scan_secrets(path: str, text: str) -> list[Diagnostic]:
+    """The secret-like literals in `text` (file `path`), the secret itself never repeated."""
+    found: list[Diagnostic] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        for kind, pattern in SECRET_PATTERNS:
+            match = pattern.search(line)
+            if match is None:
+                continue
+            if kind == "credential-literal" and _PLACEHOLDER.search(match.group(1)):
+                continue
+            message = f"possible hard-coded secret ({kind}); read it from the environment"
+            found.append(Diagnostic(path, lineno, match.start() + 1, "SECRET", message))
+            break  # one finding per line
+    return found
+
+
+def run_security(
+    sandbox: Sandbox, files: list[str], timeout_s: float, rules: Sequence[str] = RULES
+) -> tuple[list[Diagnostic], str]:
+    """Ruff's `S` findings (for `rules`) and the secret scan's for `files`, with ruff's raw
+    output; ToolFailure when ruff broke."""
+    diags: list[Diagnostic] = []
+    output = ""
+    if rules:
+        diags, output = run_ruff(sandbox, files, timeout_s, ",".join(rules))
+    for path in files:
+        try:  # never through a link, never from a FIFO or device
+            data = fstree.read_regular(sandbox.workspace, path)
+        except OSError:
+            continue
+        if len(data) <= MAX_SCAN_BYTES:
+            diags += scan_secrets(path, data.decode("utf-8", "replace"))
+    return diags, output
+
+
+class SecurityVerifier:
+    """Fails when the candidate adds a security finding the base code did not have."""
+
+    name = "security"
+    after_tests = True
+
+    def __init__(self, rules: Sequence[str] | None = None) -> None:
+        self.rules: tuple[str, ...] = RULES if rules is None else tuple(rules)
+
+    def _run(
+        self, sandbox: Sandbox, files: list[str], timeout_s: float
+    ) -> tuple[list[Diagnostic], str]:
+        return run_security(sandbox, files, timeout_s, self.rules)
+
+    def baseline(self, sandbox: Sandbox, check: CheckSpec) -> Baseline:
+        """The findings on the unpatched workspace for check.changed_files."""
+        return tool_baseline(self._run, sandbox, check)
+
+    def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
+        start = time.monotonic()
+        files = python_files(sandbox.workspace, check.changed_files)
+        if not files:
+            return VerifierResult(self.name, "passed", 0.0, "", "no Python file changed")
+        base = check.baseline.get(self.name)
+        base = base if isinstance(base, Baseline) else None
+        try:
+            found, output = self._run(sandbox, files, check.timeout_s)
+        except ToolFailure as exc:
+            status: VerifierStatus = "timeout" if exc.timed_out else "error"
+            return VerifierResult(self.name, status, time.monotonic() - start, str(exc), str(exc))
+
+        def note() -> str:
+            return (
+                "the tests pass, but this code adds the security problem(s) above: keep the "
+                "fix and remove them (no shell built from input, no hard-coded credentials)"
+            )
+
+        return diagnostics_verdict(self.name, found, output, base, files, start, note)
