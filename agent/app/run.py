@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from rich.console import Console
 
+from ooda.agent.app.basecheck import check_base
 from ooda.agent.app.progress import RunProgress
 from ooda.agent.contracts.defaults import DEFAULTS
 from ooda.agent.contracts.errors import UsageError
@@ -150,7 +151,9 @@ def run_task(
             if model is None:
                 model = stack.enter_context(open_model(model_spec(options), task))
             verifier = opening.result()
+        given = task
         task = verifier.prepare()
+        check_base(verifier, given)
         log = RunLog(options.runs_dir, run_id or new_run_id(task.id))
         if show_progress and console is not None:
             progress = RunProgress(task.id, options.time_budget_s, options.rounds, console)

@@ -247,6 +247,9 @@ def derive_test_lists(task: Task, run_base_tests: Callable[[str], dict[str, str]
         outcomes = run_base_tests(task.test_cmd)
     except (ValueError, TestRunError):
         return task
+    if not outcomes:
+        raise UsageError(f"{task.test_cmd!r} collects no test on the unpatched code: check the "
+                         "paths and ids it names")
     failing = sorted(t for t, outcome in outcomes.items() if outcome in ("failed", "error"))
     passing = sorted(t for t, outcome in outcomes.items() if outcome == "passed")
     if not failing:

@@ -50,3 +50,27 @@ def test_endpoint_failing_until_the_budget_ends_is_exit_3_and_an_eval_error(
     summary = json.loads((tmp_path / "evals" / "e1" / "summary.json").read_text())
     assert ev.returncode == 3, ev.stderr  # every task an infrastructure error
     assert summary["errors"] == 1 and summary["resolved"] == 0, summary
+
+
+def test_a_misspelled_test_id_or_command_is_exit_2_before_any_model_call(
+    median: Path, tmp_path: Path
+) -> None:
+    toml = median / "task.toml"
+    toml.write_text(toml.read_text().replace('test_two_values"', 'test_two_valuez"'))
+    plain = tmp_path / "plain"
+    shutil.copytree(median / "repo", plain)
+    with ReplayServer([EXAMPLES]) as server:
+        base_url = server.start()
+        common = ("--model", "m", "--base-url", base_url, "--runs-dir", str(tmp_path / "runs"))
+        bad_id = ooda("run", str(median), *common)
+        bad_path = ooda("run", str(plain), "--statement", "fix median", "--test-cmd",
+                        "pytest -q tests/test_nothere.py", *common)
+        bad_cmd = ooda("run", str(plain), "--statement", "fix median", "--test-cmd",
+                       "pytets -q", *common)
+        chats = server.stats["chat_requests"]
+    assert bad_id.returncode == 2, bad_id.stderr
+    assert "test_two_valuez" in bad_id.stderr and "spelling" in bad_id.stderr
+    assert bad_path.returncode == 2 and "collects no test" in bad_path.stderr
+    assert bad_cmd.returncode == 2 and "pytets -q" in bad_cmd.stderr
+    assert all(len(p.stderr.strip().splitlines()) == 1 for p in (bad_id, bad_path, bad_cmd))
+    assert chats == 0
