@@ -92,6 +92,14 @@ def eval_command(
     verify_concurrency: Annotated[
         int, typer.Option(help="Candidates verified at once, per task.")
     ] = DEFAULTS.verify_concurrency,
+    executor: Annotated[
+        str, typer.Option("--executor", help="Where tasks run: 'local' (this process) or "
+                          "'ray' (a Ray cluster; pip install 'ooda[ray]'; docs/SCALE.md).")
+    ] = "local",
+    ray_address: Annotated[
+        str | None, typer.Option("--ray-address", help="--executor ray: the cluster "
+                                 "(default: $RAY_ADDRESS, else the one running here).")
+    ] = None,
 ) -> None:
     """Evaluate on many tasks, K at a time: resolved rate, pass@k, a report, predictions."""
     from rich.console import Console
@@ -115,6 +123,8 @@ def eval_command(
         only=list(only) if only else None,
         price_prompt=price_prompt,
         price_completion=price_completion,
+        executor=executor,
+        ray_address=ray_address,
     )
     console = Console(stderr=True)
     outcome = evaluate(options, console=console, show_progress=not json_out,

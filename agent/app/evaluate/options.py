@@ -70,6 +70,10 @@ class EvalOptions:
     """Dollars per million prompt tokens."""
     price_completion: float | None = None
     """Dollars per million completion tokens."""
+    executor: str = "local"
+    """Where tasks run: "local" (threads in this process) or "ray" (a Ray cluster)."""
+    ray_address: str | None = None
+    """--executor ray: the cluster's address (None: $RAY_ADDRESS, else a local one)."""
 
     def validate(self) -> None:
         """Reject impossible values with a one-line UsageError."""
@@ -81,6 +85,10 @@ class EvalOptions:
                             ("--price-completion", self.price_completion)):
             if price is not None and not price >= 0:
                 raise UsageError(f"{name} must be a non-negative number (got {price})")
+        if self.executor not in ("local", "ray"):
+            raise UsageError(f"--executor {self.executor!r}: choose local or ray")
+        if self.ray_address is not None and self.executor != "ray":
+            raise UsageError("--ray-address only makes sense with --executor ray")
         if self.retry_errors and not self.resume:
             raise UsageError("--retry-errors only makes sense with --resume")
         if self.eval_id is not None and not _SAFE_ID.match(self.eval_id):

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from rich.console import Console
 
+from ooda.agent.app.evaluate import ray_executor
 from ooda.agent.app.evaluate.options import (
     EVAL_FILE,
     RESULTS_FILE,
@@ -117,6 +118,8 @@ def evaluate(
     `--model` and both are closed at the end. `prestarted`: what start-up began for this
     command (a started container the first task may adopt)."""
     options.validate()
+    if options.executor == "ray":
+        ray_executor.check_available()
     eval_id = options.eval_id or default_eval_id(options)
     eval_dir = options.run.runs_dir / eval_id
     refs = load_refs(options, eval_dir / WORK_DIR)
@@ -126,12 +129,17 @@ def evaluate(
     todo = [r for r in refs if r.id not in results]
     if run_one is None:
         run_one = functools.partial(run_task, prestarted=prestarted)
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, soft_wrap=True)
     task_options = dataclasses.replace(
         options.run, runs_dir=eval_dir / TASKS_DIR, concurrency=options.model_requests()
     )
+    cluster = None
     with contextlib.ExitStack() as stack:
-        if todo:  # resources first: a missing sandbox leaves the directory untouched
+        if todo and options.executor == "ray":  # the nodes open their own backend and model
+            cluster = stack.enter_context(ray_executor.connect(
+                options.ray_address, concurrency=options.concurrency,
+                requests=options.model_requests(), sandbox=options.run.sandbox))
+        elif todo:  # resources first: a missing sandbox leaves the directory untouched
             if backend is None:
                 backend = open_backend(options.run.sandbox,
                                        clean_leftovers=clean_leftovers(prestarted))
@@ -147,15 +155,19 @@ def evaluate(
                 record = _run_ref(ref, task_options, eval_dir, run_one, model, backend)
                 bar.note(_finish(eval_dir, state, record))
 
-            with ThreadPoolExecutor(max_workers=options.concurrency,
-                                    thread_name_prefix="ooda-eval") as pool:
-                futures = [pool.submit(work, ref) for ref in todo]
-                try:
-                    for fut in futures:
-                        fut.result()
-                except BaseException:
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise
+            if cluster is not None:
+                cluster.run(todo, task_options, eval_dir,
+                            lambda record: bar.note(_finish(eval_dir, state, record)))
+            else:
+                with ThreadPoolExecutor(max_workers=options.concurrency,
+                                        thread_name_prefix="ooda-eval") as pool:
+                    futures = [pool.submit(work, ref) for ref in todo]
+                    try:
+                        for fut in futures:
+                            fut.result()
+                    except BaseException:
+                        pool.shutdown(wait=False, cancel_futures=True)
+                        raise
     summary = write_outputs(eval_dir, config, list(state.results.values()), state.wall_s(),
                             _patch_cache(eval_dir, state))
     finished = [r for r in state.results.values() if r["status"] != "error"]

@@ -1,0 +1,314 @@
+"""`ooda eval --executor ray`: each task a Ray task on a node that has a sandbox backend.
+
+Why: a task set that outgrows one machine runs on an existing Ray cluster rather than on a
+scheduler of ooda's own. The driver (the `ooda eval` process) stays the single writer of the
+evaluation directory; the nodes only run tasks:
+
+- a task travels as bytes through Ray's object store (`pack_task`: the repository, the
+  requirements and replay files in a tar, the Task with relative paths), so no shared
+  filesystem is assumed; environment images are built on the node from the task's own files
+  by the sandbox backend, never shipped;
+- a node runs the task exactly as `ooda run` would (its own backend and model, the same
+  options), then returns the run directory as a tar, which the driver unpacks into
+  `tasks/<task_id>/` and scores (records.run_record) before appending its one line;
+- a node that dies mid-task (the Ray error is not the task's own) is an infrastructure
+  failure: the task is submitted again, on whatever node is left, up to `NODE_RETRIES` times,
+  then recorded as status "error" (`--resume --retry-errors` runs it again). Only the final
+  outcome is recorded, so a task is never counted twice;
+- the model's concurrency limit is one for the whole cluster: a Ray actor (`_Permits`) hands
+  out request permits; a dead node's permits are returned by the driver.
+
+Ray is an optional extra (`pip install 'ooda[ray]'`) imported here only, inside functions.
+Nodes take tasks when they offer the custom resource `SANDBOX_RESOURCE` (`ray start
+--resources '{"ooda_sandbox": K}'`: K tasks at a time on that node); see docs/SCALE.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.util
+import io
+import logging
+import os
+import pickle
+import tarfile
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ooda.agent.app.evaluate.records import error_record, remove_path, run_record
+from ooda.agent.app.evaluate.refs import TaskRef
+from ooda.agent.app.run import RunOptions, model_spec, run_task
+from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.agent.contracts.protocols import Completion, Model
+from ooda.agent.models import open_model
+from ooda.agent.sandbox.registry import open_backend
+from ooda.agent.support.text import one_line
+from ooda.tasks.loader import Task
+
+SANDBOX_RESOURCE = "ooda_sandbox"
+"""The custom Ray resource a node offers when it can run sandboxes (Docker or bwrap)."""
+
+NODE_RETRIES = 2
+"""Times a task cut off by a dead node is submitted again before it is recorded as an error."""
+
+EXTRA_HINT = "--executor ray needs the ray extra: pip install 'ooda[ray]'"
+
+
+def _ray() -> Any:
+    """The ray module, imported on first use (typed Any: the extra may be absent)."""
+    return importlib.import_module("ray")
+
+
+def check_available() -> None:
+    """UsageError (exit 2) naming the extra when Ray is not installed."""
+    if importlib.util.find_spec("ray") is None:
+        raise UsageError(EXTRA_HINT)
+
+
+# --------------------------------------------------------------------------- task transport
+
+
+def pack_task(task: Task) -> bytes:
+    """The task as bytes: a tar of its files and the Task pickled with relative paths."""
+    files = {"repo": task.repo, "requirements.txt": task.requirements,
+             "replay.jsonl": task.replay}
+    relative = dataclasses.replace(
+        task, repo=Path("repo"), root=None,
+        requirements=Path("requirements.txt") if task.requirements else None,
+        replay=Path("replay.jsonl") if task.replay else None,
+    )
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, path in files.items():
+            if path is not None:
+                tar.add(str(path), arcname=name)
+        data = pickle.dumps(relative)
+        info = tarfile.TarInfo("task.pickle")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def unpack_task(data: bytes, where: Path) -> Task:
+    """The task `pack_task` packed, its files under `where`."""
+    _extract(data, where)
+    task: Task = pickle.loads((where / "task.pickle").read_bytes())
+    return dataclasses.replace(
+        task, repo=where / task.repo, root=where,
+        requirements=where / task.requirements if task.requirements else None,
+        replay=where / task.replay if task.replay else None,
+    )
+
+
+def tar_dir(path: Path) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:
+        tar.add(str(path), arcname=".")
+    return buffer.getvalue()
+
+
+def _extract(data: bytes, where: Path) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(where, filter="data")  # no absolute paths, links or devices out of it
+
+
+# --------------------------------------------------------------------------- on a node
+
+
+@dataclasses.dataclass
+class NodeOutcome:
+    """What a node sends back for one task."""
+
+    status: str
+    """The run's status, or "error" when it could not run."""
+    summary: dict[str, Any]
+    reason: str
+    wall_s: float
+    run_dir: bytes | None
+    """The run directory as a gzipped tar (None when none was made)."""
+    node: str
+
+
+def run_on_node(task_data: bytes, options: RunOptions, run_id: str, permits: Any,
+                sandbox: str | None) -> NodeOutcome:
+    """The body of the Ray task: run one task here, return its run directory as bytes."""
+    ray = _ray()
+    started = time.monotonic()
+    node = ray.get_runtime_context().get_node_id()
+    with tempfile.TemporaryDirectory(prefix="ooda-ray-") as tmp:
+        runs_dir = Path(tmp) / "runs"
+        options = dataclasses.replace(options, runs_dir=runs_dir)
+        try:
+            task = unpack_task(task_data, Path(tmp) / "task")
+            with contextlib.ExitStack() as stack:
+                # another node's containers may share this engine: leave leftovers alone
+                backend = open_backend(sandbox, clean_leftovers=False)
+                stack.callback(backend.close)
+                model = stack.enter_context(open_model(model_spec(options), task))
+                limited = _Limited(model, permits, run_id)
+                result, log = run_task(task, options, console=None, show_progress=False,
+                                       model=limited, backend=backend, run_id=run_id)
+            return NodeOutcome(str(result.status), dict(result.summary), "",
+                               time.monotonic() - started, tar_dir(Path(log.dir)), node)
+        except (InfraError, UsageError) as exc:
+            reason = one_line(exc)
+        except Exception as exc:  # a bug in one task's run must not sink the evaluation
+            reason = f"internal error: {type(exc).__name__}: {one_line(exc)}"
+        run_dir = runs_dir / run_id
+        return NodeOutcome("error", {}, reason, time.monotonic() - started,
+                           tar_dir(run_dir) if run_dir.is_dir() else None, node)
+
+
+class _Limited:
+    """A model whose requests each hold one of the cluster's permits."""
+
+    def __init__(self, model: Model, permits: Any, holder: str) -> None:
+        self.name = model.name
+        self._model = model
+        self._permits = permits
+        self._holder = holder
+
+    def complete(self, messages: list[dict[str, str]], *, deadline: float,
+                 on_text: Callable[[str], bool] | None = None) -> Completion:
+        _ray().get(self._permits.acquire.remote(self._holder))
+        try:
+            return self._model.complete(messages, deadline=deadline, on_text=on_text)
+        finally:
+            self._permits.release.remote(self._holder)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+
+class _Permits:
+    """The model endpoint's concurrency limit for the whole cluster (a Ray actor)."""
+
+    def __init__(self, limit: int) -> None:
+        import asyncio
+
+        self._free = asyncio.Semaphore(limit)
+        self._held: dict[str, int] = {}
+
+    async def acquire(self, holder: str) -> None:
+        await self._free.acquire()
+        self._held[holder] = self._held.get(holder, 0) + 1
+
+    def release(self, holder: str) -> None:
+        if self._held.get(holder, 0) > 0:
+            self._held[holder] -= 1
+            self._free.release()
+
+    def release_all(self, holder: str) -> None:
+        """Return the permits of a task whose node died holding them."""
+        for _ in range(self._held.pop(holder, 0)):
+            self._free.release()
+
+    def in_use(self) -> int:
+        return sum(self._held.values())
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+class RayCluster:
+    """A connection to a Ray cluster that runs an evaluation's tasks."""
+
+    def __init__(self, ray: Any, concurrency: int, requests: int, sandbox: str | None) -> None:
+        self._ray = ray
+        self._concurrency = concurrency
+        self._sandbox = sandbox
+        self._remote = ray.remote(run_on_node).options(
+            num_cpus=0, resources={SANDBOX_RESOURCE: 1}, max_retries=0)
+        strategies = importlib.import_module("ray.util.scheduling_strategies")
+        here = ray.get_runtime_context().get_node_id()  # the permits live with the driver
+        strategy = strategies.NodeAffinitySchedulingStrategy(here, soft=True)
+        self.permits = ray.remote(_Permits).options(
+            num_cpus=0, scheduling_strategy=strategy).remote(requests)
+
+    def run(self, todo: Sequence[TaskRef], options: RunOptions, eval_dir: Path,
+            record: Callable[[dict[str, Any]], None]) -> None:
+        """Run `todo` on the cluster, `concurrency` at a time; `record` gets each task's
+        results.jsonl record, in the order they finish, on this thread."""
+        ray = self._ray
+        queue = deque(todo)
+        pending: dict[Any, tuple[TaskRef, Any, int, float]] = {}
+        while queue or pending:
+            while queue and len(pending) < self._concurrency:
+                ref = queue.popleft()
+                started = time.monotonic()
+                try:
+                    data = ray.put(pack_task(ref.load()))
+                except (InfraError, UsageError, OSError) as exc:
+                    record(error_record(ref.id, one_line(exc), time.monotonic() - started,
+                                        eval_dir / "tasks" / ref.id, eval_dir))
+                    continue
+                finally:
+                    with contextlib.suppress(Exception):
+                        ref.release()
+                pending[self._submit(data, options, ref.id)] = (ref, data, 0, started)
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for future in done:
+                ref, data, tries, started = pending.pop(future)
+                try:
+                    outcome: NodeOutcome = ray.get(future)
+                except ray.exceptions.RayTaskError as exc:
+                    record(error_record(ref.id, f"internal error: {one_line(exc)}",
+                                        time.monotonic() - started,
+                                        eval_dir / "tasks" / ref.id, eval_dir))
+                    continue
+                except ray.exceptions.RayError as exc:  # the node (or its worker) died
+                    self.permits.release_all.remote(ref.id)
+                    if tries < NODE_RETRIES:
+                        retry = self._submit(data, options, ref.id)
+                        pending[retry] = (ref, data, tries + 1, started)
+                    else:
+                        record(error_record(
+                            ref.id, f"infrastructure: the Ray node died {tries + 1} times: "
+                            f"{type(exc).__name__}: {one_line(exc)[:200]}",
+                            time.monotonic() - started, eval_dir / "tasks" / ref.id,
+                            eval_dir))
+                    continue
+                record(self._record(ref.id, outcome, eval_dir))
+
+    def _submit(self, data: Any, options: RunOptions, run_id: str) -> Any:
+        return self._remote.remote(data, options, run_id, self.permits, self._sandbox)
+
+    @staticmethod
+    def _record(task_id: str, outcome: NodeOutcome, eval_dir: Path) -> dict[str, Any]:
+        run_dir = eval_dir / "tasks" / task_id
+        remove_path(run_dir)
+        if outcome.run_dir is not None:
+            _extract(outcome.run_dir, run_dir)
+        if outcome.status == "error" and outcome.reason:
+            return error_record(task_id, outcome.reason, outcome.wall_s, run_dir, eval_dir)
+        return run_record(task_id, outcome.status, outcome.summary, run_dir, eval_dir)
+
+
+@contextlib.contextmanager
+def connect(address: str | None, *, concurrency: int, requests: int,
+            sandbox: str | None) -> Iterator[RayCluster]:
+    """Connect to the cluster at `address` (None: $RAY_ADDRESS, else a running local one)
+    for the `with` block. No cluster there: InfraError; no node with a sandbox: UsageError."""
+    check_available()
+    ray = _ray()
+    try:
+        ray.init(address=address or os.environ.get("RAY_ADDRESS") or "auto",
+                 logging_level=logging.WARNING, log_to_driver=False, configure_logging=True)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise InfraError(f"--executor ray: no Ray cluster at {address or 'auto'}: "
+                         f"{one_line(exc)[:200]} (start one with `ray start --head`)") from exc
+    try:
+        offered = ray.cluster_resources().get(SANDBOX_RESOURCE, 0)
+        if not offered:
+            raise UsageError(
+                f"--executor ray: no node of the cluster offers the {SANDBOX_RESOURCE!r} "
+                f"resource (start nodes with --resources '{{\"{SANDBOX_RESOURCE}\": 1}}')")
+        yield RayCluster(ray, concurrency, requests, sandbox)
+    finally:
+        ray.shutdown()

@@ -1,0 +1,112 @@
+"""A real two-node Ray cluster on this machine for the `--executor ray` tests and bench/eval.
+
+Each node is a `ray start --block` process in a session of its own, so stopping a node (or
+killing it, raylet and workers with it) is one signal to its process group; nothing here runs
+`ray stop`, which would stop every Ray process on the machine. Every node has 1 CPU, its own
+temp dir, usage stats off and the `ooda_sandbox` resource; all of them listen on a loopback
+address. Ray rewrites "127.0.0.1" to the machine's routable address, so the nodes use
+127.0.0.2 (also loopback) instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+NODE_IP = "127.0.0.2"
+SANDBOX_RESOURCE = "ooda_sandbox"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((NODE_IP, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _ray_cli() -> list[str]:
+    return [sys.executable, "-c", "from ray.scripts.scripts import main; main()"]
+
+
+@dataclass
+class Cluster:
+    address: str
+    temp_dir: Path
+    env: dict[str, str]
+    nodes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def start_node(self, name: str, *, head: bool = False) -> None:
+        where = ["--head", "--port", self.address.rsplit(":", 1)[1],
+                 "--include-dashboard=false"] if head else ["--address", self.address]
+        log = open(self.temp_dir / f"{name}.log", "wb")  # noqa: SIM115 - the node keeps it
+        self.nodes[name] = subprocess.Popen(
+            [*_ray_cli(), "start", *where, "--node-ip-address", NODE_IP, "--num-cpus", "1",
+             "--resources", json.dumps({SANDBOX_RESOURCE: 1}), "--disable-usage-stats",
+             "--temp-dir", str(self.temp_dir), "--block"],
+            stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+
+    def wait_for(self, nodes: int, timeout: float = 60.0) -> None:
+        """Until `nodes` nodes are alive (asked through `ray status`)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, proc in self.nodes.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"ray node {name} exited: "
+                                       + (self.temp_dir / f"{name}.log").read_text()[-2000:])
+            status = subprocess.run([*_ray_cli(), "status", "--address", self.address],
+                                    capture_output=True, text=True, env=self.env, timeout=30)
+            active = status.stdout.split("Active:", 1)[-1].split("Pending:", 1)[0]
+            if status.returncode == 0 and active.count("node_") >= nodes:
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"the Ray cluster did not reach {nodes} nodes in {timeout:.0f}s")
+
+    def kill_node(self, name: str) -> None:
+        """The node dies at once: SIGKILL to its raylet, workers and `ray start`."""
+        proc = self.nodes[name]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        for name in reversed(list(self.nodes)):  # workers first, the head last
+            proc = self.nodes[name]
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=10)
+            with contextlib.suppress(ProcessLookupError):  # stragglers of the session
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def local_cluster(workers: int = 1) -> Iterator[Cluster]:
+    """A head and `workers` worker nodes, stopped on the way out whatever happened."""
+    temp_dir = Path(tempfile.mkdtemp(prefix="ooda-ray-"))
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    cluster = Cluster(f"{NODE_IP}:{_free_port()}", temp_dir, env)
+    try:
+        cluster.start_node("head", head=True)
+        cluster.wait_for(1)
+        for i in range(workers):
+            cluster.start_node(f"worker{i + 1}")
+        cluster.wait_for(1 + workers)
+        yield cluster
+    finally:
+        cluster.stop()
+        subprocess.run(["rm", "-rf", str(temp_dir)], check=False)
