@@ -1,4 +1,10 @@
-"""A live progress display (rich) for one run: candidates by state, elapsed against budget."""
+"""The live display of one run (rich Live): a status line that ticks while the model
+generates (elapsed against budget, candidates by state, tokens sent and received so far, the
+cost when prices are known) and one line per streaming candidate with its token count; each
+finished candidate is printed above it with its full reason.
+
+Off a terminal Live is not started: only the finished candidates' lines and the last status
+line are printed, never wrapped or cropped (the console is soft-wrapped)."""
 
 from __future__ import annotations
 
@@ -7,11 +13,12 @@ import time
 from collections import Counter
 from types import TracebackType
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
 from ooda.agent.core.loop import Attempt
+from ooda.agent.support.reasons import headline
 from ooda.agent.support.textsafe import printable
 
 STATE_STYLE = {
@@ -24,46 +31,111 @@ STATE_STYLE = {
     "cancelled": "dim",
     "error": "bold red",
 }
+FINAL = ("passed", "failed", "invalid_edit", "timeout", "error")
+CHARS_PER_TOKEN = 4
+"""Streamed text is counted at about four characters a token until the endpoint's count
+arrives with the answer's end."""
+
+
+def human_tokens(n: int) -> str:
+    """611, 6.7k, 1.2M (as Aider prints token counts)."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.1f}M"
+
+
+def money(dollars: float) -> str:
+    """Dollars with enough digits that a small cost is not shown as $0.00."""
+    if dollars == 0 or dollars >= 1:
+        return f"${dollars:.2f}"
+    return f"${dollars:.4f}" if dollars >= 0.0001 else f"${dollars:.6f}"
+
+
+def tokens_phrase(sent: int, received: int, cost: float | None) -> str:
+    """`tokens 6.7k sent, 611 received, cost $0.0034` (the cost only when priced)."""
+    text = f"tokens {human_tokens(sent)} sent, {human_tokens(received)} received"
+    return text + (f", cost {money(cost)}" if cost is not None else "")
 
 
 class RunProgress:
     """Call it as the loop's progress hook; use it as a context manager around the run."""
 
-    def __init__(self, task_id: str, budget_s: float, rounds: int, console: Console) -> None:
+    def __init__(self, task_id: str, budget_s: float, rounds: int, console: Console,
+                 prices: tuple[float | None, float | None] = (None, None)) -> None:
         self.task_id = task_id
         self.budget_s = budget_s
         self.rounds = rounds
         self.console = console
+        self.prices = prices
         self.started = time.monotonic()
         self.states: dict[str, str] = {}
+        self.attempts: dict[str, Attempt] = {}
         self.round = 0
         self._lock = threading.Lock()
-        self._live = Live(self._render(), console=console, refresh_per_second=8, transient=False)
+        self._live = Live(console=console, refresh_per_second=8, transient=False,
+                          get_renderable=self._render, redirect_stderr=False,
+                          redirect_stdout=False)
 
     def __call__(self, attempt: Attempt, state: str) -> None:
         with self._lock:
             self.states[attempt.attempt_id] = state
+            self.attempts[attempt.attempt_id] = attempt
             self.round = max(self.round, attempt.round)
-            if state in ("passed", "failed", "invalid_edit", "timeout", "error"):
+            if state in FINAL:
                 line = Text(f"  {attempt.attempt_id:<7} ", style="dim")
                 line.append(f"{state:<13}", style=STATE_STYLE.get(state, ""))
-                reason = attempt.reason.splitlines()[0][:100] if attempt.reason else ""
-                line.append(printable(reason))
-                self._live.console.print(line)
-        self._live.update(self._render())
+                line.append(printable(headline(attempt.reason)))
+                self.console.print(line)
+        if self._live.is_started:
+            self._live.refresh()
 
-    def _render(self) -> Text:
-        counts = Counter(self.states.values())
+    def tokens(self) -> tuple[int, int]:
+        """(sent, received) so far: the endpoint's counts, plus the streaming answers'
+        estimated from their length."""
+        with self._lock:
+            attempts = list(self.attempts.values())
+        sent = sum(a.prompt_tokens for a in attempts)
+        received = sum(a.completion_tokens or a.streamed_chars // CHARS_PER_TOKEN
+                       for a in attempts)
+        return sent, received
+
+    def cost(self) -> float | None:
+        price_prompt, price_completion = self.prices
+        if price_prompt is None and price_completion is None:
+            return None
+        sent, received = self.tokens()
+        return (sent * (price_prompt or 0.0) + received * (price_completion or 0.0)) / 1e6
+
+    def _render(self) -> Group:
+        with self._lock:
+            counts = Counter(self.states.values())
+            streaming = [a for i, a in self.attempts.items() if self.states[i] == "generating"]
         elapsed = time.monotonic() - self.started
-        text = Text(f"{self.task_id}  round {self.round}/{self.rounds}  ")
+        crop = self.console.is_terminal  # a terminal's status lines fit its width
+        status = Text(f"{self.task_id}  round {self.round}/{self.rounds}  ", no_wrap=crop,
+                      overflow="ellipsis" if crop else None)
         for state in STATE_STYLE:
             if counts.get(state):
-                text.append(f"{state} {counts[state]}  ", style=STATE_STYLE[state])
-        text.append(f"{elapsed:5.1f}s / {self.budget_s:.0f}s", style="bold")
-        return text
+                status.append(f"{state} {counts[state]}  ", style=STATE_STYLE[state])
+        status.append(f"{elapsed:5.1f}s / {self.budget_s:.0f}s", style="bold")
+        sent, received = self.tokens()
+        status.append("  " + tokens_phrase(sent, received, self.cost()), style="dim")
+        lines = [status]
+        for attempt in streaming:
+            tokens = attempt.streamed_chars // CHARS_PER_TOKEN
+            line = Text(f"  {attempt.attempt_id:<7} ", style="dim", no_wrap=crop,
+                        overflow="ellipsis" if crop else None)
+            line.append("generating", style="cyan")
+            line.append(f"  {human_tokens(tokens)} tokens" if tokens else "  waiting for the "
+                        "first token")
+            lines.append(line)
+        return Group(*lines)
 
     def __enter__(self) -> RunProgress:
-        self._live.start()
+        if self.console.is_terminal:
+            self._live.start()
         return self
 
     def __exit__(
@@ -72,7 +144,10 @@ class RunProgress:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._live.update(self._render())
-        self._live.stop()
-        if not self.console.is_terminal:
-            self.console.print()  # Live leaves the last status line open off a terminal
+        with self._lock:
+            self.states = {i: s for i, s in self.states.items() if s != "generating"}
+        if self.console.is_terminal:
+            self._live.refresh()
+            self._live.stop()
+        else:  # Live would crop the last status line to 80 columns
+            self.console.print(self._render())

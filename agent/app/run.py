@@ -6,6 +6,7 @@ Shared by `ooda run`, `ooda eval` and `ooda ci`.
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.protocols import Model, SandboxBackend
 from ooda.agent.core.loop import Loop, LoopConfig, RunResult
 from ooda.agent.core.runlog import RunLog, new_run_id
+from ooda.agent.core.schedule import DEFAULT_BUDGET_BELOW, ModelSchedule, Price, Tier
 from ooda.agent.models import ModelSpec, open_model
 from ooda.agent.sandbox.registry import open_backend
 from ooda.agent.support.fstree import remove_workspace
@@ -60,8 +62,27 @@ class RunOptions:
     """Model requests in flight at once."""
     verify_concurrency: int = DEFAULTS.verify_concurrency
     """Candidates verified at once."""
+    price_prompt: float | None = None
+    """Dollars per million prompt tokens (for the cost shown; None = unpriced)."""
+    price_completion: float | None = None
+    """Dollars per million completion tokens."""
     replay_tokens_per_s: float = 0.0
     """With --model replay: simulated generation speed (0 = instant)."""
+    escalate_to: str | None = None
+    """The stronger model later rounds escalate to (agent/core/schedule.py); `--model a,b`
+    sets it too."""
+    escalate_base_url: str | None = None
+    """Its endpoint; None: the same as the model's."""
+    escalate_key_env: str | None = None
+    """The environment variable holding its API key; None: the same key as the model's."""
+    escalate_price_prompt: float | None = None
+    """Its dollars per million prompt tokens (None = unpriced)."""
+    escalate_price_completion: float | None = None
+    """Its dollars per million completion tokens."""
+    escalate_after: int | None = None
+    """Rounds of the fast model without a pass before escalating; None: all but the last."""
+    escalate_below: float = DEFAULT_BUDGET_BELOW
+    """Escalate once less than this fraction of the budget is left."""
 
     def validate(self) -> None:
         """Reject impossible values with a one-line UsageError."""
@@ -82,6 +103,26 @@ class RunOptions:
                 "no model given: pass --model NAME (with --base-url or OPENAI_BASE_URL), "
                 "--model gold, or --model replay for the scripted offline demo"
             )
+        self._validate_escalation()
+
+    def _validate_escalation(self) -> None:
+        names = [n.strip() for n in (self.model or "").split(",")]
+        if len(names) > 2 or not all(names):
+            raise UsageError(f"--model {self.model!r}: give one model, or two as FAST,STRONG")
+        if len(names) == 2:
+            if self.escalate_to and self.escalate_to != names[1]:
+                raise UsageError("--model FAST,STRONG and --escalate-to name different models")
+            self.model, self.escalate_to = names
+        if self.escalate_to is None:
+            return
+        if self.escalate_to == self.model:
+            raise UsageError("--escalate-to names the model itself")
+        if self.escalate_after is not None and self.escalate_after < 1:
+            raise UsageError(f"--escalate-after must be at least 1 (got {self.escalate_after})")
+        if not 0 <= self.escalate_below < 1:
+            raise UsageError(f"--escalate-below must be in [0, 1) (got {self.escalate_below})")
+        if self.escalate_key_env and not os.environ.get(self.escalate_key_env):
+            raise UsageError(f"--escalate-key-env: ${self.escalate_key_env} is not set")
 
 
 class Prestarted(Protocol):
@@ -114,6 +155,38 @@ def model_spec(options: RunOptions) -> ModelSpec:
     )
 
 
+def escalation_spec(options: RunOptions) -> ModelSpec | None:
+    """The registry's spec of the model `options` escalate to (None: no escalation)."""
+    if not options.escalate_to:
+        return None
+    key = os.environ.get(options.escalate_key_env) if options.escalate_key_env else None
+    return ModelSpec(
+        name=options.escalate_to,
+        base_url=options.escalate_base_url or options.base_url,
+        api_key=key,
+        temperature=options.temperature,
+        concurrency=options.concurrency,
+        replay_tokens_per_s=options.replay_tokens_per_s,
+    )
+
+
+def schedule_for(options: RunOptions, model: Model, strong: Model | None) -> ModelSchedule:
+    """The run's models in escalation order, with their prices."""
+    fast = Tier(model, Price(options.price_prompt or 0.0, options.price_completion or 0.0))
+    if strong is None:
+        return ModelSchedule(fast)
+    return ModelSchedule(
+        fast,
+        Tier(
+            strong,
+            Price(options.escalate_price_prompt or 0.0, options.escalate_price_completion or 0.0),
+            "strong",
+        ),
+        after_rounds=options.escalate_after,
+        budget_below=options.escalate_below,
+    )
+
+
 def run_task(
     task: Task,
     options: RunOptions,
@@ -124,13 +197,15 @@ def run_task(
     backend: SandboxBackend | None = None,
     run_id: str | None = None,
     prestarted: Prestarted | None = None,
+    strong: Model | None = None,
 ) -> tuple[RunResult, RunLog]:
     """Run the loop on one task and return its result and run directory.
 
     `model` and `backend` may be shared between tasks (`ooda eval`); otherwise they are made
     here from `options` and released at the end. `run_id` names the run directory under
     `options.runs_dir` (default: a fresh, time-stamped id). `prestarted`: what start-up began
-    for this command (a backend, a container), taken when it fits.
+    for this command (a backend, a container), taken when it fits. `strong`: the model to
+    escalate to, when shared like `model` (otherwise opened here from `options.escalate_to`).
     """
     options.validate()
     loop_config = LoopConfig(
@@ -150,17 +225,23 @@ def run_task(
             stack.callback(_close_opened, opening)
             if model is None:
                 model = stack.enter_context(open_model(model_spec(options), task))
+            strong_spec = escalation_spec(options)
+            if strong is None and strong_spec is not None:
+                strong = stack.enter_context(open_model(strong_spec, task))
             verifier = opening.result()
         given = task
         task = verifier.prepare()
         check_base(verifier, given)
         log = RunLog(options.runs_dir, run_id or new_run_id(task.id))
+        schedule = schedule_for(options, model, strong)
         if show_progress and console is not None:
-            progress = RunProgress(task.id, options.time_budget_s, options.rounds, console)
+            progress = RunProgress(task.id, options.time_budget_s, options.rounds, console,
+                                   (options.price_prompt, options.price_completion))
             with progress:
-                result = Loop(task, model, verifier, log, loop_config, progress).run()
+                loop = Loop(task, model, verifier, log, loop_config, progress, schedule)
+                result = loop.run()
         else:
-            result = Loop(task, model, verifier, log, loop_config).run()
+            result = Loop(task, model, verifier, log, loop_config, schedule=schedule).run()
         return result, log
     raise AssertionError("unreachable")
 

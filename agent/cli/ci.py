@@ -94,10 +94,9 @@ def ci(
     max_tokens: MaxTokensOpt = None,
 ) -> None:
     """Suggest a verified fix for a failing CI job (and post it to the pull request)."""
-    from rich.console import Console
-
     from ooda.agent.app.ci.outcome import CiOptions
     from ooda.agent.app.ci.run import run_ci
+    from ooda.agent.cli.console import make_console
     from ooda.tasks.loader import VerifierOptions
 
     verifiers = VerifierOptions(ruff=not no_ruff, mypy=not no_mypy)
@@ -123,7 +122,7 @@ def ci(
         time_budget=time_budget, sandbox=sandbox, max_tokens=max_tokens,
         runs_dir=runs_dir if runs_dir is not None else out / "runs",
     )
-    console = Console(stderr=True)
+    console = make_console()
     outcome = run_ci(options, run_options, console=console, show_progress=not json_out,
                      prestarted=ctx.obj)
     if json_out:

@@ -102,9 +102,8 @@ def eval_command(
     ] = None,
 ) -> None:
     """Evaluate on many tasks, K at a time: resolved rate, pass@k, a report, predictions."""
-    from rich.console import Console
-
     from ooda.agent.app.evaluate import EvalOptions, evaluate
+    from ooda.agent.cli.console import make_console
 
     run_options = options_from(
         model=model, base_url=base_url, samples=samples, rounds=rounds,
@@ -126,7 +125,7 @@ def eval_command(
         executor=executor,
         ray_address=ray_address,
     )
-    console = Console(stderr=True)
+    console = make_console()
     outcome = evaluate(options, console=console, show_progress=not json_out,
                        prestarted=ctx.obj)
     if json_out:

@@ -69,6 +69,12 @@ BudgetOpt = Annotated[
 ]
 RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", help="Where run directories go.")]
 TemperatureOpt = Annotated[float, typer.Option(help="Sampling temperature.")]
+PricePromptOpt = Annotated[
+    float | None, typer.Option("--price-prompt", help="Dollars per 1M prompt tokens.")
+]
+PriceCompletionOpt = Annotated[
+    float | None, typer.Option("--price-completion", help="Dollars per 1M completion tokens.")
+]
 
 
 def options_from(
@@ -85,6 +91,8 @@ def options_from(
     temperature: float = DEFAULTS.temperature,
     concurrency: int = DEFAULTS.concurrency,
     verify_concurrency: int = DEFAULTS.verify_concurrency,
+    price_prompt: float | None = None,
+    price_completion: float | None = None,
 ) -> RunOptions:
     """The run's options from the command line's values (`ooda run`, `eval` and `ci` alike;
     RunOptions.validate checks them)."""
@@ -103,4 +111,6 @@ def options_from(
         temperature=temperature,
         concurrency=concurrency,
         verify_concurrency=verify_concurrency,
+        price_prompt=price_prompt,
+        price_completion=price_completion,
     )

@@ -9,6 +9,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ooda.agent.cli.escalation import (
+    EscalateAfterOpt,
+    EscalateBaseUrlOpt,
+    EscalateBelowOpt,
+    EscalateKeyEnvOpt,
+    EscalatePriceCompletionOpt,
+    EscalatePricePromptOpt,
+    EscalateToOpt,
+    set_escalation,
+)
 from ooda.agent.cli.options import (
     BaseUrlOpt,
     BudgetOpt,
@@ -17,6 +27,8 @@ from ooda.agent.cli.options import (
     ModelOpt,
     NoMypyOpt,
     NoRuffOpt,
+    PriceCompletionOpt,
+    PricePromptOpt,
     RoundsOpt,
     RunsDirOpt,
     SamplesOpt,
@@ -77,11 +89,20 @@ def run(
     apply: Annotated[
         bool, typer.Option("--apply", help="Write the winning patch into the repository.")
     ] = False,
+    escalate_to: EscalateToOpt = None,
+    escalate_base_url: EscalateBaseUrlOpt = None,
+    escalate_key_env: EscalateKeyEnvOpt = None,
+    escalate_price_prompt: EscalatePricePromptOpt = None,
+    escalate_price_completion: EscalatePriceCompletionOpt = None,
+    escalate_after: EscalateAfterOpt = None,
+    escalate_below: EscalateBelowOpt = DEFAULTS.escalate_below,
+    price_prompt: PricePromptOpt = None,
+    price_completion: PriceCompletionOpt = None,
 ) -> None:
     """Solve one task: sample candidates, verify them, feed failures back."""
-    from rich.console import Console
-
+    from ooda.agent.app.metrics import cost
     from ooda.agent.app.run import run_task
+    from ooda.agent.cli.console import make_console
     from ooda.agent.verify.workspace import apply_patch
 
     if not path.exists():
@@ -106,10 +127,17 @@ def run(
         model=model, base_url=base_url, samples=samples, rounds=rounds,
         time_budget=time_budget, sandbox=sandbox, runs_dir=runs_dir, max_tokens=max_tokens,
         select=select, temperature=temperature, concurrency=concurrency,
-        verify_concurrency=verify_concurrency,
+        verify_concurrency=verify_concurrency, price_prompt=price_prompt,
+        price_completion=price_completion,
+    )
+    set_escalation(
+        options, escalate_to=escalate_to, escalate_base_url=escalate_base_url,
+        escalate_key_env=escalate_key_env, escalate_price_prompt=escalate_price_prompt,
+        escalate_price_completion=escalate_price_completion, escalate_after=escalate_after,
+        escalate_below=escalate_below,
     )
     options.validate()
-    console = Console(stderr=True)
+    console = make_console()
     if options.model == "replay" and not json_out:
         console.print(
             "[yellow]--model replay: answers are replayed from the task's script, "
@@ -124,7 +152,8 @@ def run(
         print(json.dumps(summary, indent=2))
     else:
         _print_run_result(
-            console, result.summary, log.dir, result.winner.patch if result.winner else None
+            console, result.summary, log.dir, result.winner.patch if result.winner else None,
+            cost(result.summary["tokens"], price_prompt, price_completion),
         )
         if apply and result.winner is not None:
             console.print(f"Applied the winning patch to {task.repo}.")
@@ -170,9 +199,12 @@ def _task(path: Path, statement: str | None, test_cmd: str | None,
 
 
 def _print_run_result(
-    console: Any, summary: dict[str, Any], run_dir: Path, patch: str | None
+    console: Any, summary: dict[str, Any], run_dir: Path, patch: str | None,
+    dollars: float | None,
 ) -> None:
     from rich.syntax import Syntax
+
+    from ooda.agent.app.progress import tokens_phrase
 
     status = summary["status"]
     style = {"passed": "bold green", "failed": "bold red"}.get(status, "bold yellow")
@@ -180,8 +212,8 @@ def _print_run_result(
         f"[{style}]{status.upper()}[/{style}] {markup_safe(summary['task_id'])}: "
         f"{markup_safe(summary['reason'])} — "
         f"{summary['attempts']} attempts, {summary['rounds_used']} round(s), "
-        f"{summary['wall_s']:.1f}s, tokens {summary['tokens']['prompt']}+"
-        f"{summary['tokens']['completion']}"
+        f"{summary['wall_s']:.1f}s, "
+        + tokens_phrase(summary["tokens"]["prompt"], summary["tokens"]["completion"], dollars)
     )
     if patch:
         console.print(Syntax(printable(patch), "diff", theme="ansi_dark"))

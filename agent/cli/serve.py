@@ -26,9 +26,15 @@ def serve(
         str, typer.Option(help="Rewrite each answer: as-is, whole-file, definitions (bare "
                           "functions in prose) or mixed (agent/models/answer_styles.py).")
     ] = "as-is",
+    model: Annotated[
+        list[str] | None,
+        typer.Option("--model", help="A model to serve, NAME[:TOKENS_PER_S[:PRICE_IN:PRICE_OUT]] "
+                     "(USD per million tokens; repeat; replay.jsonl lines with a \"model\" go "
+                     "only to it) [default: replay]."),
+    ] = None,
 ) -> None:
     """Serve scripted answers over an OpenAI-compatible API (tests, demos, benchmarks)."""
-    from ooda.agent.models.server import serve_forever
+    from ooda.agent.models.server import parse_served, serve_forever
 
     for p in replay:
         if not p.exists():
@@ -41,4 +47,5 @@ def serve(
         ttft_s=ttft,
         faults=faults.split(",") if faults else None,
         answer_as=answer_as,
+        served=[parse_served(m) for m in model] if model else None,
     )

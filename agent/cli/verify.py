@@ -78,9 +78,9 @@ def _print_verdict(task_id: str, verdict: Verdict, sandbox: str, json_out: bool)
             )
         )
         return
-    from rich.console import Console
+    from ooda.agent.cli.console import make_console
 
-    console = Console()
+    console = make_console(stderr=False)
     style = "bold green" if verdict.status == "passed" else "bold red"
     console.print(f"[{style}]{verdict.status.upper()}[/{style}] {markup_safe(task_id)}: "
                   f"{markup_safe(verdict.reason)}")

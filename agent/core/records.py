@@ -62,6 +62,8 @@ class Attempt:
     feedback: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    streamed_chars: int = 0
+    """Characters of the answer received so far (while it streams; for the live display)."""
     t_start: float | None = None
     t_first_token: float | None = None
     t_generated: float | None = None
@@ -70,6 +72,8 @@ class Attempt:
     """The edit format the answer was read in (ooda.agent.edits.FORMATS); None when invalid."""
     invalid_kind: str | None = None
     """For an invalid edit: the short name of the reason (EditError.kind)."""
+    model: str = ""
+    """The name of the model that answered (agent/core/schedule.py picks it per round)."""
 
     @property
     def parent_id(self) -> str | None:
@@ -123,7 +127,7 @@ def attempt_record(
         "attempt_id": a.attempt_id,
         "round": a.round,
         "parent_id": a.parent_id,
-        "model": model_name,
+        "model": a.model or model_name,
         "t_start_s": since(a.t_start),
         "t_first_token_s": since(a.t_first_token),
         "t_generated_s": since(a.t_generated),

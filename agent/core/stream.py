@@ -71,6 +71,7 @@ def stream_watcher(
 
     def keep_going(text: str) -> bool:
         nonlocal scanned
+        attempt.streamed_chars = len(text)  # the live display counts tokens from it
         if stop.is_set():
             return False
         end = text.rfind("\n") + 1

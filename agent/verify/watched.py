@@ -22,6 +22,7 @@ from ooda.agent.contracts.protocols import (
     VerdictStatus,
     VerifierResult,
 )
+from ooda.agent.support.reasons import headline
 from ooda.verifiers import clip
 
 FEEDBACK_LIMIT = 4000
@@ -64,7 +65,7 @@ def verdict_from(results: list[VerifierResult], changed: list[str]) -> Verdict:
             if result.status == "error"
             else "failed"
         )
-        first = result.summary.strip().splitlines()[0] if result.summary.strip() else ""
+        first = headline(result.summary)
         reason = clip(f"{result.name} {result.status}" + (f": {first}" if first else ""), 300)
         return Verdict(status, reason, results, clip(result.summary, FEEDBACK_LIMIT), changed)
     names = ", ".join(r.name for r in results)

@@ -1,0 +1,36 @@
+"""The live display: tokens counted while they stream, Aider-style token phrases, and off a
+terminal nothing cropped or wrapped."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from ooda.agent.app.progress import RunProgress, human_tokens, money, tokens_phrase
+from ooda.agent.core.loop import Attempt
+
+
+def test_token_phrases_read_like_aider() -> None:
+    assert human_tokens(611) == "611" and human_tokens(6697) == "6.7k"
+    assert tokens_phrase(6697, 611, None) == "tokens 6.7k sent, 611 received"
+    assert tokens_phrase(6697, 611, 0.00312).endswith("cost $0.0031")
+    assert money(0.0000004) != "$0.00" and money(12.5) == "$12.50"
+
+
+def test_streamed_tokens_and_cost_are_counted_before_the_answer_ends() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=80, soft_wrap=True)
+    progress = RunProgress("a-task-with-a-long-name", 600, 3, console, (3.0, 15.0))
+    attempt = Attempt("r1c1", 1, None, [])
+    with progress:
+        progress(attempt, "generating")
+        attempt.streamed_chars = 400  # ~100 tokens arrived
+        assert progress.tokens() == (0, 100)
+        assert progress.cost() == 100 * 15.0 / 1e6
+        attempt.reason = "pytest failed: " + "x" * 150
+        attempt.status = "failed"
+        progress(attempt, "failed")
+    lines = out.getvalue().splitlines()
+    assert any(line.endswith("x" * 150) for line in lines), lines  # not wrapped at 80
+    assert "tokens 0 sent, 100 received, cost $0.0015" in lines[-1]
