@@ -16,6 +16,11 @@ task.toml keys (SPEC.md): `id`, `statement` | `statement_file`, `repo`, `fail_to
 - `requirements = "requirements.txt"`: third-party packages the repo needs; the path is
   looked up relative to the task directory first, then relative to the repo. Without the key,
   a `requirements.txt` in the task directory is used when present.
+- `[environment]`: the image the tests run in, built once per content hash (Python, Debian
+  and pip packages, the repository's own install, the test runner and its plugins; see
+  tasks/environment.py). Such a task's ruff, security and mypy stages are off unless
+  `[verifiers]` turns them on: the environment's Python and tools are the repository's, not
+  ooda's (ooda's ruff and mypy are not in it).
 - `replay = "replay.jsonl"`: scripted answers for the bundled endpoint; default `replay.jsonl`
   in the task directory when present.
 
@@ -34,6 +39,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ooda.agent.contracts.errors import UsageError
+from ooda.tasks.environment import environment_of
 
 
 @dataclass
@@ -84,6 +90,9 @@ class Task:
     protected: list[str] = field(default_factory=list)
     """Test support files a candidate may not edit (.gitignore patterns, `!` to allow one),
     on top of those protected by rule (agent/support/testsupport.py)."""
+    environment: dict[str, Any] | None = None
+    """The image the tests run in (task.toml's [environment] table, an EnvSpec's fields,
+    see tasks/environment.py); None: ooda's own image."""
 
 
 TASK_FILE = "task.toml"
@@ -103,6 +112,7 @@ TOP_KEYS = (
     "requirements",
     "replay",
     "protected",
+    "environment",
 )
 """Keys allowed at the top level of task.toml."""
 
@@ -166,6 +176,12 @@ def load_task(path: Path) -> Task:
     verifiers = _verifiers(data.get("verifiers"), where)
     requirements = _requirements(data, root, repo, where)
     replay = _replay(data, root, where)
+    environment = environment_of(data.get("environment"), where)
+    if environment is not None:
+        table = data.get("verifiers")
+        for key in ("ruff", "mypy", "security"):
+            if not isinstance(table, dict) or key not in table:
+                setattr(verifiers, key, False)
     return Task(
         id=task_id,
         statement=statement,
@@ -180,6 +196,7 @@ def load_task(path: Path) -> Task:
         root=root,
         replay=replay,
         protected=protected,
+        environment=environment,
     )
 
 

@@ -9,7 +9,9 @@ looks. Ruff and mypy are judged against a baseline of the unpatched code (base +
 computed once per file (agent/verify/baselines.py); each candidate's mypy starts from a copy of
 the base's warm cache (agent/verify/mypycache.py). A broken sandbox ends the run as an
 infrastructure error (agent/verify/watched.py). `warm()` starts the sandboxes and the
-baselines ahead of the first candidate; `prepare()` derives the task's test lists from a test
+baselines ahead of the first candidate; a task with its own environment ([environment]) has
+it built once, here, and every sandbox opens on it (agent/verify/environment.py); `prepare()`
+derives the task's test lists from a test
 command before the first candidate.
 """
 
@@ -26,6 +28,7 @@ from ooda.agent.contracts.protocols import CheckSpec, Sandbox, SandboxBackend, V
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.support import fstree
 from ooda.agent.verify.baselines import Baselines
+from ooda.agent.verify.environment import EnvironmentBackend, PreparedEnv, prepare_environment
 from ooda.agent.verify.watched import FEEDBACK_LIMIT, Watched, verdict_from
 from ooda.agent.verify.workspace import PatchError, apply_patch, copy_repo
 from ooda.tasks.loader import Task
@@ -50,16 +53,28 @@ class TaskVerifier:
         *,
         concurrency: int = 2,
         pool: SandboxPool | None = None,
+        force_environment: bool = False,
     ) -> None:
         self.task = task
         self.backend = backend
         self.work_root = work_root
         work_root.mkdir(parents=True, exist_ok=True)
+        self.base_repo = task.repo
+        """What every workspace is copied from: the repo (+ its environment's overlay)."""
+        self.environment: PreparedEnv | None = None
+        if task.environment is not None:
+            # built once per hash, before any sandbox: every slot of the pool opens on it
+            self.environment = prepare_environment(
+                task.environment, task.repo, backend, work_root, force=force_environment
+            )
+            self.base_repo = self.environment.base_repo
+            backend = EnvironmentBackend(backend, self.environment)
         self.pool = pool or SandboxPool(
             backend, work_root, requirements=task.requirements, size=concurrency
         )
         self._own_pool = pool is None
-        self.baselines = Baselines(task, backend.name, work_root, self.pool)
+        base_task = dataclasses.replace(task, repo=self.base_repo)
+        self.baselines = Baselines(base_task, backend.name, work_root, self.pool)
         self.verifiers: list[Verifier] = self.baselines.wrap(
             default_verifiers(
                 task.verifiers.ruff,
@@ -165,7 +180,7 @@ class TaskVerifier:
         """Populate an empty workspace: the repo, the patch, the hidden tests and a private copy
         of the base's mypy cache (checked for the changed files already, so their imports are
         in it). Returns the paths the patch changed; raises PatchError (_HiddenTestsConflict)."""
-        copy_repo(self.task.repo, self.work_root, workspace)
+        copy_repo(self.base_repo, self.work_root, workspace)
         changed = apply_patch(workspace, patch, protected=self.task.protected)
         if self.task.test_patch:
             try:

@@ -47,6 +47,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.metadata
+import inspect
 import json
 import marshal
 import operator
@@ -70,6 +71,18 @@ WATCHED_PACKAGES = ("pytest", "_pytest", "pluggy")
 PHASES = ("setup", "call", "teardown")
 MAX_PROBLEMS = 20
 DESCRIPTORS = (types.FunctionType, staticmethod, classmethod, property)
+
+NEW_WRAPPERS = "wrapper" in inspect.signature(type(pytest.hookimpl).__call__).parameters
+"""pluggy >= 1.1 (new-style `wrapper=True` hooks); older pluggy (an environment's old pytest)
+gets the same wrappers in the old `hookwrapper=True` style (LegacyGuard)."""
+
+
+def _wrapper(**options: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A new-style hook wrapper, or (old pluggy) the plain method LegacyGuard overrides."""
+    if NEW_WRAPPERS:
+        return pytest.hookimpl(wrapper=True, **options)  # type: ignore[call-overload,no-any-return]
+    return lambda function: function
+
 
 Snapshot = dict[tuple[str, str], dict[str, object]]
 """(module, class name or "" for the module itself) -> member name -> the function or method;
@@ -225,7 +238,7 @@ def snapshot() -> Snapshot:
             continue
         functions: dict[str, object] = {}
         for attr, value in list(vars(module).items()):
-            if isinstance(value, types.FunctionType | types.BuiltinFunctionType):
+            if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
                 functions[attr] = value
             elif isinstance(value, type) and value.__module__ == module_name:
                 members = {k: v for k, v in vars(value).items() if isinstance(v, DESCRIPTORS)}
@@ -415,7 +428,7 @@ class Guard:
         any other file)."""
         if isinstance(value, property):
             value = value.fget
-        elif isinstance(value, staticmethod | classmethod):
+        elif isinstance(value, (staticmethod, classmethod)):
             value = value.__func__
         filename = getattr(getattr(value, "__code__", None), "co_filename", None)
         if not isinstance(filename, str) or os.path.basename(filename) != "conftest.py":
@@ -562,12 +575,12 @@ class Guard:
             self._remember_code(item)
         self.check("after collection")
 
-    @pytest.hookimpl(wrapper=True, trylast=True)
+    @_wrapper(trylast=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
         self.check(f"before {item.nodeid}")
         return (yield from self._observe(item, "setup"))
 
-    @pytest.hookimpl(wrapper=True, trylast=True)
+    @_wrapper(trylast=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         self.check_code(item, f"before {item.nodeid}")
         known = self.codes.get(item.nodeid)
@@ -589,7 +602,7 @@ class Guard:
             )
         return result
 
-    @pytest.hookimpl(wrapper=True, trylast=True)
+    @_wrapper(trylast=True)
     def pytest_runtest_teardown(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, object, object]:
@@ -623,12 +636,65 @@ class Guard:
             self._key(report.nodeid)
             self.reports.setdefault(report.nodeid, []).append(str(report.outcome))
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    @_wrapper(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, object, object]:
         self.check("at the end of the session")
         result = yield
         self.check("after the reports were written")
         return result
+
+
+class LegacyGuard(Guard):
+    """The guard for pluggy < 1.1 (no `wrapper=True`): the same innermost wrappers around each
+    phase in the old `hookwrapper=True` style, seeing the phase's exception in its outcome."""
+
+    @pytest.hookimpl(hookwrapper=True, trylast=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, None]:
+        self.check(f"before {item.nodeid}")
+        outcome = yield
+        self._outcome(item, "setup", outcome)
+
+    @pytest.hookimpl(hookwrapper=True, trylast=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, None]:
+        self.check_code(item, f"before {item.nodeid}")
+        known = self.codes.get(item.nodeid)
+        self._expected = known[1][0] if known is not None and known[1] else None
+        self._entered = False
+        if self._expected is not None:
+            sys.setprofile(self._profile)
+        try:
+            outcome = yield
+        finally:
+            if sys.getprofile() == self._profile:
+                sys.setprofile(None)
+        self._outcome(item, "call", outcome)
+        self.check_code(item, f"after {item.nodeid}")
+        if self._expected is not None and not self._entered:
+            self.problem(
+                f"{item.nodeid} went through its call phase but its test function never ran "
+                "(pytest's runner was bypassed)",
+                f"at {item.nodeid}",
+            )
+
+    @pytest.hookimpl(hookwrapper=True, trylast=True)
+    def pytest_runtest_teardown(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, Any, None]:
+        outcome = yield
+        self._outcome(item, "teardown", outcome)
+        self.check(f"after {item.nodeid}")
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, Any, None]:
+        self.check("at the end of the session")
+        yield
+        self.check("after the reports were written")
+
+    def _outcome(self, item: pytest.Item, phase: str, outcome: Any) -> None:
+        excinfo = outcome.excinfo
+        self._raw(item, phase, excinfo is not None)
+        if excinfo is not None:
+            self._skipped_by_candidate(item.nodeid, excinfo[1])
 
 
 def main(argv: list[str]) -> NoReturn:
@@ -641,9 +707,13 @@ def main(argv: list[str]) -> NoReturn:
     toolchain = toolchain_modules()
     toolchain -= repository_own(toolchain - set(WATCHED_PACKAGES), changed)
     preload(toolchain)
-    guard = Guard(changed, snapshot())
+    guard = (Guard if NEW_WRAPPERS else LegacyGuard)(changed, snapshot())
     guard.toolchain = toolchain
     sys.path[0] = os.getcwd()  # as `python -m pytest` has it (not this file's directory)
+    # the plugins the task's environment names (the container's own variable, set by the
+    # host at launch): loaded explicitly, as plugin autoload stays off
+    plugins = [p for p in os.environ.get("OODA_PYTEST_PLUGINS", "").split(",") if p]
+    pytest_args = [word for p in plugins for word in ("-p", p)] + pytest_args
     try:
         exit_code = int(pytest.main(pytest_args, plugins=[guard]))
     except BaseException as exc:  # SystemExit & co. escaping pytest: the run did not finish

@@ -80,6 +80,13 @@ class DockerBackend:
         with_reqs = requirements is not None
         return DockerSandbox(self.engine, tag, workspace, with_requirements=with_reqs)
 
+    def open_image(
+        self, workspace: Path, tag: str, env: dict[str, str] | None = None
+    ) -> DockerSandbox:
+        """A sandbox on another image of ours (a task's environment, `ooda-env:<hash>`), with
+        `env` added to its container's environment."""
+        return DockerSandbox(self.engine, tag, workspace, env=env)
+
     def adopt(self, launched: object, *, requirements: Path | None = None) -> DockerSandbox | None:
         """The sandbox on `launched` (a launch.Launched: a container started ahead of need on
         the image used last, agent/startup/prestart.py), when that is still this backend's
@@ -113,6 +120,7 @@ class DockerSandbox:
         *,
         with_requirements: bool = False,
         launched: Launched | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         """Start a container on `workspace` (or adopt `launched`, one started already on it,
         e.g. by agent/startup/prestart.py) and wait for its PID 1 to connect."""
@@ -128,7 +136,8 @@ class DockerSandbox:
         self.container_id = ""
         if launched is None:
             try:
-                launched = launch(engine, tag, workspace, with_requirements=with_requirements)
+                launched = launch(engine, tag, workspace, with_requirements=with_requirements,
+                                  extra_env=env)
             except OSError as exc:  # the control socket
                 raise InfraError(f"could not start a sandbox container from {tag}: {exc}") from exc
         self.container_id = launched.container_id

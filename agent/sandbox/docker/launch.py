@@ -127,9 +127,13 @@ def container_config(
     }
 
 
-def launch(engine: Engine, tag: str, workspace: Path, *, with_requirements: bool) -> Launched:
-    """Listen once on a fresh control socket, then start the container (InfraError if not)."""
-    env = dict(BASE_ENV)
+def launch(
+    engine: Engine, tag: str, workspace: Path, *, with_requirements: bool,
+    extra_env: dict[str, str] | None = None,
+) -> Launched:
+    """Listen once on a fresh control socket, then start the container (InfraError if not);
+    `extra_env`: more of the container's own environment (a task environment's settings)."""
+    env = {**BASE_ENV, **(extra_env or {})}
     if with_requirements:
         env["PYTHONPATH"] = image.REQS_MOUNT
     uid, gid = sandbox_user()

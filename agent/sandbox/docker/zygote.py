@@ -236,6 +236,30 @@ def fast_target(
     return kind, target, args, no_user_site
 
 
+def _late_pth_paths(site: Any) -> None:
+    """Add the directories that .pth files of the site directories name and that exist only
+    now (an editable install's /work/src: the workspace was empty when PID 1 started), as a
+    fresh interpreter would; their `import` lines ran at start-up already."""
+    for directory in site.getsitepackages():
+        try:
+            names = sorted(n for n in os.listdir(directory) if n.endswith(".pth"))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(directory, name), encoding="utf-8") as handle:
+                    lines = handle.read().splitlines()
+            except (OSError, UnicodeDecodeError):
+                continue
+            for line in lines:
+                line = line.strip()
+                if not line or line.startswith(("#", "import ", "import\t")):
+                    continue
+                path = os.path.normpath(os.path.join(directory, line))
+                if path not in sys.path and os.path.isdir(path):
+                    sys.path.append(path)
+
+
 def _module_name(directory: str, name: str) -> str | None:
     """The top-level module an entry of a sys.path directory provides (None: none)."""
     stem, _, suffix = name.partition(".")
@@ -291,6 +315,7 @@ def child(
     os.environ.update(env)
     if no_user_site:
         site.ENABLE_USER_SITE = False
+    _late_pth_paths(site)
     sys.path_importer_cache.clear()
     importlib.invalidate_caches()
     if kind == "module":

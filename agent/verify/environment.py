@@ -1,0 +1,85 @@
+"""A task's own environment for its verification: built once, then every sandbox opens on it.
+
+When a task names an environment (task.toml's [environment], an EnvSpec), the TaskVerifier
+calls `prepare_environment` once: it builds (or finds) the image `ooda-env:<hash>` under the
+builder's lock (so parallel tasks and candidates of one task build it once; a failure is
+recorded and raised again, EnvBuildError, an InfraError), and makes the base every workspace
+is copied from: the repository plus the files the build's install added to it (egg-info,
+generated version files, compiled extensions), as trusted base. `EnvironmentBackend` wraps the
+task's backend so that the warm pool's sandboxes open on that image.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.protocols import Sandbox, SandboxBackend
+from ooda.agent.sandbox.environments.builder import BuiltEnv, ensure_env
+from ooda.agent.sandbox.environments.spec import EnvSpec
+from ooda.agent.sandbox.image import stderr_log
+from ooda.agent.support import fstree
+
+PLUGINS_VAR = "OODA_PYTEST_PLUGINS"
+"""The container's variable naming the pytest plugins the guard loads with `-p`
+(verifiers/pytest_check/guard.py reads it before any repository code runs)."""
+
+
+@dataclass(frozen=True)
+class PreparedEnv:
+    """A built environment and the base repository its workspaces are copied from."""
+
+    built: BuiltEnv
+    base_repo: Path
+    plugins: tuple[str, ...]
+    """pytest plugins the task's runner names, loaded with `-p` (autoload stays off)."""
+
+
+def prepare_environment(
+    table: Mapping[str, Any], repo: Path, backend: SandboxBackend, work_root: Path, *, force: bool = False
+) -> PreparedEnv:
+    """Build (or reuse) the image of `table` (task.toml's [environment]) for `repo` and lay out
+    repo + overlay under work_root; UsageError for a bad table or a backend without images."""
+    spec = EnvSpec.from_dict(table, where="task.toml [environment]")
+    client = getattr(backend, "client", None)
+    if backend.name != "docker" or client is None:
+        raise UsageError(
+            f"this task names its own environment ([environment]), which needs the docker "
+            f"sandbox (not {backend.name}): pass --sandbox docker"
+        )
+    built = ensure_env(client, spec, repo, force=force, log=stderr_log)
+    base = work_root / "env-base"
+    fstree.remove_tree(base)
+    shutil.copytree(repo, base, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    if built.overlay.is_dir():
+        shutil.copytree(built.overlay, base, symlinks=True, dirs_exist_ok=True)
+    return PreparedEnv(built, base, spec.runner.plugins)
+
+
+class EnvironmentBackend:
+    """The task's backend, opening every sandbox on the environment's image."""
+
+    def __init__(self, inner: SandboxBackend, prepared: PreparedEnv) -> None:
+        self.inner = inner
+        self.tag = prepared.built.tag
+        self.plugins = prepared.plugins
+        self.name = inner.name
+        self.reusable = bool(getattr(inner, "reusable", False))
+
+    def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
+        env = {PLUGINS_VAR: ",".join(self.plugins)} if self.plugins else None
+        sandbox: Sandbox = self.inner.open_image(  # type: ignore[attr-defined]
+            workspace, self.tag, env
+        )
+        return sandbox
+
+    def adopt(self, launched: object, *, requirements: Path | None = None) -> Sandbox | None:
+        """A container started ahead of need is on ooda's image, never this one."""
+        return None
+
+    def close(self) -> None:
+        """The inner backend belongs to the caller."""

@@ -1,0 +1,152 @@
+"""A task with its own [environment], verified end to end with real Docker: the environment is
+built once per hash (shared with tests/agent/sandbox/test_environments.py's demo: same spec,
+same install files, so usually already built), every candidate's sandbox opens on it, the
+repository's own pytest (7.4.4 on Python 3.9) runs under ooda's guard with the plugin the task
+names loaded by `-p`, the src layout imports through the editable install, and a failed build
+is one line, built once."""
+
+from __future__ import annotations
+
+import difflib
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ooda.agent.contracts.errors import UsageError
+from ooda.agent.sandbox.environments.builder import EnvBuildError
+from ooda.tasks.loader import load_task
+from tests.helpers.sandbox_helpers import backend_or_skip
+
+PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "demo"
+version = "0.1"
+requires-python = ">=3.9,<3.10"
+dependencies = ["MarkupSafe==2.0.1"]
+
+[tool.setuptools.packages.find]
+where = ["src"]
+"""
+"""The same install files as test_environments.py's demo, so the same environment hash."""
+BUGGY = 'def greet():\n    return "helo"\n'
+FIXED = 'def greet():\n    return "hello"\n'
+TESTS = """\
+import sys
+
+import markupsafe
+import pytest
+
+from demo import greet
+
+
+def test_greet(mocker):
+    assert greet() == "hello"
+
+
+def test_env(mocker):
+    assert sys.version_info[:2] == (3, 9)
+    assert pytest.__version__ == "7.4.4"
+    assert markupsafe.__version__ == "2.0.1"
+"""
+ENVIRONMENT = """\
+[environment]
+python = "3.9"
+install = "python3 -m pip install -e ."
+
+[environment.runner]
+packages = ["pytest==7.4.4", "pytest-mock==3.12.0"]
+plugins = ["pytest_mock"]
+"""
+
+
+def _patch(old: str, new: str, path: str = "src/demo/__init__.py") -> str:
+    body = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
+                                        f"a/{path}", f"b/{path}"))
+    return f"diff --git a/{path} b/{path}\n{body}"
+
+
+def _task_dir(root: Path, environment: str = ENVIRONMENT) -> Path:
+    task = root / "task"
+    repo = task / "repo"
+    (repo / "src" / "demo").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "pyproject.toml").write_text(PYPROJECT)
+    (repo / "src" / "demo" / "__init__.py").write_text(BUGGY)
+    (repo / "tests" / "test_demo.py").write_text(TESTS)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-qm", "demo"], check=True)
+    (task / "task.toml").write_text(
+        'statement = "greet() says hello"\n'
+        'fail_to_pass = ["tests/test_demo.py::test_greet"]\n'
+        'pass_to_pass = ["tests/test_demo.py::test_env"]\n' + environment)
+    return task
+
+
+def test_an_environment_table_is_checked_at_load(tmp_path: Path) -> None:
+    task = load_task(_task_dir(tmp_path / "a"))
+    assert task.environment is not None and task.environment["python"] == "3.9"
+    assert not (task.verifiers.ruff or task.verifiers.mypy or task.verifiers.security)
+    with pytest.raises(UsageError, match="unknown test runner 'nose'"):
+        load_task(_task_dir(tmp_path / "b", '[environment]\nrunner = {kind = "nose"}\n'))
+    with pytest.raises(UsageError, match="django test runner .* not supported yet"):
+        load_task(_task_dir(tmp_path / "c", '[environment]\nrunner = {kind = "django"}\n'))
+
+
+@pytest.fixture(scope="module")
+def docker() -> Any:
+    backend = backend_or_skip("docker")
+    yield backend
+    backend.close()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_task_runs_in_its_own_environment(docker: Any, tmp_path: Path) -> None:
+    from ooda.agent.verify.verifier import TaskVerifier
+
+    task = load_task(_task_dir(tmp_path))
+    verifier = TaskVerifier(task, docker, tmp_path / "work", concurrency=2)
+    try:
+        assert verifier.environment is not None
+        built = verifier.environment.built
+        assert built.release == "bullseye"
+        # the build's overlay (egg-info of the editable install) is in the trusted base
+        assert any(p.name.endswith(".egg-info") for p in (verifier.base_repo / "src").iterdir())
+        good = verifier.verify(_patch(BUGGY, FIXED))  # its tests need pytest_mock's `mocker`
+        assert good.status == "passed", good.feedback
+        bad = verifier.verify(_patch(BUGGY, 'def greet():\n    return "bye"\n'))
+        assert bad.status == "failed" and "test_greet" in bad.feedback
+        outcomes = verifier.run_base_tests()
+        assert outcomes == {"tests/test_demo.py::test_greet": "failed",
+                            "tests/test_demo.py::test_env": "passed"}
+        assert verifier.pool.started <= 2  # one environment, one pool: no build per slot
+    finally:
+        verifier.close()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_failed_environment_is_one_line_built_once(docker: Any, tmp_path: Path) -> None:
+    from ooda.agent.verify.verifier import TaskVerifier
+
+    broken = ('[environment]\npython = "3.9"\ninstall = ""\npip = ["MarkupSafe==0.0.999"]\n'
+              f'build_env = {{OODA_TEST_RUN = "{uuid.uuid4().hex}"}}\n')
+    task = load_task(_task_dir(tmp_path, broken))
+    with pytest.raises(EnvBuildError) as first:
+        TaskVerifier(task, docker, tmp_path / "w1")
+    assert first.value.cause == "No matching distribution found for MarkupSafe==0.0.999"
+    assert "\n" not in str(first.value)
+    log = first.value.log_path
+    stamp = log.stat().st_mtime_ns
+    with pytest.raises(EnvBuildError, match="MarkupSafe==0.0.999"):
+        TaskVerifier(task, docker, tmp_path / "w2")  # recorded: not built again
+    assert log.stat().st_mtime_ns == stamp
