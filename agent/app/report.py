@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ooda.agent.app import modelstats
 from ooda.agent.app.charts import (
     CSS,
     bar_chart,
@@ -87,6 +88,7 @@ def eval_html(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) 
         '<div class="cards">',
         *[f'<div class="card"><b>{escape(v)}</b>{escape(k)}</div>' for k, v in _cards(summary)],
         "</div>",
+        *modelstats.html(summary, escape),
     ]
     gold = summary.get("gold_failures")
     if gold:
@@ -170,6 +172,7 @@ def eval_markdown(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any
                     f"{summary.get('total', 0)} tasks finished") + ".")
     lines.append("")
     lines += [f"- **{k}**: {v}" for k, v in _cards(summary)]
+    lines += ["", *modelstats.markdown(summary)] if summary.get("models") else []
     breakdown = summary.get("time_breakdown_s") or {}
     if breakdown:
         lines.append("- **candidate time**: " + ", ".join(
@@ -216,6 +219,7 @@ def run_html(run: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]], patc
         f"{fmt_num(run.get('rounds_used'))} round(s) · {fmt_num(run.get('wall_s'))} s of "
         f"{fmt_num(run.get('budget_s'))} s · tokens {fmt_num(tokens.get('prompt'))} + "
         f"{fmt_num(tokens.get('completion'))}</p>",
+        *modelstats.html(run, escape),
         "<h2>Timeline</h2>", timeline(attempts, title="Attempts over time"),
         "<h2>Attempts</h2><table><tr>",
         *[f"<th>{escape(c)}</th>" for c in RUN_COLUMNS], "</tr>",
@@ -254,6 +258,7 @@ def run_markdown(run: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]],
         f"{fmt_num(run.get('attempts'))} attempts, {fmt_num(run.get('rounds_used'))} round(s), "
         f"{fmt_num(run.get('wall_s'))} s of {fmt_num(run.get('budget_s'))} s, tokens "
         f"{fmt_num(tokens.get('prompt'))} + {fmt_num(tokens.get('completion'))}.", "",
+        *modelstats.markdown(run),
         "## Attempts", "", *_md_table(RUN_COLUMNS, [_attempt_row(a) for a in attempts]), "",
     ]
     if patch:

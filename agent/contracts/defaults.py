@@ -22,6 +22,9 @@ class Defaults:
     """Model requests in flight at once (ooda run)."""
     verify_concurrency: int = 2
     """Candidates verified at once."""
+    escalate_below: float = 0.25
+    """With a model to escalate to: escalate once less than this fraction of the budget is
+    left (agent/core/schedule.py)."""
 
 
 DEFAULTS = Defaults()

@@ -6,6 +6,10 @@ soon as its generation ends. The next round's candidates continue from the faile
 round before (their patch plus what failed). The run stops at the first passing candidate
 (`select="first"`), or picks among a round's passing ones (`select="best"`), or when the
 rounds, the tokens or the wall-clock budget run out.
+
+Which model answers a round is the schedule's choice (agent/core/schedule.py): one model, or a
+fast one escalating to a strong one, which then starts from the task and a digest of the fast
+model's best failures.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from ooda.agent.core.records import (
     attempt_record,
 )
 from ooda.agent.core.runlog import RunLog
+from ooda.agent.core.schedule import ModelSchedule, Tier, digest, per_model
 from ooda.agent.core.stream import RepoView, stream_watcher
 from ooda.agent.support.text import one_line
 from ooda.tasks.loader import Task
@@ -50,9 +55,13 @@ class Loop:
         log: RunLog,
         config: LoopConfig,
         progress: ProgressHook | None = None,
+        schedule: ModelSchedule | None = None,
     ) -> None:
+        """`model` answers every round, unless `schedule` (whose fast tier it should be) says
+        which model answers each round."""
         self.task = task
         self.model = model
+        self.schedule = schedule or ModelSchedule.single(model)
         self.verifier = verifier
         self.log = log
         self.config = config
@@ -124,13 +133,26 @@ class Loop:
             raise self.fatal
         return RunResult(status, reason, winner, list(self.attempts), rounds_used, summary)
 
+    def _budget_left(self) -> float:
+        """The fraction of the budget left: the smaller of time and tokens."""
+        left = self.budget.remaining() / self.config.time_budget_s
+        if self.config.max_tokens:
+            used = self.budget.prompt_tokens + self.budget.completion_tokens
+            left = min(left, 1 - used / self.config.max_tokens)
+        return left
+
     def _plan_round(self, round_no: int, parents: list[Attempt | None]) -> list[Attempt]:
         batch = []
+        tier = self.schedule.tier_for(round_no, self.config.rounds, self._budget_left())
+        escalating = self.schedule.escalated_at == round_no
+        told = digest([p for p in parents if p is not None]) if escalating else ""
+        if escalating:
+            parents = [None]  # the strong model starts from the task, told of the failures
         siblings = selection.sibling_digest(parents) if self.config.sibling_digest else []
         for i in range(self.config.samples):
             parent = parents[i % len(parents)]
             if parent is None:
-                messages = prompts.first_prompt(self.task)
+                messages = prompts.first_prompt(self.task, told=told)
             else:
                 messages = selection.trim_history(
                     parent.messages
@@ -138,6 +160,7 @@ class Loop:
                     + [{"role": "user", "content": parent.feedback_for_child(siblings)}]
                 )
             attempt = Attempt(f"r{round_no}c{i + 1}", round_no, parent, messages)
+            attempt.model = tier.model.name
             batch.append(attempt)
         with self._lock:
             self.attempts += batch
@@ -176,7 +199,7 @@ class Loop:
             return
         self.progress(attempt, "generating")
         try:
-            completion = self.model.complete(
+            completion = self._tier(attempt).model.complete(
                 attempt.messages,
                 deadline=self.work_deadline,
                 on_text=stream_watcher(self.stop, attempt, self.repo.reader_for(attempt)),
@@ -307,6 +330,12 @@ class Loop:
 
     # ------------------------------------------------------------------ records
 
+    def _tier(self, attempt: Attempt) -> Tier:
+        for tier in self.schedule.tiers:
+            if tier.model.name == attempt.model:
+                return tier
+        return self.schedule.fast
+
     def _attempt_record(self, a: Attempt) -> dict[str, Any]:
         return attempt_record(a, self.model.name, self.budget.since_start)
 
@@ -337,6 +366,19 @@ class Loop:
             "sandbox": getattr(getattr(self.verifier, "backend", None), "name", None),
             "fail_to_pass": list(self.task.fail_to_pass),
             "pass_to_pass": list(self.task.pass_to_pass),
+            **self._escalation(winner),
+        }
+
+    def _escalation(self, winner: Attempt | None) -> dict[str, Any]:
+        """Per-model accounting: tokens, cost and time of each model, which one won."""
+        models = per_model(self.attempts, self.schedule, winner)
+        return {
+            "models": models,
+            "winner_model": winner.model if winner else None,
+            "escalate_to": self.schedule.strong.model.name if self.schedule.strong else None,
+            "escalated_at_round": self.schedule.escalated_at,
+            "escalation_reason": self.schedule.escalation_reason,
+            "cost_usd": round(sum(m["cost_usd"] for m in models.values()), 6),
         }
 
 

@@ -23,8 +23,11 @@ CONTEXT_BUDGET_CHARS = 60_000
 SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".mypy_cache", ".tox"}
 
 
-def first_prompt(task: Task, context_chars: int = CONTEXT_BUDGET_CHARS) -> list[dict[str, str]]:
-    """The system and user messages that start a candidate from scratch."""
+def first_prompt(
+    task: Task, context_chars: int = CONTEXT_BUDGET_CHARS, *, told: str = ""
+) -> list[dict[str, str]]:
+    """The system and user messages that start a candidate from scratch; `told`: what earlier
+    candidates did and how they failed (agent/core/schedule.digest), shown before the ask."""
     parts = [f"Task id: {task.id}", "", "# Issue", task.statement.strip(), ""]
     files = relevant_files(task)
     shown: list[str] = []
@@ -43,6 +46,8 @@ def first_prompt(task: Task, context_chars: int = CONTEXT_BUDGET_CHARS) -> list[
     tests = task.fail_to_pass or ([task.test_cmd] if task.test_cmd else [])
     if tests:
         parts += ["# Tests that must pass after your change", *[f"- {t}" for t in tests], ""]
+    if told:
+        parts += ["# Earlier attempts", told, ""]
     parts.append("Fix the issue with SEARCH/REPLACE blocks.")
     return [
         {"role": "system", "content": SYSTEM_PROMPT},

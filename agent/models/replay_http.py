@@ -116,10 +116,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, state.snapshot())
         elif path in ("/v1/models", "/models"):
             if self._authorised():
-                data = [
-                    {"id": m, "object": "model", "created": 0, "owned_by": "ooda"}
-                    for m in state.models
-                ]
+                data = [_listing(m, state) for m in state.models]
                 self._send_json(200, {"object": "list", "data": data})
         else:
             self._send_error(404, f"no route {self.path}", "not_found")
@@ -181,8 +178,9 @@ class Handler(BaseHTTPRequestHandler):
                     break
             self._cut_connection()
             return
-        _, answer = state.pick_answer(messages)
         model = str(request.get("model") or "replay")
+        _, answer = state.pick_answer(messages, model)
+        rate = state.rate_for(model)
         tokens = _tokens(answer)
         finish = "stop"
         limit = request.get("max_completion_tokens") or request.get("max_tokens")
@@ -198,9 +196,10 @@ class Handler(BaseHTTPRequestHandler):
         if request.get("stream"):
             stream_options = request.get("stream_options") or {}
             include_usage = bool(stream_options.get("include_usage"))
-            self._stream(ident, model, tokens, finish, usage if include_usage else None, fault)
+            usage_sent = usage if include_usage else None
+            self._stream(ident, model, tokens, finish, usage_sent, fault, rate)
         else:
-            self._sleep_until(time.monotonic() + self._duration(len(tokens)))
+            self._sleep_until(time.monotonic() + self._duration(len(tokens), rate))
             message = {"role": "assistant", "content": "".join(tokens)}
             self._send_json(
                 200,
@@ -218,9 +217,8 @@ class Handler(BaseHTTPRequestHandler):
 
     # ---------------------------------------------------------------- streaming
 
-    def _duration(self, n_tokens: int) -> float:
+    def _duration(self, n_tokens: int, rate: float) -> float:
         state = self.server.state
-        rate = state.tokens_per_s
         return state.ttft_s + (max(n_tokens - 1, 0) / rate if rate > 0 else 0.0)
 
     def _sleep_until(self, when: float) -> None:
@@ -228,14 +226,14 @@ class Handler(BaseHTTPRequestHandler):
         if delay > 0:
             self.server.state.stopping.wait(delay)
 
-    def _paced(self, tokens: list[str]) -> Iterator[str]:
+    def _paced(self, tokens: list[str], rate: float) -> Iterator[str]:
         """The tokens grouped into pieces, each sent when its last token is due: the first
-        after ttft_s, then one every 1/tokens_per_s seconds."""
+        after ttft_s, then one every 1/rate seconds."""
         state = self.server.state
         start = time.monotonic()
         if not tokens:
             return
-        if state.tokens_per_s <= 0:
+        if rate <= 0:
             self._sleep_until(start + state.ttft_s)
             for i in range(0, len(tokens), 16):
                 yield "".join(tokens[i : i + 16])
@@ -245,12 +243,12 @@ class Handler(BaseHTTPRequestHandler):
             if state.stopping.is_set():
                 return
             elapsed = time.monotonic() - start - state.ttft_s
-            due = 0 if elapsed < 0 else min(len(tokens), int(elapsed * state.tokens_per_s) + 1)
+            due = 0 if elapsed < 0 else min(len(tokens), int(elapsed * rate) + 1)
             if due > sent:
                 yield "".join(tokens[sent:due])
                 sent = due
             else:
-                self._sleep_until(start + state.ttft_s + sent / state.tokens_per_s)
+                self._sleep_until(start + state.ttft_s + sent / rate)
 
     def _stream(
         self,
@@ -260,6 +258,7 @@ class Handler(BaseHTTPRequestHandler):
         finish: str,
         usage: dict[str, int] | None,
         fault: Fault,
+        rate: float,
     ) -> None:
         created = int(time.time())
 
@@ -282,7 +281,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self._write_chunk(chunk({"role": "assistant", "content": ""}, None))
-        for n, piece in enumerate(self._paced(tokens)):
+        for n, piece in enumerate(self._paced(tokens, rate)):
             if fault.kind == "drop" and n >= 2:
                 break
             self._write_chunk(chunk({"content": piece}, None))
@@ -302,6 +301,17 @@ class Handler(BaseHTTPRequestHandler):
             self._write_chunk(b"data: " + json.dumps(body).encode() + b"\n\n")
         self._write_chunk(b"data: [DONE]\n\n")
         self._write_chunk(b"")
+
+
+def _listing(name: str, state: ReplayState) -> dict[str, Any]:
+    """One model of `GET /v1/models`; a served model with a price lists it (USD per million
+    tokens, under "pricing")."""
+    entry: dict[str, Any] = {"id": name, "object": "model", "created": 0, "owned_by": "ooda"}
+    served = state.served.get(name)
+    if served is not None:
+        entry["pricing"] = {"prompt": served.price_in, "completion": served.price_out}
+        entry["tokens_per_s"] = state.rate_for(name)
+    return entry
 
 
 class HttpServer(ThreadingHTTPServer):

@@ -1,6 +1,7 @@
 """The scripted answers the bundled endpoint replays: `replay.jsonl` files, one answer a line
-(`{"answer": "...", "round": 1, "contains": "substr", "task": "id"}`, all but `answer`
-optional; `task` defaults to the id of the directory the file is in).
+(`{"answer": "...", "round": 1, "contains": "substr", "task": "id", "model": "strong"}`, all
+but `answer` optional; `task` defaults to the id of the directory the file is in; a line with a
+`model` is served only to requests for that model, one without to any model).
 
 Read and checked here, once, with one clear line for each bad line (UsageError).
 """
@@ -27,6 +28,8 @@ class Script:
     """Serve only in this round (number of user messages); None: any round."""
     contains: str | None = None
     """Serve only when the last user message contains this text; None: always."""
+    model: str | None = None
+    """Serve only to requests naming this model; None: to any."""
 
 
 def _dir_task_id(directory: Path) -> str:
@@ -61,10 +64,13 @@ def _load_file(path: Path) -> list[Script]:
         contains = data.get("contains")
         if contains is not None and not isinstance(contains, str):
             raise UsageError(f'{where}: "contains" must be a string')
+        model = data.get("model")
+        if model is not None and (not isinstance(model, str) or not model):
+            raise UsageError(f'{where}: "model" must be a non-empty string')
         task = data.get("task", default_task)
         if not isinstance(task, str) or not task:
             raise UsageError(f'{where}: "task" must be a non-empty string')
-        scripts.append(Script(task, data["answer"], round_, contains))
+        scripts.append(Script(task, data["answer"], round_, contains, model))
     return scripts
 
 

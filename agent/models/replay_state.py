@@ -4,7 +4,10 @@ which fault it meets, and the counters `/stats` reports, all behind one lock.
 A request belongs to the task named by a `Task id: <id>` line in its first system/user message
 that has one; its round is the number of user messages. The answers of that task whose round
 matches (or, when none names this round, is absent) and whose `contains` occurs in the last
-user message are served in turn, a counter per (task, round), so parallel samples differ.
+user message are served in turn, a counter per (model, task, round), so parallel samples
+differ. Answers that name a model go only to requests for that model; each served model may have
+its own token rate and a price (ServedModel), so a fast and a strong model can be served side by
+side.
 """
 
 from __future__ import annotations
@@ -28,6 +31,35 @@ FAULTS = ("ok", "429", "500", "drop", "hang")
 class Fault:
     kind: str
     retry_after_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One model the endpoint lists: its own token rate and its price (listed, not charged)."""
+
+    name: str
+    tokens_per_s: float | None = None
+    """None: the server's rate."""
+    price_in: float = 0.0
+    """USD per million prompt tokens."""
+    price_out: float = 0.0
+    """USD per million completion tokens."""
+
+
+def parse_served(spec: str) -> ServedModel:
+    """`NAME[:TOKENS_PER_S[:PRICE_IN:PRICE_OUT]]` (prices in USD per million tokens)."""
+    name, *rest = spec.strip().split(":")
+    if not name or len(rest) not in (0, 1, 3):
+        raise UsageError(f"model {spec!r}: use NAME[:TOKENS_PER_S[:PRICE_IN:PRICE_OUT]]")
+    try:
+        numbers = [float(x) for x in rest]
+    except ValueError:
+        raise UsageError(f"model {spec!r}: the rate and prices must be numbers") from None
+    if any(n < 0 for n in numbers):
+        raise UsageError(f"model {spec!r}: the rate and prices must not be negative")
+    rate = numbers[0] if numbers else None
+    price_in, price_out = numbers[1:] if len(numbers) == 3 else (0.0, 0.0)
+    return ServedModel(name, rate, price_in, price_out)
 
 
 def parse_fault(spec: str) -> Fault:
@@ -59,6 +91,7 @@ class ReplayState:
         models: list[str],
         accept_stream_options: bool,
         answer_as: str = "as-is",
+        served: list[ServedModel] | None = None,
     ) -> None:
         self.scripts = scripts
         self.answer_as = answer_as
@@ -70,11 +103,12 @@ class ReplayState:
         self.rates = rates
         self.random = random.Random(seed)
         self.api_key = api_key
-        self.models = models
+        self.served = {m.name: m for m in served or []}
+        self.models = [*self.served] if self.served else models
         self.accept_stream_options = accept_stream_options
         self.lock = threading.Lock()
         self.stopping = threading.Event()
-        self.counters: dict[tuple[str, int], int] = {}
+        self.counters: dict[tuple[str, str, int], int] = {}
         self.arrivals = 0
         self.requests = 0
         self.chat_requests = 0
@@ -98,8 +132,15 @@ class ReplayState:
                     return Fault(kind)
         return Fault("ok")
 
-    def pick_answer(self, messages: list[dict[str, Any]]) -> tuple[str, str]:
-        """(task id, answer) for a request's messages."""
+    def rate_for(self, model: str) -> float:
+        """The token rate of `model` (its own, else the server's)."""
+        served = self.served.get(model)
+        if served is None or served.tokens_per_s is None:
+            return self.tokens_per_s
+        return served.tokens_per_s
+
+    def pick_answer(self, messages: list[dict[str, Any]], model: str = "") -> tuple[str, str]:
+        """(task id, answer) for a request's messages, sent to `model`."""
         task = None
         for message in messages:
             if message.get("role") in ("system", "user", "developer"):
@@ -117,14 +158,15 @@ class ReplayState:
             for s in self.scripts.get(task, [])
             if (s.round is None or s.round == round_)
             and (s.contains is None or s.contains in last_user)
+            and (s.model is None or s.model == model)
         ]
         # answers written for this very round win over answers for any round
         candidates = [s for s in matching if s.round == round_] or matching
         if not candidates:
             return task, f"no scripted answer for task {task} (round {round_})"
         with self.lock:
-            count = self.counters.get((task, round_), 0)
-            self.counters[(task, round_)] = count + 1
+            count = self.counters.get((model, task, round_), 0)
+            self.counters[(model, task, round_)] = count + 1
         answer = candidates[count % len(candidates)].answer
         if self.answer_as != "as-is":
             with self.lock:

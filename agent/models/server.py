@@ -29,9 +29,16 @@ from ooda.agent.contracts.errors import UsageError
 from ooda.agent.models.answer_styles import STYLES
 from ooda.agent.models.replay_http import HttpServer
 from ooda.agent.models.replay_scripts import Script, load_scripts
-from ooda.agent.models.replay_state import ReplayState, parse_fault
+from ooda.agent.models.replay_state import ReplayState, ServedModel, parse_fault, parse_served
 
-__all__ = ["ReplayServer", "Script", "load_scripts", "serve_forever"]
+__all__ = [
+    "ReplayServer",
+    "Script",
+    "ServedModel",
+    "load_scripts",
+    "parse_served",
+    "serve_forever",
+]
 
 
 class ReplayServer:
@@ -54,12 +61,15 @@ class ReplayServer:
         models: list[str] | None = None,
         accept_stream_options: bool = True,
         answer_as: str = "as-is",
+        served: list[ServedModel] | None = None,
     ) -> None:
         """`scripts`: replay.jsonl files or directories searched for them. `tokens_per_s`
         0 streams at once. `faults` apply to chat requests in arrival order, cycled.
         `api_key`: when set, requests must bear it. `accept_stream_options=False` rejects
         requests carrying stream_options with a 400, like some real endpoints.
-        `answer_as`: one of ooda.agent.models.answer_styles.STYLES, how each answer is rewritten."""
+        `answer_as`: one of ooda.agent.models.answer_styles.STYLES, how each answer is rewritten.
+        `served`: the models listed, each with its own token rate and price (replaces
+        `models`); scripts naming a model are served only to it."""
         if answer_as not in STYLES:
             raise UsageError(f"unknown answer style {answer_as!r}; use one of "
                              f"{', '.join(STYLES)}")
@@ -81,6 +91,7 @@ class ReplayServer:
             models=models or ["replay"],
             accept_stream_options=accept_stream_options,
             answer_as=answer_as,
+            served=served,
         )
         self._server: HttpServer | None = None
         self._thread: threading.Thread | None = None
@@ -163,6 +174,7 @@ def serve_forever(
     models: list[str] | None = None,
     on_ready: Callable[[str], None] | None = None,
     answer_as: str = "as-is",
+    served: list[ServedModel] | None = None,
 ) -> None:
     """Serve until interrupted (Ctrl-C). `on_ready(base_url)` is called once listening;
     by default the base URL is printed on standard output."""
@@ -180,6 +192,7 @@ def serve_forever(
         api_key=api_key,
         models=models,
         answer_as=answer_as,
+        served=served,
     )
     base_url = server.start()
     if on_ready is not None:

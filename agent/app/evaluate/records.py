@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ooda.agent.app import metrics, report
+from ooda.agent.app import metrics, modelstats, report
 from ooda.agent.app.evaluate.options import EVAL_FILE, PREDICTIONS_FILE, RESULTS_FILE, SUMMARY_FILE
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.core.runlog import write_atomic, write_json_atomic
@@ -76,6 +76,8 @@ def run_record(task_id: str, status: str, summary: dict[str, Any], run_dir: Path
         "verification_s": stats["verification_s"],
         "verifier_run_s": stats["verifier_run_s"],
         "run_dir": _relative(run_dir, eval_dir),
+        "models": summary.get("models") or {},
+        "winner_model": summary.get("winner_model"),
     }
 
 
@@ -146,6 +148,9 @@ def build_summary(config: dict[str, Any], results: Sequence[dict[str, Any]],
         "tokens": figures.pop("tokens"),
         **figures,
     }
+    models = modelstats.totals(results)
+    if len(models) > 1:  # escalation: solved, tokens and cost per model
+        summary["models"] = models
     if options.get("model") == "gold":
         summary["gold_failures"] = [
             {"task_id": r["task_id"], "status": r["status"], "reason": r.get("reason", ""),

@@ -1,0 +1,156 @@
+"""Which model answers a round: the fast model first, a stronger one when the fast one keeps
+failing ("escalation"), and what each model's tokens cost.
+
+A run with one model has a schedule of one tier. With a strong tier, the rule is: after
+`after_rounds` rounds of the fast model without a pass (default: all rounds but the last), or
+once the budget left (time or tokens, as a fraction) falls under `budget_below`, every later
+round's candidates come from the strong model. The strong model starts afresh from the task,
+told what the fast model's best failing candidates did and how they failed (`digest`), rather
+than continuing their conversations.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ooda.agent.contracts.defaults import DEFAULTS
+from ooda.agent.contracts.protocols import Model
+from ooda.agent.core.records import Attempt
+
+DEFAULT_BUDGET_BELOW = DEFAULTS.escalate_below
+"""Escalate once less than this fraction of the time (or token) budget is left."""
+DIGEST_CANDIDATES = 3
+"""How many of the fast model's failing candidates the strong model is shown."""
+DIGEST_PATCH_CHARS = 3000
+DIGEST_FEEDBACK_CHARS = 1500
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million tokens."""
+
+    prompt: float = 0.0
+    completion: float = 0.0
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.prompt + completion_tokens * self.completion) / 1e6
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One model of a schedule and its price."""
+
+    model: Model
+    price: Price = field(default_factory=Price)
+    role: str = "fast"
+    """"fast" or "strong": how reports name it."""
+
+
+class ModelSchedule:
+    """The models of a run in escalation order (one or two tiers)."""
+
+    def __init__(
+        self,
+        fast: Tier,
+        strong: Tier | None = None,
+        *,
+        after_rounds: int | None = None,
+        budget_below: float = DEFAULT_BUDGET_BELOW,
+    ) -> None:
+        self.fast = fast
+        self.strong = strong
+        self.after_rounds = after_rounds
+        self.budget_below = budget_below
+        self.escalated_at: int | None = None
+        """The first round the strong model answered; None while it has not."""
+        self.escalation_reason: str | None = None
+
+    @classmethod
+    def single(cls, model: Model, price: Price | None = None) -> ModelSchedule:
+        return cls(Tier(model, price or Price()))
+
+    @property
+    def tiers(self) -> list[Tier]:
+        return [self.fast] if self.strong is None else [self.fast, self.strong]
+
+    def tier_for(self, round_no: int, rounds: int, budget_left: float) -> Tier:
+        """The tier that answers round `round_no` of `rounds`, with `budget_left` (0..1) of
+        the budget left; once the strong model has answered, it answers every later round."""
+        if self.strong is None:
+            return self.fast
+        if self.escalated_at is not None:
+            return self.strong
+        fast_rounds = self.after_rounds if self.after_rounds is not None else max(rounds - 1, 1)
+        if round_no > fast_rounds:
+            reason = f"{round_no - 1} round(s) of {self.fast.model.name} without a pass"
+        elif round_no > 1 and budget_left < self.budget_below:
+            reason = f"less than {self.budget_below:.0%} of the budget left"
+        else:
+            return self.fast
+        self.escalated_at, self.escalation_reason = round_no, reason
+        return self.strong
+
+    def price_of(self, model_name: str) -> Price:
+        for tier in self.tiers:
+            if tier.model.name == model_name:
+                return tier.price
+        return Price()
+
+    def role_of(self, model_name: str) -> str:
+        for tier in self.tiers:
+            if tier.model.name == model_name:
+                return tier.role
+        return "fast"
+
+
+def digest(failed: list[Attempt], limit: int = DIGEST_CANDIDATES) -> str:
+    """What the strong model is told of the fast model's best failing candidates (`failed`,
+    best first): each one's change and its verdict, bounded."""
+    shown = [a for a in failed if a.duplicate_of is None][:limit]
+    if not shown:
+        return ""
+    lines = [
+        f"A faster model tried this task first; {len(shown)} of its best failing candidates "
+        "follow, each with its change and what failed. Learn from them; do not repeat them."
+    ]
+    for n, attempt in enumerate(shown, start=1):
+        verdict = attempt.verdict.feedback if attempt.verdict else attempt.feedback
+        lines += ["", f"## Candidate {n} ({attempt.status}): {attempt.reason.splitlines()[0]}"]
+        if attempt.patch.strip():
+            lines.append(f"```diff\n{_clip(attempt.patch.strip(), DIGEST_PATCH_CHARS)}\n```")
+        if verdict.strip():
+            lines += ["What failed:", _clip(verdict.strip(), DIGEST_FEEDBACK_CHARS)]
+    return "\n".join(lines)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 6] + " [...]"
+
+
+def per_model(
+    attempts: list[Attempt], schedule: ModelSchedule, winner: Attempt | None
+) -> dict[str, dict[str, Any]]:
+    """Tokens, cost and generation time of each model's attempts (run.json/summary.json)."""
+    sums: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"attempts": 0, "prompt_tokens": 0, "completion_tokens": 0, "generation_s": 0.0}
+    )
+    for tier in schedule.tiers:
+        sums[tier.model.name]["role"] = tier.role
+    for a in attempts:
+        if a.status == "pending" or not a.model:
+            continue
+        entry = sums[a.model]
+        entry["attempts"] += 1
+        entry["prompt_tokens"] += a.prompt_tokens
+        entry["completion_tokens"] += a.completion_tokens
+        if a.t_start is not None and a.t_generated is not None:
+            entry["generation_s"] += a.t_generated - a.t_start
+    for name, entry in sums.items():
+        price = schedule.price_of(name)
+        entry["cost_usd"] = round(price.cost(entry["prompt_tokens"], entry["completion_tokens"]), 6)
+        entry["generation_s"] = round(entry["generation_s"], 3)
+        entry["solved"] = winner is not None and winner.model == name
+        entry.setdefault("role", schedule.role_of(name))
+    return dict(sums)
