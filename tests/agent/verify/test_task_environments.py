@@ -52,7 +52,7 @@ def test_greet(mocker):
 
 def test_env(mocker):
     assert sys.version_info[:2] == (3, 9)
-    assert pytest.__version__ == "7.4.4"
+    assert pytest.__version__ == "PYTEST_VERSION"
     assert markupsafe.__version__ == "2.0.1"
 """
 ENVIRONMENT = """\
@@ -61,9 +61,12 @@ python = "3.9"
 install = "python3 -m pip install -e ."
 
 [environment.runner]
-packages = ["pytest==7.4.4", "pytest-mock==3.12.0"]
+packages = ["pytest==PYTEST_VERSION", "pytest-mock==MOCK_VERSION"]
 plugins = ["pytest_mock"]
 """
+RUNNERS = {"7.4.4": "3.12.0", "6.2.5": "3.6.1"}
+"""pytest 7.4.4 (pluggy 1.x: the guard's new-style wrappers) and 6.2.5 (pluggy 0.13: its
+LegacyGuard), each with a pytest-mock of its time."""
 
 
 def _patch(old: str, new: str, path: str = "src/demo/__init__.py") -> str:
@@ -72,14 +75,16 @@ def _patch(old: str, new: str, path: str = "src/demo/__init__.py") -> str:
     return f"diff --git a/{path} b/{path}\n{body}"
 
 
-def _task_dir(root: Path, environment: str = ENVIRONMENT) -> Path:
+def _task_dir(root: Path, environment: str = ENVIRONMENT, pytest_version: str = "7.4.4") -> Path:
+    environment = environment.replace("PYTEST_VERSION", pytest_version)
+    environment = environment.replace("MOCK_VERSION", RUNNERS[pytest_version])
     task = root / "task"
     repo = task / "repo"
     (repo / "src" / "demo").mkdir(parents=True)
     (repo / "tests").mkdir()
     (repo / "pyproject.toml").write_text(PYPROJECT)
     (repo / "src" / "demo" / "__init__.py").write_text(BUGGY)
-    (repo / "tests" / "test_demo.py").write_text(TESTS)
+    (repo / "tests" / "test_demo.py").write_text(TESTS.replace("PYTEST_VERSION", pytest_version))
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
     subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
@@ -110,10 +115,13 @@ def docker() -> Any:
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_a_task_runs_in_its_own_environment(docker: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("pytest_version", sorted(RUNNERS, reverse=True))
+def test_a_task_runs_in_its_own_environment(
+    docker: Any, tmp_path: Path, pytest_version: str
+) -> None:
     from ooda.agent.verify.verifier import TaskVerifier
 
-    task = load_task(_task_dir(tmp_path))
+    task = load_task(_task_dir(tmp_path, pytest_version=pytest_version))
     verifier = TaskVerifier(task, docker, tmp_path / "work", concurrency=2)
     try:
         assert verifier.environment is not None
