@@ -103,6 +103,7 @@ def eval_command(
 ) -> None:
     """Evaluate on many tasks, K at a time: resolved rate, pass@k, a report, predictions."""
     from ooda.agent.app.evaluate import EvalOptions, evaluate
+    from ooda.agent.app.evaluate.records import latest_by_task, read_records
     from ooda.agent.cli.console import make_console
 
     run_options = options_from(
@@ -131,12 +132,18 @@ def eval_command(
     if json_out:
         print(json.dumps(outcome.summary, indent=2))
     else:
-        print_summary(outcome.summary, outcome.eval_dir, outcome.skipped)
+        print_summary(outcome.summary, outcome.eval_dir, outcome.skipped,
+                      list(latest_by_task(read_records(outcome.eval_dir / "results.jsonl"))
+                           .values()))
     raise SystemExit(0)
 
 
-def print_summary(summary: dict[str, Any], eval_dir: Path, skipped: int) -> None:
-    """A few lines for a person: resolved, pass@k, errors, time, where the report is."""
+def print_summary(summary: dict[str, Any], eval_dir: Path, skipped: int,
+                  records: list[dict[str, Any]] | None = None) -> None:
+    """A few lines for a person: resolved, pass@k, errors, time, the tasks that did not
+    resolve and why, where the report is."""
+    from ooda.agent.app.progress import money
+
     total = summary["total"]
     line = (f"resolved {summary['resolved']}/{total} ({100 * summary['resolved_rate']:.1f}%)"
             f", unresolved {summary['unresolved']}, errors {summary['errors']}")
@@ -149,8 +156,19 @@ def print_summary(summary: dict[str, Any], eval_dir: Path, skipped: int) -> None
     print(f"wall clock {summary['wall_s']:.1f}s" + (f", {rate:.1f} tasks/min" if rate else "")
           + (f" ({skipped} task(s) done earlier)" if skipped else ""))
     if summary.get("cost") is not None:
-        print(f"cost ${summary['cost']:.4f}")
+        print(f"cost {money(summary['cost'])}")
+    _print_failures(records)
     for failure in summary.get("gold_failures") or []:
         print(printable(f"GOLD FAILURE {failure['task_id']}: {failure['reason']}"))
     print(f"report: {eval_dir / 'report.html'}")
 
+
+
+def _print_failures(records: list[dict[str, Any]] | None) -> None:
+    """One line per unresolved task and per error, with its reason (never wrapped)."""
+    from ooda.agent.app.eval_progress import failure_reason
+
+    for status, label in (("unresolved", "UNRESOLVED"), ("error", "ERROR")):
+        for record in sorted((r for r in records or [] if r["status"] == status),
+                             key=lambda r: str(r["task_id"])):
+            print(printable(f"{label} {record['task_id']}: {failure_reason(record)}"))

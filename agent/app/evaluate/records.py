@@ -61,6 +61,7 @@ def run_record(task_id: str, status: str, summary: dict[str, Any], run_dir: Path
         "task_id": task_id,
         "status": {"passed": "resolved", "error": "error"}.get(status, "unresolved"),
         "reason": str(summary.get("reason", "")),
+        "last_reason": _last_reason(attempts),
         "attempts": int(summary.get("attempts", len(attempts))),
         "rounds": int(summary.get("rounds_used", 0)),
         "n": stats["n"],
@@ -79,6 +80,13 @@ def run_record(task_id: str, status: str, summary: dict[str, Any], run_dir: Path
         "models": summary.get("models") or {},
         "winner_model": summary.get("winner_model"),
     }
+
+
+def _last_reason(attempts: list[dict[str, Any]]) -> str:
+    """The reason of the last candidate that was judged (failed, invalid, timed out): what
+    the report and the console show for an unresolved task."""
+    judged = [a for a in attempts if a.get("status") not in ("passed", "cancelled", "pending")]
+    return str(judged[-1].get("reason") or "") if judged else ""
 
 
 def error_record(task_id: str, reason: str, wall_s: float, run_dir: Path,

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from rich.console import Console
 
+from ooda.agent.app.eval_progress import EvalProgress
 from ooda.agent.app.evaluate import ray_executor
 from ooda.agent.app.evaluate.options import (
     EVAL_FILE,
@@ -148,10 +149,13 @@ def evaluate(
                 model = stack.enter_context(_shared_model(task_options, refs))
         _open_dir(eval_dir, config, results, resuming=bool(results) or options.resume)
         state = _State(config, results, previous_wall)
-        with _progress(console, show_progress, eval_id, len(refs), len(results)) as bar:
-            bar.note(list(results.values()))
+        bar = EvalProgress(console, eval_id, len(refs),
+                           (options.price_prompt, options.price_completion))
+        bar.note(list(results.values()))
+        with _shown(bar, show_progress):
 
             def work(ref: TaskRef) -> None:
+                bar.start(ref.id)
                 record = _run_ref(ref, task_options, eval_dir, run_one, model, backend)
                 bar.note(_finish(eval_dir, state, record))
 
@@ -346,54 +350,12 @@ def _patch_cache(eval_dir: Path, state: _State) -> Callable[[dict[str, Any]], st
     return cached
 
 
-
-
-class _Bar:
-    """A rich progress bar over tasks (resolved / errors, elapsed, ETA), or nothing."""
-
-    def __init__(self, progress: Any, task: Any) -> None:
-        self.progress = progress
-        self.task = task
-        self._lock = threading.Lock()
-
-    def note(self, values: list[dict[str, Any]]) -> None:
-        if self.progress is None:
-            return
-        with self._lock:
-            resolved = sum(1 for r in values if r["status"] == "resolved")
-            errors = sum(1 for r in values if r["status"] == "error")
-            self.progress.update(self.task, completed=len(values),
-                                 score=f"resolved {resolved}" + (f", errors {errors}"
-                                                                 if errors else ""))
-
-
 @contextlib.contextmanager
-def _progress(console: Console, enabled: bool, eval_id: str, total: int,
-              done: int) -> Iterator[_Bar]:
+def _shown(bar: EvalProgress, enabled: bool) -> Iterator[EvalProgress]:
+    """The live display while tasks run (nothing with --json)."""
     if not enabled:
-        yield _Bar(None, None)
+        yield bar
         return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[score]}"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-        transient=False,
-    )
-    with progress:
-        task = progress.add_task(eval_id, total=total, completed=done, score="")
-        yield _Bar(progress, task)
+    with bar.shown():
+        yield bar
 
