@@ -10,6 +10,16 @@ from typing import Annotated, Any
 
 import typer
 
+from ooda.agent.cli.escalation import (
+    EscalateAfterOpt,
+    EscalateBaseUrlOpt,
+    EscalateBelowOpt,
+    EscalateKeyEnvOpt,
+    EscalatePriceCompletionOpt,
+    EscalatePricePromptOpt,
+    EscalateToOpt,
+    set_escalation,
+)
 from ooda.agent.cli.options import (
     BaseUrlOpt,
     RoundsOpt,
@@ -100,6 +110,17 @@ def eval_command(
         str | None, typer.Option("--ray-address", help="--executor ray: the cluster "
                                  "(default: $RAY_ADDRESS, else the one running here).")
     ] = None,
+    escalate_to: EscalateToOpt = None,
+    escalate_base_url: EscalateBaseUrlOpt = None,
+    escalate_key_env: EscalateKeyEnvOpt = None,
+    escalate_price_prompt: EscalatePricePromptOpt = None,
+    escalate_price_completion: EscalatePriceCompletionOpt = None,
+    escalate_after: EscalateAfterOpt = None,
+    escalate_below: EscalateBelowOpt = DEFAULTS.escalate_below,
+    compare: Annotated[
+        bool, typer.Option("--compare", help="With a model to escalate to: evaluate fast-only, "
+                           "strong-only and the cascade, and compare them in one report.")
+    ] = False,
 ) -> None:
     """Evaluate on many tasks, K at a time: resolved rate, pass@k, a report, predictions."""
     from ooda.agent.app.evaluate import EvalOptions, evaluate
@@ -126,7 +147,22 @@ def eval_command(
         executor=executor,
         ray_address=ray_address,
     )
+    set_escalation(
+        run_options, escalate_to=escalate_to, escalate_base_url=escalate_base_url,
+        escalate_key_env=escalate_key_env, escalate_price_prompt=escalate_price_prompt,
+        escalate_price_completion=escalate_price_completion, escalate_after=escalate_after,
+        escalate_below=escalate_below,
+    )
+    run_options.price_prompt, run_options.price_completion = price_prompt, price_completion
     console = make_console()
+    if compare:
+        from ooda.agent.app.evaluate.compare import compare as compare_variants
+
+        table, where = compare_variants(
+            options, lambda o: evaluate(o, console=console, show_progress=not json_out)
+        )
+        print(json.dumps(table, indent=2) if json_out else where.read_text(encoding="utf-8"))
+        raise SystemExit(0)
     outcome = evaluate(options, console=console, show_progress=not json_out,
                        prestarted=ctx.obj)
     if json_out:

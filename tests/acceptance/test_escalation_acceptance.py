@@ -143,3 +143,27 @@ def test_security_findings_reach_the_next_round(
     second = [a for a in attempts.values() if a["round"] == 2]
     assert len(second) == 2 and all(a["status"] == "passed" for a in second)
     assert attempts[summary["winner"]]["round"] == 2
+
+
+def test_eval_compares_fast_only_strong_only_and_the_cascade(
+    pair: ReplayServer, median: Path, tmp_path: Path
+) -> None:
+    taskset = tmp_path / "set"
+    taskset.mkdir()
+    median.rename(taskset / "median")
+    runs = tmp_path / "runs"
+    proc = ooda(
+        "eval", str(taskset), "--model", "fast", "--escalate-to", "strong",
+        "--base-url", pair.base_url, "-n", "2", "--rounds", "2", "--runs-dir", str(runs),
+        "--price-prompt", "0.1", "--price-completion", "0.4", "--escalate-price-prompt", "3",
+        "--escalate-price-completion", "15", "--eval-id", "cmp", "--compare", "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    table = json.loads(proc.stdout)
+    assert list(table) == ["fast-only", "strong-only", "cascade"]
+    assert table["fast-only"]["resolved"] == 0
+    assert table["strong-only"]["resolved"] == 0  # strong solves only when told of fast's tries
+    assert table["cascade"]["resolved"] == 1
+    assert table["cascade"]["models"]["strong"]["solved"] == 1
+    report = (runs / "cmp-cascade-compare.md").read_text()
+    assert "| cascade | 1/1 |" in report and "for strong alone" in report

@@ -37,7 +37,7 @@ WORK_DIR = ".work"
 
 RESULT_OPTIONS = (
     "model", "base_url", "samples", "rounds", "time_budget_s", "max_tokens", "select",
-    "temperature",
+    "temperature", "escalate_to", "escalate_base_url", "escalate_after", "escalate_below",
 )
 """RunOptions fields that change results: they go into the default eval id's hash and are
 checked when resuming."""
@@ -108,8 +108,13 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def result_options(run: RunOptions) -> dict[str, Any]:
-    """The options that change results, as plain JSON values."""
-    return {name: getattr(run, name) for name in RESULT_OPTIONS}
+    """The options that change results, as plain JSON values (the escalation ones only when
+    there is a model to escalate to, so that earlier evaluations still resume)."""
+    return {
+        name: getattr(run, name)
+        for name in RESULT_OPTIONS
+        if run.escalate_to is not None or not name.startswith("escalate_")
+    }
 
 
 def fingerprint(options: EvalOptions) -> dict[str, Any]:
