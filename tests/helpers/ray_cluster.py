@@ -85,7 +85,7 @@ class Cluster:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGTERM)
                 try:
-                    proc.wait(timeout=20)
+                    proc.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGKILL)
@@ -98,7 +98,10 @@ class Cluster:
 def local_cluster(workers: int = 1) -> Iterator[Cluster]:
     """A head and `workers` worker nodes, stopped on the way out whatever happened."""
     temp_dir = Path(tempfile.mkdtemp(prefix="ooda-ray-"))
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
+           # a killed node is declared dead in seconds, not the default half minute
+           "RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
+           "RAY_health_check_timeout_ms": "1000"}
     cluster = Cluster(f"{NODE_IP}:{_free_port()}", temp_dir, env)
     try:
         cluster.start_node("head", head=True)
