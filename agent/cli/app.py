@@ -7,20 +7,22 @@ Commands import their machinery lazily so that `ooda --help` and bad input answe
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import tempfile
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from ooda.agent.cli import doctor, report, serve, verify
+from ooda.agent.cli import config_cmd, doctor, report, serve, verify
 from ooda.agent.cli import run as run_cmd
 from ooda.agent.cli import sandbox as sandbox_cmd
 from ooda.agent.cli import tasks as tasks_cmd
 from ooda.agent.cli.ci import ci
+from ooda.agent.cli.config import add_envvars, default_map, load_config, option_names
 from ooda.agent.cli.eval import eval_command
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.support.textsafe import printable
@@ -34,8 +36,42 @@ app = typer.Typer(
     "each in a sandbox (pytest, ruff, mypy), feed failures back until one passes.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"ooda {version('ooda')}")
+        except PackageNotFoundError:
+            print("ooda (not installed as a package)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _global_options(
+    ctx: typer.Context,
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, show_default=False,
+                                         help="More detail on stderr (-vv: debug).")] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q",
+                                        help="No live display; results and errors only.")
+                     ] = False,
+    show_version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                               help="Print ooda's version and exit.")] = False,
+) -> None:
+    """Global options: they come before the command (`ooda -q run ...`)."""
+    ctx.meta["ooda.quiet"] = quiet
+    ctx.meta["ooda.verbose"] = verbose
+    if verbose:
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.INFO,
+                            format="ooda: %(name)s: %(message)s")
 app.add_typer(tasks_cmd.app, name="tasks")
 app.add_typer(sandbox_cmd.app, name="sandbox")
 app.command("eval")(eval_command)
@@ -45,6 +81,7 @@ app.command("run")(run_cmd.run)
 app.command("verify")(verify.verify)
 app.command("doctor")(doctor.doctor)
 app.command("serve")(serve.serve)
+app.command("config")(config_cmd.config_command)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -63,6 +100,7 @@ def click_command() -> Any:
     global _click_command
     if _click_command is None:
         _click_command = typer.main.get_command(app)
+        add_envvars(_click_command)
     return _click_command
 
 
@@ -71,10 +109,14 @@ def main(argv: Sequence[str] | None = None, *, prestarted: Prestarted | None = N
     start-up began for it (agent/startup/prestart.py), handed to the command that runs.
     Errors map to the contract's exit codes, one line each, no traceback."""
     try:
-        returned = click_command().main(
+        command = click_command()
+        names = option_names(command)
+        returned = command.main(
             args=list(argv) if argv is not None else None,
             standalone_mode=False,
             obj=prestarted,
+            prog_name="ooda",
+            default_map=default_map(load_config(options=names), names),
         )
         if returned == 130:  # typer's answer to Ctrl-C when not in standalone mode
             raise KeyboardInterrupt
@@ -91,7 +133,11 @@ def main(argv: Sequence[str] | None = None, *, prestarted: Prestarted | None = N
     except Exception as exc:
         if _is_click_usage_error(exc):
             if type(exc).__name__ == "NoArgsIsHelpError":
-                raise SystemExit(0) from None
+                # bare `ooda` printed its help: no command is an incomplete command line, exit 2
+                # (click >= 8.2, uv, ruff and cargo do the same; gh exits 0)
+                with contextlib.suppress(BrokenPipeError):
+                    print(exc.ctx.get_help())  # type: ignore[attr-defined]
+                raise SystemExit(2) from None
             fail(exc.format_message(), 2)  # type: ignore[attr-defined]
         # Anything else is a bug: keep the traceback for the report, out of the user's way
         crash = Path(tempfile.gettempdir()) / "ooda-crash.log"

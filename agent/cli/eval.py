@@ -27,6 +27,7 @@ from ooda.agent.cli.options import (
     SandboxOpt,
     SelectName,
     TemperatureOpt,
+    is_quiet,
     options_from,
 )
 from ooda.agent.contracts.defaults import DEFAULTS
@@ -163,7 +164,7 @@ def eval_command(
         )
         print(json.dumps(table, indent=2) if json_out else where.read_text(encoding="utf-8"))
         raise SystemExit(0)
-    outcome = evaluate(options, console=console, show_progress=not json_out,
+    outcome = evaluate(options, console=console, show_progress=not (json_out or is_quiet(ctx)),
                        prestarted=ctx.obj)
     if json_out:
         print(json.dumps(outcome.summary, indent=2))

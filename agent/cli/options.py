@@ -40,7 +40,7 @@ ModelOpt = Annotated[
 ]
 BaseUrlOpt = Annotated[
     str | None,
-    typer.Option("--base-url", help="OpenAI-compatible endpoint [default: $OPENAI_BASE_URL]."),
+    typer.Option("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)."),
 ]
 SamplesOpt = Annotated[int, typer.Option("-n", "--samples", help="Candidates per round.")]
 RoundsOpt = Annotated[int, typer.Option("--rounds", help="Feedback rounds at most.")]
@@ -48,7 +48,7 @@ SandboxOpt = Annotated[
     SandboxName | None,
     typer.Option(
         "--sandbox",
-        help="Where verifiers run [default: docker, else bwrap]; 'local' means no isolation.",
+        help="Where verifiers run (default: docker, else bwrap); 'local' means no isolation.",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable result on stdout.")]
@@ -75,6 +75,11 @@ PricePromptOpt = Annotated[
 PriceCompletionOpt = Annotated[
     float | None, typer.Option("--price-completion", help="Dollars per 1M completion tokens.")
 ]
+
+
+def is_quiet(ctx: typer.Context) -> bool:
+    """`ooda -q ...`: no live display, no notes; results and errors only."""
+    return bool(ctx.find_root().meta.get("ooda.quiet"))
 
 
 def options_from(
