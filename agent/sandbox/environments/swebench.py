@@ -89,6 +89,7 @@ def spec_for(repo: str, version: str) -> EnvSpec:
     return EnvSpec(
         python=str(data["python"]),
         release=data.get("release"),
+        apt=tuple(data.get("apt", ())),
         pip=(*data.get("packages", ()), *data.get("pip_packages", ())),
         pre_install=tuple(data.get("pre_install", ())),
         requirements=requirements,
