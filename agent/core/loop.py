@@ -37,7 +37,7 @@ from ooda.agent.core.records import (
 from ooda.agent.core.runlog import RunLog
 from ooda.agent.core.schedule import ModelSchedule, Tier, digest, per_model
 from ooda.agent.core.stream import RepoView, stream_watcher
-from ooda.agent.support.text import one_line
+from ooda.agent.support.text import one_line, valid_utf8
 from ooda.tasks.loader import Task
 
 __all__ = ["Attempt", "AttemptStatus", "Loop", "LoopConfig", "ProgressHook", "RunResult"]
@@ -156,7 +156,7 @@ class Loop:
             else:
                 messages = selection.trim_history(
                     parent.messages
-                    + [{"role": "assistant", "content": parent.answer}]
+                    + [{"role": "assistant", "content": valid_utf8(parent.answer)}]
                     + [{"role": "user", "content": parent.feedback_for_child(siblings)}]
                 )
             attempt = Attempt(f"r{round_no}c{i + 1}", round_no, parent, messages)

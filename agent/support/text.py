@@ -1,8 +1,12 @@
-"""One line of an exception, for console lines and records (bounded, never empty)."""
+"""Small text helpers: one line of an exception for console lines and records, and text made
+valid UTF-8 before it goes back to an endpoint."""
 
 from __future__ import annotations
 
+import re
+
 LIMIT = 300
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def one_line(exc: BaseException, *, with_type: bool = False) -> str:
@@ -13,3 +17,9 @@ def one_line(exc: BaseException, *, with_type: bool = False) -> str:
     if with_type:
         return f"{type(exc).__name__}: {first}"[:LIMIT]
     return (first or type(exc).__name__)[:LIMIT]
+
+
+def valid_utf8(text: str) -> str:
+    """`text` with what UTF-8 cannot encode (lone surrogates) replaced by U+FFFD, so it can be
+    sent back to an endpoint (a model's invalid answer stays in the conversation history)."""
+    return _SURROGATE.sub("\ufffd", text)
