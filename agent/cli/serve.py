@@ -26,10 +26,10 @@ def serve(
         str, typer.Option(help="Rewrite each answer: as-is, whole-file, definitions (bare "
                           "functions in prose) or mixed (agent/models/answer_styles.py).")
     ] = "as-is",
-    model: Annotated[
+    served_model: Annotated[
         list[str] | None,
-        typer.Option("--model", help="A model to serve, NAME[:TOKENS_PER_S[:PRICE_IN:PRICE_OUT]] "
-                     "(USD per million tokens; repeat; replay.jsonl lines with a \"model\" go "
+        typer.Option("--served-model", help="A model to serve, "
+                     "NAME[:TOKENS_PER_S[:PRICE_IN:PRICE_OUT]] (USD per million tokens; repeat; replay.jsonl lines with a \"model\" go "
                      "only to it) [default: replay]."),
     ] = None,
 ) -> None:
@@ -47,5 +47,5 @@ def serve(
         ttft_s=ttft,
         faults=faults.split(",") if faults else None,
         answer_as=answer_as,
-        served=[parse_served(m) for m in model] if model else None,
+        served=[parse_served(m) for m in served_model] if served_model else None,
     )
