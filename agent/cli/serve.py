@@ -29,8 +29,9 @@ def serve(
     served_model: Annotated[
         list[str] | None,
         typer.Option("--served-model", help="A model to serve, "
-                     "NAME[:TOKENS_PER_S[:PRICE_IN:PRICE_OUT]] (USD per million tokens; repeat; replay.jsonl lines with a \"model\" go "
-                     "only to it) [default: replay]."),
+                     "NAME[:TOKENS_PER_S[:PRICE_IN:PRICE_OUT]] (USD per million tokens; "
+                     "repeat; replay.jsonl lines with a \"model\" go only to it) "
+                     "[default: replay]."),
     ] = None,
 ) -> None:
     """Serve scripted answers over an OpenAI-compatible API (tests, demos, benchmarks)."""
