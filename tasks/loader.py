@@ -90,6 +90,9 @@ class Task:
     protected: list[str] = field(default_factory=list)
     """Test support files a candidate may not edit (.gitignore patterns, `!` to allow one),
     on top of those protected by rule (agent/support/testsupport.py)."""
+    run_test_files: bool = False
+    """Run the test files of fail_to_pass/pass_to_pass whole, grading the listed ids (as
+    SWE-bench's harness does; task.toml `run_test_files = true`)."""
     environment: dict[str, Any] | None = None
     """The image the tests run in (task.toml's [environment] table, an EnvSpec's fields,
     see tasks/environment.py); None: ooda's own image."""
@@ -113,6 +116,7 @@ TOP_KEYS = (
     "replay",
     "protected",
     "environment",
+    "run_test_files",
 )
 """Keys allowed at the top level of task.toml."""
 
@@ -177,6 +181,9 @@ def load_task(path: Path) -> Task:
     requirements = _requirements(data, root, repo, where)
     replay = _replay(data, root, where)
     environment = environment_of(data.get("environment"), where)
+    run_test_files = data.get("run_test_files", False)
+    if not isinstance(run_test_files, bool):
+        raise _type_error("run_test_files", "true or false", run_test_files, where)
     if environment is not None:
         table = data.get("verifiers")
         for key in ("ruff", "mypy", "security"):
@@ -197,6 +204,7 @@ def load_task(path: Path) -> Task:
         replay=replay,
         protected=protected,
         environment=environment,
+        run_test_files=run_test_files,
     )
 
 

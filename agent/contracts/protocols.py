@@ -167,6 +167,8 @@ class CheckSpec:
     verdict_only: bool = False
     """Only the verdict matters (no feedback round follows): stages may stop at the first
     failure (pytest -x: the fail_to_pass tests run first, the rest only if they pass)."""
+    whole_files: bool = False
+    """Run the test files of the listed ids whole and grade the ids from them (SWE-bench)."""
 
 
 # --------------------------------------------------------------------------- verdict

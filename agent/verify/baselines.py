@@ -184,7 +184,7 @@ class Baselines:
         (+ test patch); raises TestRunError and ValueError as pytest_check.run_tests does."""
         sandbox, _ = self.pool.acquire(self.fill_base)
         try:
-            return run_tests(sandbox, target, timeout_s)
+            return run_tests(sandbox, target, timeout_s, whole_files=self.task.run_test_files)
         finally:
             self.pool.release(sandbox)
 

@@ -198,6 +198,7 @@ class TaskVerifier:
             pass_to_pass=list(self.task.pass_to_pass),
             test_cmd=self.task.test_cmd,
             timeout_s=self.task.verifiers.timeout_s,
+            whole_files=self.task.run_test_files,
         )
 
     @staticmethod

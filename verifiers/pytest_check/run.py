@@ -44,6 +44,7 @@ from ooda.verifiers.pytest_check.parse import (
     normalize_id,
     parse_report,
     read_report,
+    run_target,
 )
 
 ARGS_FILE_THRESHOLD = 400
@@ -176,12 +177,19 @@ def run_pytest_ids(
     timeout_s: float,
     changed_files: Sequence[str] = (),
     options: Sequence[str] = (),
+    whole_files: bool = False,
 ) -> TestRun:
-    """Run exactly these node ids, in this order (`options`, e.g. -x, go first). Ids pytest
-    cannot find are noted and the run is repeated without them (one missing id would otherwise
-    stop pytest from running any); a run that was tampered with is never repeated."""
+    """Run exactly these node ids, in this order (`options`, e.g. -x, go first); a truncated
+    parametrized id runs its whole function (parse.run_target), and with `whole_files` each
+    id's file runs whole (as SWE-bench's harness runs them: a test may depend on an earlier one
+    of its file), the ids being graded from it. Ids pytest cannot find are noted and the run is
+    repeated without them (one missing id would otherwise stop pytest from running any); a run
+    that was tampered with is never repeated."""
     deadline = time.monotonic() + timeout_s
-    wanted = list(dict.fromkeys(normalize_id(i) for i in ids))
+    if whole_files:
+        wanted = list(dict.fromkeys(normalize_id(i).split("::", 1)[0] for i in ids))
+    else:
+        wanted = list(dict.fromkeys(run_target(i) for i in ids))
     known = list(dict.fromkeys(i.split("::", 1)[0] for i in wanted))
     not_found: list[str] = []
     extra: list[str] = []
@@ -256,7 +264,8 @@ def not_gradable(cmd: str) -> str:
 
 
 def run_tests(
-    sandbox: Sandbox, ids_or_cmd: Sequence[str] | str, timeout_s: float
+    sandbox: Sandbox, ids_or_cmd: Sequence[str] | str, timeout_s: float,
+    whole_files: bool = False,
 ) -> dict[str, str]:
     """Per-test outcomes (node id -> passed | failed | error | skipped | xfailed | missing).
 
@@ -272,7 +281,7 @@ def run_tests(
         wanted: list[str] = []
     else:
         wanted = [normalize_id(i) for i in ids_or_cmd]
-        run = run_pytest_ids(sandbox, wanted, timeout_s)
+        run = run_pytest_ids(sandbox, wanted, timeout_s, whole_files=whole_files)
     if run.timed_out:
         raise TestRunError(f"the tests did not finish within {timeout_s:.0f}s")
     if not run.report_found:

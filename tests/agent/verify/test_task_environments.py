@@ -158,3 +158,58 @@ def test_a_failed_environment_is_one_line_built_once(docker: Any, tmp_path: Path
     with pytest.raises(EnvBuildError, match="MarkupSafe==0.0.999"):
         TaskVerifier(task, docker, tmp_path / "w2")  # recorded: not built again
     assert log.stat().st_mtime_ns == stamp
+
+
+ORDERED = """\
+import pytest
+
+from demo import greet
+
+STATE = []
+
+
+def test_setup_state():
+    STATE.append(greet())
+
+
+def test_depends_on_the_earlier_unlisted_test():
+    assert STATE == ["hello"]
+
+
+@pytest.mark.parametrize("name", ["cliapp.factory-create_app", "cliapp.factory-no_app"])
+def test_locate_app(name):
+    assert greet() == "hello"
+
+
+def test_unlisted_and_failing():
+    assert False
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_swebench_style_ids_whole_files_and_truncated_ids(docker: Any, tmp_path: Path) -> None:
+    """Test files run whole (a listed test depends on an earlier unlisted one), a truncated
+    parametrized id grades every parametrization it begins, an unlisted failing test of the
+    file does not count, and no id makes collection fail for the others."""
+    from ooda.agent.verify.verifier import TaskVerifier
+
+    root = _task_dir(tmp_path)
+    (root / "repo" / "tests" / "test_ordered.py").write_text(ORDERED)
+    toml = (root / "task.toml").read_text().replace(
+        'fail_to_pass = ["tests/test_demo.py::test_greet"]',
+        'run_test_files = true\nfail_to_pass = ["tests/test_demo.py::test_greet", '
+        '"tests/test_ordered.py::test_depends_on_the_earlier_unlisted_test", '
+        '"tests/test_ordered.py::test_locate_app[cliapp.factory-"]')
+    (root / "task.toml").write_text(toml)
+    task = load_task(root)
+    verifier = TaskVerifier(task, docker, tmp_path / "work", concurrency=1)
+    try:
+        good = verifier.verify(_patch(BUGGY, FIXED), verdict_only=True)
+        assert good.status == "passed", good.feedback
+        bad = verifier.verify(_patch(BUGGY, 'def greet():\n    return "bye"\n'))
+        assert bad.status == "failed"
+        assert "test_locate_app[cliapp.factory-" in bad.feedback
+        assert "test_depends_on_the_earlier_unlisted_test" in bad.feedback
+    finally:
+        verifier.close()

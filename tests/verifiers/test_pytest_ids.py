@@ -1,0 +1,26 @@
+"""SWE-bench's test-id quirks in grading: truncated parametrized ids (verifiers/pytest_check/parse.py)."""
+
+from __future__ import annotations
+
+from ooda.verifiers.pytest_check.parse import match_id, run_target, truncated
+
+NODES = [
+    "tests/test_cli.py::test_locate_app[cliapp.factory-create_app]",
+    "tests/test_cli.py::test_locate_app[cliapp.factory-no_app]",
+    "tests/test_cli.py::test_locate_app[cliapp.app-app]",
+    "tests/test_cli.py::test_other",
+]
+
+
+def test_a_truncated_id_stands_for_the_parametrizations_it_begins() -> None:
+    cut = "tests/test_cli.py::test_locate_app[cliapp.factory-"
+    assert truncated(cut) and not truncated(NODES[0]) and not truncated("tests/test_cli.py")
+    assert match_id(cut, NODES) == NODES[:2]
+    assert run_target(cut) == "tests/test_cli.py::test_locate_app"
+    assert run_target(NODES[0]) == NODES[0]
+
+
+def test_a_truncated_id_of_a_file_that_failed_to_collect_is_that_error() -> None:
+    cut = "tests/test_x.py::test_a[1-"
+    assert match_id(cut, ["tests/test_x.py"]) == ["tests/test_x.py"]
+    assert match_id(cut, ["tests/test_y.py::test_a[1-2]"]) == []
