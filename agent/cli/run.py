@@ -115,6 +115,7 @@ def run(
             statement = statement_file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read --statement-file {statement_file}: {exc}") from exc
+    _check_plain_model(path, model)
     task = _task(path, statement, test_cmd, fail_to_pass, pass_to_pass)
     if no_ruff:
         task.verifiers.ruff = False
@@ -160,6 +161,25 @@ def run(
         if apply and result.winner is not None:
             console.print(f"Applied the winning patch to {task.repo}.")
     raise SystemExit(0 if result.status == "passed" else 1 if result.status == "failed" else 3)
+
+
+def _check_plain_model(path: Path, model: str | None) -> None:
+    """A plain repository has no reference patch and no scripted answers: say what works
+    there instead of what cannot."""
+    from ooda.tasks.loader import is_task_dir
+
+    if is_task_dir(path) or not path.is_dir():
+        return
+    if model in ("gold", "replay"):
+        what = "a reference patch" if model == "gold" else "scripted answers (replay.jsonl)"
+        raise UsageError(
+            f"--model {model} needs a task directory with {what}; {path} is a plain "
+            "repository: pass --model NAME with --base-url URL (or OPENAI_BASE_URL), or check "
+            "a patch you have with `ooda verify PATH --patch FILE --test-cmd CMD`"
+        )
+    if not model:
+        raise UsageError("no model given: pass --model NAME with --base-url URL (or "
+                         "OPENAI_BASE_URL) to solve a plain repository")
 
 
 def _task(path: Path, statement: str | None, test_cmd: str | None,

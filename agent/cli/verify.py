@@ -15,23 +15,35 @@ from ooda.agent.support.textsafe import markup_safe, printable
 
 if TYPE_CHECKING:
     from ooda.agent.contracts.protocols import Verdict
+    from ooda.tasks.loader import Task
 
 
 def verify(
-    path: Annotated[Path, typer.Argument(help="A task directory (holds task.toml).")],
+    path: Annotated[Path, typer.Argument(help="A task directory (holds task.toml) or a "
+                                         "repository (with --test-cmd or --fail-to-pass).")],
     patch: Annotated[Path, typer.Option("--patch", help="The unified diff to verify.")],
     sandbox: SandboxOpt = None,
     json_out: JsonOpt = False,
     logs: Annotated[
         Path | None, typer.Option("--logs", help="Directory for the verifiers' full logs.")
     ] = None,
+    test_cmd: Annotated[
+        str | None, typer.Option(help="Test command (a repository without task.toml); the "
+                                 "tests failing without the patch must pass with it.")
+    ] = None,
+    fail_to_pass: Annotated[
+        list[str] | None, typer.Option("--fail-to-pass", help="pytest id that must pass (repeat).")
+    ] = None,
+    pass_to_pass: Annotated[
+        list[str] | None,
+        typer.Option("--pass-to-pass", help="pytest id that must keep passing (repeat)."),
+    ] = None,
 ) -> None:
     """Run the verifier cascade on one patch (no model involved) and print the verdict."""
     from ooda.agent.sandbox.registry import get_backend
     from ooda.agent.verify.verifier import TaskVerifier
-    from ooda.tasks.loader import load_task
 
-    task = load_task(path)
+    task = _task(path, test_cmd, fail_to_pass or [], pass_to_pass or [])
     try:
         patch_text = patch.read_bytes().decode("utf-8")
     except OSError as exc:
@@ -50,8 +62,31 @@ def verify(
                 verifier.close()
     finally:
         backend.close()
+    if verdict.status == "invalid_edit":  # the patch itself is bad input: one line, exit 2
+        raise UsageError(f"--patch {patch}: {verdict.reason.removeprefix('invalid edit: ')}")
     _print_verdict(task.id, verdict, backend.name, json_out)
     raise SystemExit(0 if verdict.status == "passed" else 1)
+
+
+def _task(path: Path, test_cmd: str | None, fail_to_pass: list[str],
+          pass_to_pass: list[str]) -> Task:
+    """The task directory at `path`, or a task made from a plain repository and the tests
+    named on the command line."""
+    from ooda.tasks.loader import VerifierOptions, is_task_dir, load_task, task_from_repo
+
+    if is_task_dir(path) or not path.is_dir():
+        task = load_task(path)
+        if test_cmd or fail_to_pass or pass_to_pass:
+            raise UsageError(f"{path} is a task directory: its task.toml names the tests "
+                             "(--test-cmd, --fail-to-pass and --pass-to-pass are for plain "
+                             "repositories)")
+        return task
+    if not test_cmd and not fail_to_pass:
+        raise UsageError(f"{path} is not a task directory (no task.toml): name the tests "
+                         "that judge the patch with --test-cmd CMD or --fail-to-pass ID")
+    return task_from_repo(path, statement="(ooda verify: no statement needed)",
+                          fail_to_pass=fail_to_pass, pass_to_pass=pass_to_pass,
+                          test_cmd=test_cmd, verifiers=VerifierOptions())
 
 
 def _print_verdict(task_id: str, verdict: Verdict, sandbox: str, json_out: bool) -> None:

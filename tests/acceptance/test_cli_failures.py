@@ -74,3 +74,31 @@ def test_a_misspelled_test_id_or_command_is_exit_2_before_any_model_call(
     assert bad_cmd.returncode == 2 and "pytets -q" in bad_cmd.stderr
     assert all(len(p.stderr.strip().splitlines()) == 1 for p in (bad_id, bad_path, bad_cmd))
     assert chats == 0
+
+
+def test_a_plain_repository_without_a_model_gets_messages_that_fit_it(
+    median: Path, tmp_path: Path
+) -> None:
+    """15.4/15.10: no suggestion of gold or replay on a plain repository; `ooda verify` works
+    there with --test-cmd; a patch that is no diff is exit 2 with one line."""
+    plain = tmp_path / "plain"
+    shutil.copytree(median / "repo", plain)
+    for model in ("gold", "replay"):
+        run = ooda("run", str(plain), "--statement", "fix", "--test-cmd", "pytest -q",
+                   "--model", model)
+        assert run.returncode == 2 and "plain repository" in run.stderr
+        assert "--statement" not in run.stderr
+    no_model = ooda("run", str(plain), "--statement", "fix", "--test-cmd", "pytest -q")
+    assert no_model.returncode == 2 and "gold" not in no_model.stderr
+    gold = median / "gold.diff"
+    unnamed = ooda("verify", str(plain), "--patch", str(gold))
+    assert unnamed.returncode == 2 and "--test-cmd" in unnamed.stderr
+    assert "--statement" not in unnamed.stderr
+    verified = ooda("verify", str(plain), "--patch", str(gold), "--test-cmd", "pytest -q",
+                    "--json")
+    assert verified.returncode == 0, verified.stderr
+    assert json.loads(verified.stdout)["status"] == "passed"
+    (tmp_path / "notadiff.txt").write_text("hello\n")
+    bad = ooda("verify", str(median), "--patch", str(tmp_path / "notadiff.txt"))
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert bad.stdout == ""
