@@ -27,6 +27,8 @@ missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)  # the CLI's real-terminal test
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)  # report.html rendered headless
 if [ "${#missing[@]}" -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   step "apt-get update" apt-get update -q
