@@ -83,11 +83,11 @@ class RunProgress:
             self.states[attempt.attempt_id] = state
             self.attempts[attempt.attempt_id] = attempt
             self.round = max(self.round, attempt.round)
-            if state in FINAL:
-                line = Text(f"  {attempt.attempt_id:<7} ", style="dim")
-                line.append(f"{state:<13}", style=STATE_STYLE.get(state, ""))
-                line.append(printable(headline(attempt.reason)))
-                self.console.print(line)
+        if state in FINAL:  # printed outside the lock: Live renders (takes it) as it prints
+            line = Text(f"  {attempt.attempt_id:<7} ", style="dim")
+            line.append(f"{state:<13}", style=STATE_STYLE.get(state, ""))
+            line.append(printable(headline(attempt.reason)))
+            self.console.print(line)
         if self._live.is_started:
             self._live.refresh()
 
