@@ -48,6 +48,23 @@ def fmt_num(value: object, digits: int = 1) -> str:
     return str(value)
 
 
+def human_tokens(n: int) -> str:
+    """611, 6.7k, 1.2M (as Aider prints token counts)."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.1f}M"
+
+
+def money(dollars: float) -> str:
+    """Dollars with enough digits that a small cost is not shown as $0.00 (costs are never
+    rounded before they are shown)."""
+    if dollars == 0 or dollars >= 1:
+        return f"${dollars:.2f}"
+    return f"${dollars:.4f}" if dollars >= 0.0001 else f"${dollars:.6f}"
+
+
 def fmt_pct(value: object) -> str:
     return f"{100 * value:.1f}%" if isinstance(value, int | float) else "–"
 

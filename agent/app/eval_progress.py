@@ -16,8 +16,8 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
-from ooda.agent.app.progress import human_tokens, money
-from ooda.agent.support.reasons import headline
+from ooda.agent.app.charts import human_tokens, money
+from ooda.agent.support.reasons import failure_reason
 from ooda.agent.support.textsafe import printable
 
 STYLE = {"resolved": "green", "unresolved": "red", "error": "bold red"}
@@ -116,14 +116,6 @@ def finished_line(record: dict[str, Any]) -> Text:
     if status != "resolved":
         line.append(f"  {printable(failure_reason(record))}", style="dim")
     return line
-
-
-def failure_reason(record: dict[str, Any]) -> str:
-    """Why a task did not resolve: how the run ended and, when known, its last candidate's
-    reason (which names the failing test)."""
-    reason = headline(str(record.get("reason") or ""))
-    last = headline(str(record.get("last_reason") or ""))
-    return f"{reason}; last: {last}" if last and last != reason else reason
 
 
 def _clock(seconds: float) -> str:

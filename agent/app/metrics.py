@@ -217,7 +217,7 @@ def summarize(
         "tokens": tokens,
         "tokens_per_solve": per(tokens["prompt"] + tokens["completion"]),
         "cost": total_cost,
-        "cost_per_solve": per(total_cost),
+        "cost_per_solve": None if total_cost is None or per_solve is None else total_cost / per_solve,
         "candidates": candidates,
         "candidates_per_solve": per(candidates),
         "edit_formats": _add_counts(results, "edit_formats"),

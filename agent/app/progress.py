@@ -17,6 +17,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from ooda.agent.app.charts import human_tokens, money
 from ooda.agent.core.loop import Attempt
 from ooda.agent.support.reasons import headline
 from ooda.agent.support.textsafe import printable
@@ -35,22 +36,6 @@ FINAL = ("passed", "failed", "invalid_edit", "timeout", "error")
 CHARS_PER_TOKEN = 4
 """Streamed text is counted at about four characters a token until the endpoint's count
 arrives with the answer's end."""
-
-
-def human_tokens(n: int) -> str:
-    """611, 6.7k, 1.2M (as Aider prints token counts)."""
-    if n < 1000:
-        return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.1f}k"
-    return f"{n / 1_000_000:.1f}M"
-
-
-def money(dollars: float) -> str:
-    """Dollars with enough digits that a small cost is not shown as $0.00."""
-    if dollars == 0 or dollars >= 1:
-        return f"${dollars:.2f}"
-    return f"${dollars:.4f}" if dollars >= 0.0001 else f"${dollars:.6f}"
 
 
 def tokens_phrase(sent: int, received: int, cost: float | None) -> str:

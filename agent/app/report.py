@@ -17,10 +17,12 @@ from ooda.agent.app.charts import (
     escape,
     fmt_num,
     fmt_pct,
+    money,
     stacked_bar,
     step_chart,
     timeline,
 )
+from ooda.agent.support.reasons import failure_reason
 from ooda.agent.support.textsafe import printable
 
 
@@ -39,9 +41,9 @@ def _cards(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("tokens per solve", fmt_num(summary.get("tokens_per_solve"), 0)),
     ]
     if summary.get("cost") is not None:
-        cards += [("cost", f"${summary['cost']:.4f}"),
+        cards += [("cost", money(float(summary["cost"]))),
                   ("cost per solve", "–" if summary.get("cost_per_solve") is None
-                   else f"${summary['cost_per_solve']:.4f}")]
+                   else money(float(summary["cost_per_solve"])))]
     return cards
 
 
@@ -50,8 +52,8 @@ BREAKDOWN = {"generation": "generation", "verification": "verifiers running",
 """Legend labels of the time breakdown."""
 
 
-TASK_COLUMNS = ("task", "status", "attempts", "rounds", "n/c", "first pass (s)", "tokens",
-                "last failed", "wall (s)")
+TASK_COLUMNS = ("task", "status", "attempts", "rounds", "candidates verified / passing",
+                "first pass (s)", "tokens", "last failed", "wall (s)")
 
 
 def _task_row(r: Mapping[str, Any]) -> list[str]:
@@ -130,6 +132,7 @@ def eval_html(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) 
                 "<tr><th>stage</th><th>tasks</th></tr>",
                 *[f'<tr><td>{escape(k)}</td><td class="num">{v}</td></tr>' for k, v in failed.items()],
                 "</table>"]
+    out += _failures_table(results)
     formats = _format_rows(summary)
     if formats:
         out += ["<h2>Answers by edit format</h2><table>",
@@ -140,8 +143,8 @@ def eval_html(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) 
     for r in results:
         cells = _task_row(r)
         run_dir = r.get("run_dir")
-        name = (f'<a href="{escape(run_dir)}/run.json">{escape(cells[0])}</a>' if run_dir
-                else escape(cells[0]))
+        name = (f'<a href="{escape(run_dir)}/">{escape(cells[0])}</a>' if run_dir
+                else escape(cells[0]))  # the run directory: run.json, attempts/, final.diff
         out.append(
             f"<tr><td>{name}</td><td class=\"{escape(cells[1])}\" title=\"{escape(r.get('reason', ''))}\">"
             f"{escape(cells[1])}</td>"
@@ -150,6 +153,20 @@ def eval_html(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) 
         )
     out += ["</table>", "</body></html>", ""]
     return "\n".join(out)
+
+
+def _failures_table(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One row per unresolved task and error: the stage and the reason (which names the
+    failing test and its assertion)."""
+    rows = [r for r in results if r.get("status") in ("unresolved", "error")]
+    if not rows:
+        return []
+    return ["<h2>Why tasks were not resolved</h2><table>",
+            "<tr><th>task</th><th>status</th><th>stage</th><th>reason</th></tr>",
+            *[f"<tr><td>{escape(r.get('task_id'))}</td><td class=\"{escape(r.get('status'))}\">"
+              f"{escape(r.get('status'))}</td><td>{escape(r.get('last_failed_verifier') or '–')}"
+              f"</td><td>{escape(failure_reason(r))}</td></tr>" for r in rows],
+            "</table>"]
 
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

@@ -179,7 +179,7 @@ def print_summary(summary: dict[str, Any], eval_dir: Path, skipped: int,
                   records: list[dict[str, Any]] | None = None) -> None:
     """A few lines for a person: resolved, pass@k, errors, time, the tasks that did not
     resolve and why, where the report is."""
-    from ooda.agent.app.progress import money
+    from ooda.agent.app.charts import money
 
     total = summary["total"]
     line = (f"resolved {summary['resolved']}/{total} ({100 * summary['resolved_rate']:.1f}%)"
@@ -203,7 +203,7 @@ def print_summary(summary: dict[str, Any], eval_dir: Path, skipped: int,
 
 def _print_failures(records: list[dict[str, Any]] | None) -> None:
     """One line per unresolved task and per error, with its reason (never wrapped)."""
-    from ooda.agent.app.eval_progress import failure_reason
+    from ooda.agent.support.reasons import failure_reason
 
     for status, label in (("unresolved", "UNRESOLVED"), ("error", "ERROR")):
         for record in sorted((r for r in records or [] if r["status"] == status),

@@ -5,6 +5,8 @@ feedback's first line. For a test run it names the first failing test and its as
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 _TEST = re.compile(r"^(?:FAILED|ERROR|MISSING) (\S+?):?(\s.*)?$")
 _ASSERTION = re.compile(r"^\s*E\s+(\S.*)$")
@@ -39,3 +41,11 @@ def headline(summary: str) -> str:
         return (f"{first} {test.group(1)}" + (f": {said}" if said else "")
                 + (f" ({location})" if location else ""))
     return f"{first} {lines[1].strip()}"
+
+
+def failure_reason(record: Mapping[str, Any]) -> str:
+    """Why a task of an evaluation (a results.jsonl record) did not resolve: how its run
+    ended and, when known, its last judged candidate's reason (naming the failing test)."""
+    reason = headline(str(record.get("reason") or ""))
+    last = headline(str(record.get("last_reason") or ""))
+    return f"{reason}; last: {last}" if last and last != reason else reason

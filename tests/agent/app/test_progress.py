@@ -7,7 +7,8 @@ import io
 
 from rich.console import Console
 
-from ooda.agent.app.progress import RunProgress, human_tokens, money, tokens_phrase
+from ooda.agent.app.charts import human_tokens, money
+from ooda.agent.app.progress import RunProgress, tokens_phrase
 from ooda.agent.core.loop import Attempt
 
 
