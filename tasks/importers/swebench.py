@@ -7,6 +7,13 @@ data sets). The repository `owner/name` is read from `REPOS_DIR/owner__name`, a 
 so nothing of the clone's working tree or history leaks in). `patch` is the gold patch and
 `test_patch` the hidden tests, applied only when verifying.
 
+With a `version` (as the published data sets have), the task gets its environment from the
+per-repository, per-version specs (tasks/importers/swebench_env.py: `[environment]`, an
+unknown repository or version or a runner ooda cannot grade is a UsageError at import) and
+runs its test files whole as the harness does (`run_test_files`); junk test ids are dropped.
+`environment_setup_commit` is recorded; the environment installs the repository at
+base_commit (an editable install, so the candidate's code is what imports).
+
 `import_swebench` writes task directories (`ooda tasks import swebench`); `ooda eval` reads
 the `.jsonl` directly and exports each repo only while its task runs (`materialize`).
 """
@@ -26,6 +33,7 @@ from typing import Any
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.support.git import first_line, git
 from ooda.tasks.importers.common import check_dest, select, toml_list, toml_str
+from ooda.tasks.importers.swebench_env import environment_table, environment_toml, usable_ids
 from ooda.tasks.loader import Task, VerifierOptions
 
 REQUIRED_KEYS = (
@@ -55,6 +63,13 @@ class Instance:
     test_patch: str
     fail_to_pass: list[str]
     pass_to_pass: list[str] = field(default_factory=list)
+    version: str | None = None
+    """SWE-bench's version of the repository ("4.5"), which picks the environment."""
+    environment_setup_commit: str | None = None
+    environment: dict[str, Any] | None = None
+    """The `[environment]` table (from the specs, when there is a version)."""
+    dropped: list[str] = field(default_factory=list)
+    """Junk test ids left out of the lists (`[100%]`)."""
 
     @property
     def clone_name(self) -> str:
@@ -113,9 +128,18 @@ def _instance(row: dict[str, Any], where: str) -> Instance:
         raise UsageError(f"{where}: repo {row['repo']!r} is not owner/name")
     if not re.fullmatch(r"[0-9a-fA-F]{4,64}", row["base_commit"]):
         raise UsageError(f"{where}: base_commit {row['base_commit']!r} is not a commit hash")
-    fail_to_pass = _test_list(row["FAIL_TO_PASS"], "FAIL_TO_PASS", where)
+    fail_to_pass, junk = usable_ids(_test_list(row["FAIL_TO_PASS"], "FAIL_TO_PASS", where))
+    pass_to_pass, junk_p2p = usable_ids(
+        _test_list(row.get("PASS_TO_PASS") or [], "PASS_TO_PASS", where))
     if not fail_to_pass:
         raise UsageError(f"{where}: FAIL_TO_PASS is empty: nothing would show a fix")
+    version = row.get("version")
+    if version is not None and not isinstance(version, str | int | float):
+        raise UsageError(f"{where}: 'version' must be a string")
+    environment = None
+    if version is not None:
+        environment = environment_table(row["repo"], str(version), where)
+    setup = row.get("environment_setup_commit")
     return Instance(
         instance_id=instance_id,
         repo=row["repo"],
@@ -124,7 +148,11 @@ def _instance(row: dict[str, Any], where: str) -> Instance:
         patch=_with_newline(row["patch"]),
         test_patch=_with_newline(test_patch),
         fail_to_pass=fail_to_pass,
-        pass_to_pass=_test_list(row.get("PASS_TO_PASS") or [], "PASS_TO_PASS", where),
+        pass_to_pass=pass_to_pass,
+        version=None if version is None else str(version),
+        environment_setup_commit=setup if isinstance(setup, str) and setup else None,
+        environment=environment,
+        dropped=junk + junk_p2p,
     )
 
 
@@ -231,6 +259,7 @@ def _git(clone: Path, args: list[str], stdin: str = "") -> bytes:
 
 def instance_task(inst: Instance, repo: Path, root: Path | None = None) -> Task:
     """The Task for `inst` whose code (at base_commit) is already in `repo`."""
+    own = inst.environment is not None  # the repository's tools, not ooda's ruff and mypy
     return Task(
         id=inst.instance_id,
         statement=inst.problem_statement,
@@ -239,8 +268,11 @@ def instance_task(inst: Instance, repo: Path, root: Path | None = None) -> Task:
         pass_to_pass=list(inst.pass_to_pass),
         gold_patch=inst.patch,
         test_patch=inst.test_patch or None,
-        verifiers=VerifierOptions(timeout_s=VERIFIER_TIMEOUT_S),
+        verifiers=VerifierOptions(ruff=not own, mypy=not own, security=not own,
+                                  timeout_s=VERIFIER_TIMEOUT_S),
         root=root,
+        environment=inst.environment,
+        run_test_files=own,
     )
 
 
@@ -255,7 +287,11 @@ def materialize(inst: Instance, repos_dir: Path, workdir: Path) -> Task:
 def task_toml(inst: Instance) -> str:
     """task.toml for an imported instance."""
     lines = [
-        f"# SWE-bench instance {inst.instance_id}: {inst.repo} at {inst.base_commit}",
+        f"# SWE-bench instance {inst.instance_id}: {inst.repo} at {inst.base_commit}"
+        + (f", version {inst.version}" if inst.version else "")
+        + (f", environment_setup_commit {inst.environment_setup_commit}"
+           if inst.environment_setup_commit else ""),
+        *(f"# dropped junk test id {toml_str(i)}" for i in inst.dropped),
         f"id = {toml_str(inst.instance_id)}",
         'statement_file = "ISSUE.md"',
         'repo = "repo"',
@@ -265,9 +301,13 @@ def task_toml(inst: Instance) -> str:
     ]
     if inst.test_patch:
         lines.append('test_patch = "tests.diff"')
-    lines += ["", "[verifiers]", "ruff = true", "mypy = true",
-              f"timeout_s = {VERIFIER_TIMEOUT_S:g}"]
-    return "\n".join(lines) + "\n"
+    if inst.environment is None:
+        lines += ["", "[verifiers]", "ruff = true", "mypy = true",
+                  f"timeout_s = {VERIFIER_TIMEOUT_S:g}"]
+        return "\n".join(lines) + "\n"
+    lines += ["run_test_files = true", "", "[verifiers]", f"timeout_s = {VERIFIER_TIMEOUT_S:g}",
+              "", environment_toml(inst.environment)]
+    return "\n".join(lines)
 
 
 def import_swebench(

@@ -161,3 +161,41 @@ def test_import_reports_missing_clone_and_commit(tmp_path: Path,
         import_swebench(src, tmp_path / "t", repos_dir=repos)
     with pytest.raises(UsageError, match="--repos-dir"):
         import_swebench(src, tmp_path / "t")
+
+
+def test_a_versioned_instance_gets_its_environment_and_runs_whole_files(
+    tmp_path: Path, clone: tuple[Path, str]
+) -> None:
+    """`version` picks the environment from the specs (written as [environment], loaded back),
+    test files run whole, junk ids are dropped (noted in task.toml) and never reach pytest."""
+    repos, base = clone
+    row = instance(base, repo="pallets/flask", version="2.0",
+                   environment_setup_commit="4346498c85848c53843b810537b83a8f6124c9d3",
+                   PASS_TO_PASS=json.dumps(["tests/test_calc.py::test_other", "[100%]"]))
+    os.rename(repos / "acme__calc", repos / "pallets__flask")
+    src = write_jsonl(tmp_path / "swe.jsonl", [row])
+    (written,) = import_swebench(src, tmp_path / "tasks", repos_dir=repos)
+    text = (written / "task.toml").read_text()
+    assert 'dropped junk test id "[100%]"' in text and "environment_setup_commit 4346498" in text
+    task = load_task(written)
+    assert task.environment is not None and task.environment["python"]
+    assert task.environment["runner"]["kind"] == "pytest"
+    assert task.run_test_files and task.pass_to_pass == ["tests/test_calc.py::test_other"]
+    assert not (task.verifiers.ruff or task.verifiers.mypy or task.verifiers.security)
+    (inst,) = read_instances(src)
+    assert materialize(inst, repos, tmp_path / "m").environment == task.environment
+
+
+@pytest.mark.parametrize(("repo", "version", "message"), [
+    ("pallets/flask", "0.0", "no SWE-bench environment for pallets/flask version 0.0"),
+    ("acme/calc", "1.0", "no SWE-bench environment for acme/calc"),
+    ("django/django", "3.0", "the django test runner .* is not supported yet"),
+    ("sympy/sympy", "1.1", "the sympy test runner .* is not supported yet"),
+])
+def test_an_instance_without_a_usable_environment_is_refused_at_import(
+    tmp_path: Path, clone: tuple[Path, str], repo: str, version: str, message: str
+) -> None:
+    repos, base = clone
+    src = write_jsonl(tmp_path / "swe.jsonl", [instance(base, repo=repo, version=version)])
+    with pytest.raises(UsageError, match=message):
+        read_instances(src)

@@ -1,0 +1,61 @@
+"""What a SWE-bench instance runs in, and which of its test ids can be graded.
+
+- `environment_table`: the instance's `[environment]` (agent/sandbox/environments/swebench.py's
+  per-repository, per-version specs), as task.toml's table; UsageError for a repository or
+  version without a spec, or a runner ooda cannot grade yet (verifiers/runners.py);
+- `usable_ids`: SWE-bench's lists hold the odd junk id (`[100%]`, pytest's progress column cut
+  into the list); those are dropped, with the reason, so one never fails collection for all;
+- `environment_toml`: the table as TOML text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ooda.agent.sandbox.environments import swebench as specs
+from ooda.tasks.environment import environment_of
+from ooda.tasks.importers.common import toml_list, toml_str
+
+_PYTEST_ID = re.compile(r"^[^\s\[\]:][^\s]*?(?:::.+)?$")
+"""A pytest id: a path (not starting with `[` or `:`), optionally `::` and the rest."""
+
+
+def environment_table(repo: str, version: str, where: str) -> dict[str, Any]:
+    """The `[environment]` table of `repo` at SWE-bench `version` (UsageError if none)."""
+    data = json.loads(json.dumps(specs.spec_for(repo, version).to_dict()))  # lists, as TOML's
+    if data.get("install") is None:
+        data["install"] = ""  # not installed (a missing key would mean the default install)
+    table: dict[str, Any] = {k: v for k, v in data.items() if v is not None}
+    environment_of(table, where)  # the runner must be one ooda grades
+    return table
+
+
+def usable_ids(ids: list[str]) -> tuple[list[str], list[str]]:
+    """(the ids pytest can be given, the junk ones dropped)."""
+    keep = [i for i in ids if _PYTEST_ID.match(i.strip())]
+    return keep, [i for i in ids if i not in keep]
+
+
+def environment_toml(table: dict[str, Any]) -> str:
+    """`[environment]` (+ its `runner` and `build_env` tables) as TOML text."""
+    lines = ["[environment]"]
+    tables: dict[str, dict[str, Any]] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            tables[key] = value
+        elif value is not None:
+            lines.append(f"{key} = {_value(value)}")
+    for name, sub in tables.items():
+        lines += ["", f"[environment.{name}]"]
+        lines += [f"{key} = {_value(value)}" for key, value in sub.items() if value is not None]
+    return "\n".join(lines) + "\n"
+
+
+def _value(value: object) -> str:
+    if isinstance(value, str):
+        return toml_str(value)
+    if isinstance(value, list | tuple):
+        return toml_list([str(v) for v in value])
+    raise TypeError(f"not a TOML string or list: {value!r}")
