@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ooda.agent.app import metrics, modelstats, report
+from ooda.agent.app.evaluate.best import best_patch
 from ooda.agent.app.evaluate.options import EVAL_FILE, PREDICTIONS_FILE, RESULTS_FILE, SUMMARY_FILE
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.core.runlog import write_atomic, write_json_atomic
@@ -170,16 +171,17 @@ def build_summary(config: dict[str, Any], results: Sequence[dict[str, Any]],
 
 def predictions(config: dict[str, Any], results: Sequence[dict[str, Any]],
                 patch_of: Callable[[dict[str, Any]], str]) -> list[dict[str, str]]:
-    """SWE-bench predictions for the finished tasks, in task-set order; the winning patch
-    for resolved tasks, an empty patch otherwise."""
+    """SWE-bench predictions for the finished tasks, in task-set order: the winning patch for
+    resolved tasks; for the others the best candidate's patch (best.py), with
+    `ooda_resolved: false` saying ooda did not resolve it."""
     by_task = {r["task_id"]: r for r in results}
     model = str(config.get("options", {}).get("model") or "")
     return [
         {
             "instance_id": task_id,
             "model_name_or_path": model,
-            "model_patch": patch_of(by_task[task_id]) if by_task[task_id]["status"] == "resolved"
-            else "",
+            "model_patch": patch_of(by_task[task_id]),
+            "ooda_resolved": by_task[task_id]["status"] == "resolved",
         }
         for task_id in config.get("task_ids", [])
         if task_id in by_task
@@ -187,7 +189,8 @@ def predictions(config: dict[str, Any], results: Sequence[dict[str, Any]],
 
 
 def patch_in(eval_dir: Path) -> Callable[[dict[str, Any]], str]:
-    """Reads a result's final.diff from its run directory ("" when there is none)."""
+    """Reads a result's final.diff from its run directory, else (unresolved) its best
+    candidate's patch ("" when there is none)."""
 
     def read(record: dict[str, Any]) -> str:
         run_dir = record.get("run_dir")
@@ -196,7 +199,7 @@ def patch_in(eval_dir: Path) -> Callable[[dict[str, Any]], str]:
         try:
             return (eval_dir / run_dir / "final.diff").read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
-            return ""
+            return best_patch(eval_dir / run_dir)  # unresolved: the furthest candidate
 
     return read
 

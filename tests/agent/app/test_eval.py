@@ -193,7 +193,9 @@ def test_eval_writes_results_summary_predictions_report(tmp_path: Path) -> None:
     assert set(s["time_breakdown_s"]) == {"generation", "verification", "queueing"}
     preds = lines(out.eval_dir / "predictions.jsonl")
     assert [p["instance_id"] for p in preds] == ids
-    assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch"} for p in preds)
+    assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch", "ooda_resolved"}
+               for p in preds)
+    assert [p["ooda_resolved"] for p in preds] == [True, False, True, False, False]
     assert preds[0]["model_patch"].startswith("--- a/mod.py") and preds[1]["model_patch"] == ""
     html = (out.eval_dir / "report.html").read_text()
     assert html.count("<svg") >= 4 and "t5" in html and "<script" not in html
@@ -437,7 +439,9 @@ def test_sigkill_then_resume_counts_each_task_once(small_set: Path, tmp_path: Pa
     assert sorted(ids) == sorted(f"quixbugs-{n}" for n in QUIXBUGS)  # no duplicate line
     preds = lines(results.parent / "predictions.jsonl")
     assert len(preds) == 3
-    assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch"} for p in preds)
+    assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch", "ooda_resolved"}
+               for p in preds)
+    assert [p["ooda_resolved"] for p in preds] == [True, False, True, False, False]
     if sandbox_name == "docker":  # the killed run's containers were removed on resume
         left = subprocess.run(["docker", "ps", "-aq", "--filter",
                                f"label=ooda.owner_pid={proc.pid}"],
