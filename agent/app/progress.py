@@ -96,7 +96,7 @@ class RunProgress:
     def _render(self) -> Group:
         with self._lock:
             counts = Counter(self.states.values())
-            streaming = [a for i, a in self.attempts.items() if self.states[i] == "generating"]
+            streaming = [a for i, a in self.attempts.items() if self.states.get(i) == "generating"]
         elapsed = time.monotonic() - self.started
         crop = self.console.is_terminal  # a terminal's status lines fit its width
         status = Text(f"{self.task_id}  round {self.round}/{self.rounds}  ", no_wrap=crop,

@@ -208,9 +208,10 @@ def run_task(
     escalate to, when shared like `model` (otherwise opened here from `options.escalate_to`).
     """
     options.validate()
+    gold = options.model == "gold"  # the reference patch: one candidate, verified once
     loop_config = LoopConfig(
-        samples=options.samples,
-        rounds=options.rounds,
+        samples=1 if gold else options.samples,
+        rounds=1 if gold else options.rounds,
         time_budget_s=options.time_budget_s,
         max_tokens=options.max_tokens,
         select=options.select,
@@ -234,16 +235,25 @@ def run_task(
         check_base(verifier, given)
         log = RunLog(options.runs_dir, run_id or new_run_id(task.id))
         schedule = schedule_for(options, model, strong)
-        if show_progress and console is not None:
-            progress = RunProgress(task.id, options.time_budget_s, options.rounds, console,
-                                   (options.price_prompt, options.price_completion))
-            with progress:
-                loop = Loop(task, model, verifier, log, loop_config, progress, schedule)
+        progress = (RunProgress(task.id, options.time_budget_s, options.rounds, console,
+                                (options.price_prompt, options.price_completion))
+                    if show_progress and console is not None else None)
+        loop = Loop(task, model, verifier, log, loop_config, progress, schedule)
+        with progress or contextlib.nullcontext():
+            try:
                 result = loop.run()
-        else:
-            result = Loop(task, model, verifier, log, loop_config, schedule=schedule).run()
+            except KeyboardInterrupt:
+                _keep_partial(loop, log)
+                raise KeyboardInterrupt(str(log.dir)) from None
         return result, log
     raise AssertionError("unreachable")
+
+
+def _keep_partial(loop: Loop, log: RunLog) -> None:
+    """Ctrl-C: leave a run.json saying so beside the attempts recorded so far."""
+    with contextlib.suppress(Exception):  # best effort: the user is waiting
+        rounds = max((a.round for a in loop.attempts), default=0)
+        log.write_summary(loop._summary("error", "interrupted (Ctrl-C)", None, rounds))
 
 
 def open_verifier(

@@ -164,8 +164,15 @@ def eval_command(
         )
         print(json.dumps(table, indent=2) if json_out else where.read_text(encoding="utf-8"))
         raise SystemExit(0)
-    outcome = evaluate(options, console=console, show_progress=not (json_out or is_quiet(ctx)),
-                       prestarted=ctx.obj)
+    try:
+        outcome = evaluate(options, console=console,
+                           show_progress=not (json_out or is_quiet(ctx)), prestarted=ctx.obj)
+    except KeyboardInterrupt as exc:
+        if exc.args:
+            console.print(f"The finished tasks are kept in {exc.args[0]}: run the same command "
+                          "with --resume to finish the evaluation.", markup=False,
+                          highlight=False)
+        raise
     if json_out:
         print(json.dumps(outcome.summary, indent=2))
     else:

@@ -102,3 +102,40 @@ def test_a_plain_repository_without_a_model_gets_messages_that_fit_it(
     bad = ooda("verify", str(median), "--patch", str(tmp_path / "notadiff.txt"))
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     assert bad.stdout == ""
+
+
+def test_ctrl_c_says_where_the_partial_run_is_and_leaves_a_run_json(
+    median: Path, tmp_path: Path
+) -> None:
+    """15.11: Ctrl-C names the partial run (and, in eval, --resume); run.json is written."""
+    import signal
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "OODA_"))}
+    tasks = tmp_path / "set"
+    tasks.mkdir()
+    shutil.copytree(median, tasks / "median")
+    with ReplayServer([EXAMPLES], faults=["hang"]) as server:
+        base_url = server.start()
+        outputs = []
+        for command in (["run", str(median)],
+                        ["eval", str(tasks), "--eval-id", "e1"]):
+            seen = server.stats["chat_requests"]
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "ooda.agent.cli", *command, "--model", "m",
+                 "--base-url", base_url, "-n", "1", "--runs-dir", str(tmp_path / "runs")],
+                cwd=ROOT, env={**env, "OPENAI_API_KEY": "k"}, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 60
+            while server.stats["chat_requests"] <= seen and time.monotonic() < deadline:
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=30)
+            assert proc.returncode == 130, err
+            assert err.strip().splitlines()[-1] == "ooda: error: interrupted", err
+            outputs.append(err)
+    run_dirs = [p for p in (tmp_path / "runs").iterdir() if p.name.endswith(tuple("0123456789abcdef"))
+                and (p / "run.json").is_file()]
+    assert run_dirs and f"is in {run_dirs[0]}" in outputs[0]
+    assert json.loads((run_dirs[0] / "run.json").read_text())["reason"] == "interrupted (Ctrl-C)"
+    assert f"kept in {tmp_path / 'runs' / 'e1'}" in outputs[1] and "--resume" in outputs[1]

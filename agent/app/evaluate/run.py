@@ -163,15 +163,20 @@ def evaluate(
                 cluster.run(todo, task_options, eval_dir,
                             lambda record: bar.note(_finish(eval_dir, state, record)))
             else:
-                with ThreadPoolExecutor(max_workers=options.concurrency,
-                                        thread_name_prefix="ooda-eval") as pool:
-                    futures = [pool.submit(work, ref) for ref in todo]
-                    try:
-                        for fut in futures:
-                            fut.result()
-                    except BaseException:
-                        pool.shutdown(wait=False, cancel_futures=True)
-                        raise
+                # no `with`: on Ctrl-C nobody waits for the running tasks (a request may hang)
+                pool = ThreadPoolExecutor(max_workers=options.concurrency,
+                                          thread_name_prefix="ooda-eval")
+                futures = [pool.submit(work, ref) for ref in todo]
+                try:
+                    for fut in futures:
+                        fut.result()
+                except KeyboardInterrupt:  # the CLI says where the partial evaluation is
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    raise KeyboardInterrupt(str(eval_dir)) from None
+                except BaseException:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    raise
+                pool.shutdown(wait=True)
     summary = write_outputs(eval_dir, config, list(state.results.values()), state.wall_s(),
                             _patch_cache(eval_dir, state))
     finished = [r for r in state.results.values() if r["status"] != "error"]
