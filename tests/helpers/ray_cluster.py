@@ -4,8 +4,10 @@ Each node is a `ray start --block` process in a session of its own, so stopping 
 killing it, raylet and workers with it) is one signal to its process group; nothing here runs
 `ray stop`, which would stop every Ray process on the machine. Every node has 1 CPU, its own
 temp dir, usage stats off and the `ooda_sandbox` resource; all of them listen on a loopback
-address. Ray rewrites "127.0.0.1" to the machine's routable address, so the nodes use
-127.0.0.2 (also loopback) instead.
+address. Ray rewrites "127.0.0.1" to the machine's routable address, so the head uses
+127.0.0.2 and worker i 127.0.0.(2+i) (all loopback). Distinct addresses matter: a driver
+attaches to the node whose address it reaches the head from, which must be the head's (a
+driver on a killed worker's raylet would die with it).
 """
 
 from __future__ import annotations
@@ -45,12 +47,12 @@ class Cluster:
     env: dict[str, str]
     nodes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def start_node(self, name: str, *, head: bool = False) -> None:
+    def start_node(self, name: str, ip: str, *, head: bool = False) -> None:
         where = ["--head", "--port", self.address.rsplit(":", 1)[1],
                  "--include-dashboard=false"] if head else ["--address", self.address]
         log = open(self.temp_dir / f"{name}.log", "wb")  # noqa: SIM115 - the node keeps it
         self.nodes[name] = subprocess.Popen(
-            [*_ray_cli(), "start", *where, "--node-ip-address", NODE_IP, "--num-cpus", "1",
+            [*_ray_cli(), "start", *where, "--node-ip-address", ip, "--num-cpus", "1",
              "--resources", json.dumps({SANDBOX_RESOURCE: 1}), "--disable-usage-stats",
              "--temp-dir", str(self.temp_dir), "--block"],
             stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
@@ -104,10 +106,10 @@ def local_cluster(workers: int = 1) -> Iterator[Cluster]:
            "RAY_health_check_timeout_ms": "1000"}
     cluster = Cluster(f"{NODE_IP}:{_free_port()}", temp_dir, env)
     try:
-        cluster.start_node("head", head=True)
+        cluster.start_node("head", NODE_IP, head=True)
         cluster.wait_for(1)
         for i in range(workers):
-            cluster.start_node(f"worker{i + 1}")
+            cluster.start_node(f"worker{i + 1}", f"127.0.0.{3 + i}")
         cluster.wait_for(1 + workers)
         yield cluster
     finally:

@@ -83,7 +83,7 @@ def pack_task(task: Task) -> bytes:
         replay=Path("replay.jsonl") if task.replay else None,
     )
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:
         for name, path in files.items():
             if path is not None:
                 tar.add(str(path), arcname=name)
@@ -136,11 +136,12 @@ class NodeOutcome:
 
 
 def run_on_node(task_data: bytes, options: RunOptions, run_id: str, permits: Any,
-                sandbox: str | None) -> NodeOutcome:
+                events: Any, sandbox: str | None) -> NodeOutcome:
     """The body of the Ray task: run one task here, return its run directory as bytes."""
     ray = _ray()
     started = time.monotonic()
     node = ray.get_runtime_context().get_node_id()
+    events.push.remote("started", run_id, node)
     with tempfile.TemporaryDirectory(prefix="ooda-ray-") as tmp:
         runs_dir = Path(tmp) / "runs"
         options = dataclasses.replace(options, runs_dir=runs_dir)
@@ -213,7 +214,32 @@ class _Permits:
         return sum(self._held.values())
 
 
+class _Events:
+    """Task events from the nodes for the driver's live display (a Ray actor)."""
+
+    def __init__(self) -> None:
+        self._events: list[tuple[str, str, str]] = []
+
+    def push(self, kind: str, task_id: str, node: str) -> None:
+        self._events.append((kind, task_id, node))
+
+    def drain(self) -> list[tuple[str, str, str]]:
+        events, self._events = self._events, []
+        return events
+
+
 # --------------------------------------------------------------------------- the driver
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pending:
+    """A task submitted to the cluster and not finished yet."""
+
+    ref: TaskRef
+    data: Any
+    """The packed task's object reference (kept for a retry)."""
+    tries: int
+    started: float
 
 
 class RayCluster:
@@ -230,54 +256,73 @@ class RayCluster:
         strategy = strategies.NodeAffinitySchedulingStrategy(here, soft=True)
         self.permits = ray.remote(_Permits).options(
             num_cpus=0, scheduling_strategy=strategy).remote(requests)
+        self.events = ray.remote(_Events).options(
+            num_cpus=0, scheduling_strategy=strategy).remote()
 
     def run(self, todo: Sequence[TaskRef], options: RunOptions, eval_dir: Path,
-            record: Callable[[dict[str, Any]], None]) -> None:
+            record: Callable[[dict[str, Any]], None],
+            on_start: Callable[[str], None] = lambda task_id: None) -> None:
         """Run `todo` on the cluster, `concurrency` at a time; `record` gets each task's
-        results.jsonl record, in the order they finish, on this thread."""
-        ray = self._ray
+        results.jsonl record, in the order they finish, and `on_start` each task id as a node
+        begins it (the live display), both on this thread."""
         queue = deque(todo)
-        pending: dict[Any, tuple[TaskRef, Any, int, float]] = {}
+        pending: dict[Any, _Pending] = {}
         while queue or pending:
             while queue and len(pending) < self._concurrency:
-                ref = queue.popleft()
-                started = time.monotonic()
-                try:
-                    data = ray.put(pack_task(ref.load()))
-                except (InfraError, UsageError, OSError) as exc:
-                    record(error_record(ref.id, one_line(exc), time.monotonic() - started,
-                                        eval_dir / "tasks" / ref.id, eval_dir))
-                    continue
-                finally:
-                    with contextlib.suppress(Exception):
-                        ref.release()
-                pending[self._submit(data, options, ref.id)] = (ref, data, 0, started)
-            done, _ = ray.wait(list(pending), num_returns=1)
+                self._send(queue.popleft(), options, eval_dir, pending, record)
+            if not pending:
+                continue
+            done, _ = self._ray.wait(list(pending), num_returns=1, timeout=0.5)
+            for kind, task_id, _node in self._ray.get(self.events.drain.remote()):
+                if kind == "started":
+                    on_start(task_id)
             for future in done:
-                ref, data, tries, started = pending.pop(future)
-                try:
-                    outcome: NodeOutcome = ray.get(future)
-                except ray.exceptions.RayTaskError as exc:
-                    record(error_record(ref.id, f"internal error: {one_line(exc)}",
-                                        time.monotonic() - started,
-                                        eval_dir / "tasks" / ref.id, eval_dir))
-                    continue
-                except ray.exceptions.RayError as exc:  # the node (or its worker) died
-                    self.permits.release_all.remote(ref.id)
-                    if tries < NODE_RETRIES:
-                        retry = self._submit(data, options, ref.id)
-                        pending[retry] = (ref, data, tries + 1, started)
-                    else:
-                        record(error_record(
-                            ref.id, f"infrastructure: the Ray node died {tries + 1} times: "
-                            f"{type(exc).__name__}: {one_line(exc)[:200]}",
-                            time.monotonic() - started, eval_dir / "tasks" / ref.id,
-                            eval_dir))
-                    continue
-                record(self._record(ref.id, outcome, eval_dir))
+                outcome = self._collect(future, pending, options, eval_dir)
+                if outcome is not None:
+                    record(outcome)
+
+    def _send(self, ref: TaskRef, options: RunOptions, eval_dir: Path,
+              pending: dict[Any, _Pending], record: Callable[[dict[str, Any]], None]) -> None:
+        """Pack the task into the object store and submit it (a task that cannot be loaded
+        is recorded as an error at once)."""
+        started = time.monotonic()
+        try:
+            data = self._ray.put(pack_task(ref.load()))
+        except (InfraError, UsageError, OSError) as exc:
+            record(error_record(ref.id, one_line(exc), time.monotonic() - started,
+                                eval_dir / "tasks" / ref.id, eval_dir))
+            return
+        finally:
+            with contextlib.suppress(Exception):
+                ref.release()
+        pending[self._submit(data, options, ref.id)] = _Pending(ref, data, 0, started)
+
+    def _collect(self, future: Any, pending: dict[Any, _Pending], options: RunOptions,
+                 eval_dir: Path) -> dict[str, Any] | None:
+        """The record of a finished Ray task, or None when it was submitted again."""
+        ray = self._ray
+        job = pending.pop(future)
+        task_id = job.ref.id
+        try:
+            outcome: NodeOutcome = ray.get(future)
+        except ray.exceptions.RayTaskError as exc:  # run_on_node itself failed
+            reason = f"internal error: {one_line(exc)[:300]}"
+        except ray.exceptions.RayError as exc:  # the node (or its worker process) died
+            self.permits.release_all.remote(task_id)
+            if job.tries < NODE_RETRIES:
+                retry = self._submit(job.data, options, task_id)
+                pending[retry] = dataclasses.replace(job, tries=job.tries + 1)
+                return None
+            reason = (f"infrastructure: the Ray node running it died {job.tries + 1} times "
+                      f"({type(exc).__name__}: {one_line(exc)[:200]})")
+        else:
+            return self._record(task_id, outcome, eval_dir)
+        return error_record(task_id, reason, time.monotonic() - job.started,
+                            eval_dir / "tasks" / task_id, eval_dir)
 
     def _submit(self, data: Any, options: RunOptions, run_id: str) -> Any:
-        return self._remote.remote(data, options, run_id, self.permits, self._sandbox)
+        return self._remote.remote(data, options, run_id, self.permits, self.events,
+                                   self._sandbox)
 
     @staticmethod
     def _record(task_id: str, outcome: NodeOutcome, eval_dir: Path) -> dict[str, Any]:

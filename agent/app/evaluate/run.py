@@ -161,7 +161,8 @@ def evaluate(
 
             if cluster is not None:
                 cluster.run(todo, task_options, eval_dir,
-                            lambda record: bar.note(_finish(eval_dir, state, record)))
+                            lambda record: bar.note(_finish(eval_dir, state, record)),
+                            on_start=bar.start)
             else:
                 # no `with`: on Ctrl-C nobody waits for the running tasks (a request may hang)
                 pool = ThreadPoolExecutor(max_workers=options.concurrency,

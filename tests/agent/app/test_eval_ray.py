@@ -112,7 +112,8 @@ def test_a_dead_node_counts_every_task_once(tasks: Path, cluster: Cluster, sandb
     out, err = proc.communicate(timeout=240)
     assert proc.returncode in (0, 3), err.decode()[-2000:]
     ids = [r["task_id"] for r in lines(results)]
-    assert sorted(ids) == sorted(f"quixbugs-{n}" for n in QUIXBUGS)  # each once, none lost
+    # each once, none lost
+    assert sorted(ids) == sorted(f"quixbugs-{n}" for n in QUIXBUGS), err.decode()[-2000:]
     again = ev.evaluate(options(tasks, runs, sandbox, executor="ray",
                                 ray_address=cluster.address, eval_id="killed", resume=True,
                                 retry_errors=True), show_progress=False)
