@@ -213,3 +213,42 @@ def test_swebench_style_ids_whole_files_and_truncated_ids(docker: Any, tmp_path:
         assert "test_depends_on_the_earlier_unlisted_test" in bad.feedback
     finally:
         verifier.close()
+
+
+def _with_gold(root: Path) -> Path:
+    (root / "gold.diff").write_text(_patch(BUGGY, FIXED))
+    toml = (root / "task.toml").read_text()
+    (root / "task.toml").write_text(toml.replace("[environment]",
+                                                 'gold_patch = "gold.diff"\n\n[environment]', 1))
+    return root
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_gold_is_verified_once_in_its_environment_and_a_broken_one_exits_3(
+    docker: Any, tmp_path: Path
+) -> None:
+    """`ooda run --model gold -n 4 --rounds 3`: one candidate, one verification (not n x
+    rounds copies); a task whose environment cannot be built: exit 3 and the cause in one
+    line on the console."""
+    import json
+    import os
+    import sys
+
+    root = _with_gold(_task_dir(tmp_path / "ok"))
+    env = {**os.environ, "OODA_DAEMON": "0"}
+    cmd = [sys.executable, "-m", "ooda.agent.cli", "run", "--model", "gold", "--sandbox", "docker",
+           "-n", "4", "--rounds", "3", "--runs-dir", str(tmp_path / "runs")]
+    done = subprocess.run([*cmd, str(root)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = (p for p in (tmp_path / "runs").iterdir() if p.is_dir())
+    attempts = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
+    assert len(attempts) == 1 and attempts[0]["status"] == "passed"
+
+    broken = ('[environment]\npython = "3.9"\ninstall = ""\npip = ["MarkupSafe==0.0.997"]\n'
+              f'build_env = {{OODA_TEST_RUN = "{uuid.uuid4().hex}"}}\n')
+    bad = _with_gold(_task_dir(tmp_path / "bad", broken))
+    done = subprocess.run([*cmd, str(bad)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 3, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "could not be built" in line]
+    assert len(lines) == 1 and "No matching distribution found for MarkupSafe==0.0.997" in lines[0]
