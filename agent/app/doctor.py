@@ -30,6 +30,9 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    optional: bool = False
+    """Not needed for every use (an endpoint, for the offline --model replay/gold): a failing
+    optional check is a note, not a failure."""
 
 
 def _docker_checks() -> list[Check]:
@@ -69,12 +72,14 @@ def _bwrap_checks() -> list[Check]:
     ]
 
 
-def _endpoint_check() -> Check:
-    base = os.environ.get("OPENAI_BASE_URL", "").rstrip("/")
+def _endpoint_check(base_url: str | None = None) -> Check:
+    base = (base_url or os.environ.get("OPENAI_BASE_URL", "")).rstrip("/")
     if not base:
-        return Check("model endpoint", False, "OPENAI_BASE_URL is not set",
-                     "export OPENAI_BASE_URL=http://HOST:PORT/v1 or pass --base-url "
-                     "(`--model gold` needs no endpoint)")
+        return Check("model endpoint", False, "none given (OPENAI_BASE_URL is not set): "
+                     "needed only for a real model; --model replay and --model gold run "
+                     "offline",
+                     "export OPENAI_BASE_URL=http://HOST:PORT/v1 (or `ooda doctor --base-url "
+                     "URL`) to check one", optional=True)
     request = urllib.request.Request(f"{base}/models")
     key = os.environ.get("OPENAI_API_KEY")
     if key:
@@ -91,7 +96,7 @@ def _endpoint_check() -> Check:
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return Check("model endpoint", False, f"{base} unreachable: {reason}",
-                     "start the server or fix OPENAI_BASE_URL / --base-url")
+                     "start the server, or fix OPENAI_BASE_URL (or doctor's --base-url)")
     try:
         models = [m.get("id", "?") for m in json.loads(body).get("data", [])]
     except (ValueError, AttributeError):
@@ -100,13 +105,16 @@ def _endpoint_check() -> Check:
     return Check("model endpoint", True, f"{base} answers{listed}")
 
 
-def _key_check() -> Check:
+def _key_check(endpoint_given: bool) -> Check:
     if os.environ.get("OPENAI_API_KEY"):
         return Check("api key", True, "OPENAI_API_KEY is set")
     return Check("api key", False, "OPENAI_API_KEY is not set",
-                 "export OPENAI_API_KEY=... (any value for a local server that ignores it)")
+                 "export OPENAI_API_KEY=... (any value for a local server that ignores it)",
+                 optional=not endpoint_given)
 
 
-def diagnose() -> list[Check]:
-    """Every check, in the order the CLI prints them."""
-    return [*_docker_checks(), *_bwrap_checks(), _endpoint_check(), _key_check()]
+def diagnose(base_url: str | None = None) -> list[Check]:
+    """Every check, in the order the CLI prints them (`base_url`: the endpoint to check,
+    default $OPENAI_BASE_URL)."""
+    given = bool(base_url or os.environ.get("OPENAI_BASE_URL"))
+    return [*_docker_checks(), *_bwrap_checks(), _endpoint_check(base_url), _key_check(given)]

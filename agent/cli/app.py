@@ -8,6 +8,7 @@ Commands import their machinery lazily so that `ooda --help` and bad input answe
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import tempfile
 import traceback
@@ -138,11 +139,20 @@ def main(argv: Sequence[str] | None = None, *, prestarted: Prestarted | None = N
                 with contextlib.suppress(BrokenPipeError):
                     print(exc.ctx.get_help())  # type: ignore[attr-defined]
                 raise SystemExit(2) from None
-            fail(exc.format_message(), 2)  # type: ignore[attr-defined]
+            fail(_plain_message(exc.format_message()), 2)  # type: ignore[attr-defined]
         # Anything else is a bug: keep the traceback for the report, out of the user's way
         crash = Path(tempfile.gettempdir()) / "ooda-crash.log"
         crash.write_text(traceback.format_exc(), encoding="utf-8")
         fail(f"internal error: {type(exc).__name__}: {exc} (traceback in {crash})", 3)
+
+
+def _plain_message(message: str) -> str:
+    """click's message without the validation library's wording ("Value error, ", "Input
+    should be a valid integer, unable to parse ...") or an env var the user did not use."""
+    message = re.sub(r" \(env var: '[A-Z0-9_]+'\)", "", message)
+    message = message.replace("Value error, ", "")
+    return re.sub(r"Input should be a valid (\w+), unable to parse string as an? \w+",
+                  lambda m: f"not a valid {m.group(1)}", message)
 
 
 def _is_click_usage_error(exc: BaseException) -> bool:

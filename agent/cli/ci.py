@@ -20,7 +20,6 @@ from ooda.agent.cli.options import (
     BudgetOpt,
     JsonOpt,
     MaxTokensOpt,
-    ModelOpt,
     NoMypyOpt,
     NoRuffOpt,
     RoundsOpt,
@@ -52,9 +51,11 @@ def ci(
         Path, typer.Option("--repo", help="The checkout where the tests failed (never modified).")
     ] = Path("."),
     out: Annotated[
-        Path,
-        typer.Option("--out", help="Where suggestion.diff, comment.md, suggestions.json go."),
-    ] = Path("ooda-ci-out"),
+        Path | None,
+        typer.Option("--out", help="Where suggestion.diff, comment.md, suggestions.json go "
+                     "(default: $RUNNER_TEMP/ooda-ci-out, else ooda-ci-out-REPO in the temp "
+                     "directory: never inside the checkout)."),
+    ] = None,
     post: Annotated[
         PostTarget | None,
         typer.Option("--post", help="Post the result to the pull request (needs GITHUB_TOKEN)."),
@@ -70,7 +71,10 @@ def ci(
         bool,
         typer.Option("--push-branch", help="Push the fix to origin as branch ooda-fix/<sha>."),
     ] = False,
-    model: ModelOpt = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Model name sent to the endpoint (--base-url "
+                                 "or OPENAI_BASE_URL).")
+    ] = None,
     base_url: BaseUrlOpt = None,
     samples: SamplesOpt = DEFAULTS.samples,
     rounds: RoundsOpt = DEFAULTS.rounds,
@@ -99,6 +103,8 @@ def ci(
     from ooda.agent.cli.console import make_console
     from ooda.tasks.loader import VerifierOptions
 
+    if out is None:
+        out = default_out(repo)
     verifiers = VerifierOptions(ruff=not no_ruff, mypy=not no_mypy)
     if verifier_timeout is not None:
         if verifier_timeout <= 0:
@@ -139,3 +145,15 @@ def ci(
         for warning in outcome.warnings:
             console.print(f"[yellow]warning:[/yellow] {markup_safe(warning)}")
     raise SystemExit(outcome.exit_code)
+
+
+def default_out(repo: Path) -> Path:
+    """Outside the checkout: $RUNNER_TEMP/ooda-ci-out on GitHub Actions, else
+    ooda-ci-out-REPO in the system's temp directory."""
+    import os
+    import tempfile
+
+    runner_temp = os.environ.get("RUNNER_TEMP")
+    if runner_temp:
+        return Path(runner_temp) / "ooda-ci-out"
+    return Path(tempfile.gettempdir()) / f"ooda-ci-out-{repo.resolve().name or 'repo'}"

@@ -1,17 +1,38 @@
-"""`ooda doctor`: check the machine (Docker engine, image, bubblewrap, endpoint), say what to do."""
+"""`ooda doctor`: check the machine (Docker engine, image, bubblewrap, endpoint), say what to do.
+
+Exit 0 when everything a run needs is there; a missing endpoint is a note (the offline
+`--model replay` and `--model gold` need none), not a failure."""
 
 from __future__ import annotations
 
+from typing import Annotated
 
-def doctor() -> None:
+import typer
+
+from ooda.agent.cli.options import BaseUrlOpt
+
+
+def doctor(
+    base_url: BaseUrlOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable, on stdout.")
+                        ] = False,
+) -> None:
     """Check the machine (Docker engine, image, bubblewrap, endpoint) and say what to do."""
+    import dataclasses
+    import json
+
     from ooda.agent.app.doctor import diagnose
 
-    checks = diagnose()
+    checks = diagnose(base_url)
+    failed = [c for c in checks if not c.ok and not c.optional]
+    if json_out:
+        print(json.dumps({"ok": not failed, "checks": [dataclasses.asdict(c) for c in checks]},
+                         indent=2))
+        raise SystemExit(1 if failed else 0)
     for check in checks:
-        mark = "ok  " if check.ok else "FAIL"
+        mark = "ok  " if check.ok else "--  " if check.optional else "FAIL"
         line = f"[{mark}] {check.name}: {check.detail}"
         if not check.ok and check.fix:
-            line += f"\n       fix: {check.fix}"
+            line += f"\n       {'to do' if check.optional else 'fix'}: {check.fix}"
         print(line)
-    raise SystemExit(0 if all(c.ok for c in checks) else 1)
+    raise SystemExit(1 if failed else 0)

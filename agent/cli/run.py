@@ -82,7 +82,8 @@ def run(
     select: SelectOpt = SelectName.first,
     temperature: TemperatureOpt = DEFAULTS.temperature,
     concurrency: Annotated[
-        int, typer.Option(help="Model requests in flight at once.")
+        int, typer.Option(help="Model requests in flight at once (in `ooda eval`, "
+                          "--concurrency counts tasks and --requests counts requests).")
     ] = DEFAULTS.concurrency,
     verify_concurrency: Annotated[
         int, typer.Option(help="Candidates verified at once.")

@@ -63,3 +63,44 @@ def test_an_unknown_config_key_is_exit_2_with_a_suggestion(tmp_path: Path) -> No
     bad = ooda("config", cwd=tmp_path)
     assert bad.returncode == 2
     assert "unknown option 'sampels' (did you mean 'samples'?)" in bad.stderr
+
+
+def test_bad_values_read_as_one_plain_line() -> None:
+    """15.10: no `Value error,` or parser wording from the validation library."""
+    for args, expected in ((("--sandbox", "foo"), "'foo' is not one of 'docker'"),
+                           (("--time-budget", "abc"), "'--time-budget': not a valid number"),
+                           (("-n", "x"), "not a valid integer")):
+        bad = ooda("run", str(MEDIAN), "--model", "replay", *args)
+        assert bad.returncode == 2 and expected in bad.stderr, bad.stderr
+        assert "Value error" not in bad.stderr and "env var" not in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_help_says_what_concurrency_counts_and_ci_model_has_no_reference_patch() -> None:
+    assert "--requests counts requests" in " ".join(ooda("run", "-h").stdout.split())
+    assert "Tasks run at once" in ooda("eval", "-h").stdout
+    ci_help = " ".join(ooda("ci", "-h").stdout.split())
+    assert "reference patch" not in ci_help and "never inside the checkout" in ci_help
+
+
+def test_ci_writes_outside_the_checkout_by_default(tmp_path: Path,
+                                                   monkeypatch: object) -> None:
+    from ooda.agent.cli.ci import default_out
+
+    monkeypatch.delenv("RUNNER_TEMP", raising=False)  # type: ignore[attr-defined]
+    assert not default_out(tmp_path).resolve().is_relative_to(tmp_path.resolve())
+    monkeypatch.setenv("RUNNER_TEMP", str(tmp_path / "rt"))  # type: ignore[attr-defined]
+    assert default_out(tmp_path) == tmp_path / "rt" / "ooda-ci-out"
+
+
+def test_doctor_passes_offline_and_takes_base_url() -> None:
+    """15.10: without an endpoint, doctor notes it (the offline path needs none), exit 0 when
+    a sandbox is there; --base-url is an option of its own."""
+    offline = ooda("doctor", "--json")
+    checks = {c["name"]: c for c in json.loads(offline.stdout)["checks"]}
+    assert checks["model endpoint"]["optional"] and not checks["model endpoint"]["ok"]
+    sandboxes_ok = all(c["ok"] for c in checks.values() if not c["optional"])
+    assert offline.returncode == (0 if sandboxes_ok else 1)
+    unreachable = ooda("doctor", "--base-url", "http://127.0.0.1:9/v1", "--json")
+    endpoint = {c["name"]: c for c in json.loads(unreachable.stdout)["checks"]}["model endpoint"]
+    assert unreachable.returncode == 1 and "unreachable" in endpoint["detail"]
