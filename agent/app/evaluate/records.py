@@ -212,7 +212,8 @@ def write_outputs(eval_dir: Path, config: dict[str, Any], results: Sequence[dict
     preds = predictions(config, results, patch_of or patch_in(eval_dir))
     write_json_atomic(eval_dir / SUMMARY_FILE, summary)
     write_atomic(eval_dir / PREDICTIONS_FILE, "".join(json.dumps(p) + "\n" for p in preds))
-    ordered = [r for r in results if r["task_id"] in set(config.get("task_ids", []))]
+    ids = set(config.get("task_ids", []))  # once: per record it made each rewrite O(n^2)
+    ordered = [r for r in results if r["task_id"] in ids]
     write_atomic(eval_dir / "report.html", report.eval_html(summary, ordered))
     write_atomic(eval_dir / "report.md", report.eval_markdown(summary, ordered))
     return summary
