@@ -68,6 +68,9 @@ class RunOptions:
     """Dollars per million completion tokens."""
     replay_tokens_per_s: float = 0.0
     """With --model replay: simulated generation speed (0 = instant)."""
+    retry_failed_environments: bool = False
+    """Build again a task environment whose build failed before (`ooda eval --retry-errors`);
+    otherwise a recorded failure is raised at once."""
     escalate_to: str | None = None
     """The stronger model later rounds escalate to (agent/core/schedule.py); `--model a,b`
     sets it too."""
@@ -272,7 +275,8 @@ def open_verifier(
                                         clean_leftovers=clean_leftovers(prestarted))
     opened = backend
     try:
-        verifier = TaskVerifier(task, opened, work_root, concurrency=options.verify_concurrency)
+        verifier = TaskVerifier(task, opened, work_root, concurrency=options.verify_concurrency,
+                                retry_failed_environment=options.retry_failed_environments)
         if prestarted is not None:
             _adopt_prestarted(verifier, opened, prestarted)
         verifier.warm(min(options.samples, options.verify_concurrency))

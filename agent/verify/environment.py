@@ -12,6 +12,7 @@ task's backend so that the warm pool's sandboxes open on that image.
 from __future__ import annotations
 
 import shutil
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +20,8 @@ from typing import Any
 
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.protocols import Sandbox, SandboxBackend
-from ooda.agent.sandbox.environments.builder import BuiltEnv, ensure_env
-from ooda.agent.sandbox.environments.spec import EnvSpec
+from ooda.agent.sandbox.environments.builder import BuiltEnv, ensure_env, env_dir
+from ooda.agent.sandbox.environments.spec import EnvSpec, spec_hash
 from ooda.agent.sandbox.image import stderr_log
 from ooda.agent.support import fstree
 
@@ -40,7 +41,8 @@ class PreparedEnv:
 
 
 def prepare_environment(
-    table: Mapping[str, Any], repo: Path, backend: SandboxBackend, work_root: Path, *, force: bool = False
+    table: Mapping[str, Any], repo: Path, backend: SandboxBackend, work_root: Path, *,
+    retry_failed: bool = False,
 ) -> PreparedEnv:
     """Build (or reuse) the image of `table` (task.toml's [environment]) for `repo` and lay out
     repo + overlay under work_root; UsageError for a bad table or a backend without images."""
@@ -51,13 +53,29 @@ def prepare_environment(
             f"this task names its own environment ([environment]), which needs the docker "
             f"sandbox (not {backend.name}): pass --sandbox docker"
         )
-    built = ensure_env(client, spec, repo, force=force, log=stderr_log)
+    if retry_failed:
+        _forget_failure(spec_hash(spec, repo))
+    built = ensure_env(client, spec, repo, log=stderr_log)
     base = work_root / "env-base"
     fstree.remove_tree(base)
     shutil.copytree(repo, base, symlinks=True, ignore=shutil.ignore_patterns(".git"))
     if built.overlay.is_dir():
         shutil.copytree(built.overlay, base, symlinks=True, dirs_exist_ok=True)
     return PreparedEnv(built, base, spec.runner.plugins)
+
+
+_retried: set[str] = set()
+_retried_lock = threading.Lock()
+
+
+def _forget_failure(digest: str) -> None:
+    """Let a failed build be tried again, once per hash in this process (the other tasks of
+    an `ooda eval --retry-errors` that share it then see that retry's outcome)."""
+    with _retried_lock:
+        if digest in _retried:
+            return
+        _retried.add(digest)
+        (env_dir(digest) / "failure.txt").unlink(missing_ok=True)
 
 
 class EnvironmentBackend:

@@ -53,7 +53,7 @@ class TaskVerifier:
         *,
         concurrency: int = 2,
         pool: SandboxPool | None = None,
-        force_environment: bool = False,
+        retry_failed_environment: bool = False,
     ) -> None:
         self.task = task
         self.backend = backend
@@ -65,7 +65,8 @@ class TaskVerifier:
         if task.environment is not None:
             # built once per hash, before any sandbox: every slot of the pool opens on it
             self.environment = prepare_environment(
-                task.environment, task.repo, backend, work_root, force=force_environment
+                task.environment, task.repo, backend, work_root,
+                retry_failed=retry_failed_environment,
             )
             self.base_repo = self.environment.base_repo
             backend = EnvironmentBackend(backend, self.environment)

@@ -132,7 +132,8 @@ def evaluate(
         run_one = functools.partial(run_task, prestarted=prestarted)
     console = console or Console(stderr=True, soft_wrap=True)
     task_options = dataclasses.replace(
-        options.run, runs_dir=eval_dir / TASKS_DIR, concurrency=options.model_requests()
+        options.run, runs_dir=eval_dir / TASKS_DIR, concurrency=options.model_requests(),
+        retry_failed_environments=options.retry_errors,
     )
     cluster = None
     with contextlib.ExitStack() as stack:

@@ -158,6 +158,9 @@ def test_a_failed_environment_is_one_line_built_once(docker: Any, tmp_path: Path
     with pytest.raises(EnvBuildError, match="MarkupSafe==0.0.999"):
         TaskVerifier(task, docker, tmp_path / "w2")  # recorded: not built again
     assert log.stat().st_mtime_ns == stamp
+    with pytest.raises(EnvBuildError, match="MarkupSafe==0.0.999"):  # --retry-errors
+        TaskVerifier(task, docker, tmp_path / "w3", retry_failed_environment=True)
+    assert log.stat().st_mtime_ns != stamp
 
 
 ORDERED = """\
