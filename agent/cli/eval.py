@@ -58,7 +58,9 @@ def eval_command(
     json_out: Annotated[
         bool, typer.Option("--json", help="No progress bar; print summary.json on stdout.")
     ] = False,
-    concurrency: Annotated[int, typer.Option("--concurrency", help="Tasks run at once (model requests: --requests).")] = 1,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", help="Tasks run at once (model requests: --requests).")
+    ] = 1,
     requests: Annotated[
         int | None,
         typer.Option("--requests", help="Model requests in flight at once across all tasks "

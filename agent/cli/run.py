@@ -108,7 +108,7 @@ def run(
     from ooda.agent.verify.workspace import apply_patch
 
     if not path.exists():
-        raise UsageError(f"{path}: no such file or directory")
+        raise UsageError(f"{path}: no such file or directory{did_you_mean(path)}")
     if statement_file is not None:
         if statement is not None:
             raise UsageError("give --statement or --statement-file, not both")
@@ -248,3 +248,17 @@ def _print_run_result(
         console.print(Syntax(printable(patch), "diff", theme="ansi_dark"))
         console.print(f"final.diff: {run_dir / 'final.diff'}")
     console.print(f"run directory: {run_dir}")
+
+
+def did_you_mean(path: Path) -> str:
+    """`; did you mean /tmp/quixbugs/quixbugs-gcd?` when a sibling's name is close (importers
+    prefix task ids with the benchmark's name), else nothing."""
+    import difflib
+
+    try:
+        names = [p.name for p in path.parent.iterdir() if p.is_dir()]
+    except OSError:
+        return ""
+    close = [n for n in names if n.endswith(f"-{path.name}") or n.endswith(f"__{path.name}")]
+    close = close or difflib.get_close_matches(path.name, names, n=1, cutoff=0.6)
+    return f"; did you mean {path.parent / close[0]}?" if close else ""

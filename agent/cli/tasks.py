@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.errors import InfraError, UsageError
 
 app = typer.Typer(help="Work with task sets: import public benchmarks.", no_args_is_help=True)
 
@@ -23,7 +23,9 @@ class ImportKind(StrEnum):
 @app.command("import")
 def tasks_import(
     kind: Annotated[ImportKind, typer.Argument(help="quixbugs | humanevalfix | swebench")],
-    src: Annotated[Path, typer.Argument(help="The benchmark's data (directory or .jsonl).")],
+    src: Annotated[str, typer.Argument(help="The benchmark's data: a local checkout or file "
+                                       "(directory or .jsonl), or a URL (a git repository "
+                                       "is cloned, a file downloaded).")],
     dest: Annotated[Path, typer.Argument(help="Directory to write task directories into.")],
     only: Annotated[
         list[str] | None, typer.Option("--only", help="Import only these ids (repeat).")
@@ -35,11 +37,19 @@ def tasks_import(
     ] = None,
 ) -> None:
     """Convert a public benchmark into self-contained task directories."""
+    import tempfile
+
     from ooda.tasks import importers
 
-    if not src.exists():
-        raise UsageError(f"{src}: no such file or directory")
-    func = importers.IMPORTERS[kind.value]
+    with tempfile.TemporaryDirectory(prefix="ooda-import-") as scratch:
+        data = fetch(src, Path(scratch)) if is_url(src) else Path(src)
+        if not data.exists():
+            raise UsageError(f"{src}: no such file or directory")
+        _import(kind, data, dest, only, overwrite, repos_dir, importers.IMPORTERS[kind.value])
+
+
+def _import(kind: ImportKind, src: Path, dest: Path, only: list[str] | None, overwrite: bool,
+            repos_dir: Path | None, func: Any) -> None:
     extra: dict[str, object] = {}
     if kind is ImportKind.swebench:
         if repos_dir is None:
@@ -47,3 +57,30 @@ def tasks_import(
         extra["repos_dir"] = repos_dir
     written = func(src, dest, only=list(only) if only else None, overwrite=overwrite, **extra)
     print(f"wrote {len(written)} task(s) to {dest}")
+
+
+def is_url(src: str) -> bool:
+    return src.startswith(("https://", "http://", "git@", "file://"))
+
+
+def fetch(url: str, scratch: Path) -> Path:
+    """A benchmark's data from `url`: a git repository (…/QuixBugs, ….git) is cloned
+    shallowly, anything ending in .jsonl, .json or .parquet is downloaded as that file."""
+    import subprocess
+    import urllib.request
+
+    name = url.rstrip("/").rsplit("/", 1)[-1] or "data"
+    if name.endswith((".jsonl", ".json", ".parquet", ".jsonl.gz")):
+        target = scratch / name
+        try:
+            urllib.request.urlretrieve(url, target)  # noqa: S310 - a URL the user gave
+        except OSError as exc:
+            raise InfraError(f"cannot download {url}: {exc}") from exc
+        return target
+    target = scratch / name.removesuffix(".git")
+    done = subprocess.run(["git", "clone", "--depth", "1", "--quiet", url, str(target)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["git clone failed"])[-1]
+        raise InfraError(f"cannot clone {url}: {last}")
+    return target

@@ -1,0 +1,46 @@
+"""`ooda tasks import` from a URL (a git repository is cloned: file:// here, offline) and the
+hint of `ooda run` for a task directory named differently (issue 15.7)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+DATASETS = Path(os.environ.get("OODA_DATASETS", ROOT.parent / "shared" / "datasets"))
+
+
+def ooda(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OODA_", "OPENAI_"))}
+    return subprocess.run([sys.executable, "-m", "ooda.agent.cli", *args], cwd=ROOT,
+                          env={**env, "OODA_DAEMON": "0"}, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.skipif(not (DATASETS / "quixbugs").is_dir(), reason="QuixBugs data not present")
+def test_import_from_a_git_url_then_a_misnamed_path_gets_a_hint(tmp_path: Path) -> None:
+    origin = tmp_path / "QuixBugs"
+    shutil.copytree(DATASETS / "quixbugs", origin)
+    git = ["git", "-C", str(origin), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "data"], check=True)
+    dest = tmp_path / "quixbugs"
+    imported = ooda("tasks", "import", "quixbugs", origin.as_uri(), str(dest), "--only", "gcd")
+    assert imported.returncode == 0, imported.stderr
+    (task,) = [p for p in dest.iterdir() if p.is_dir()]
+    missed = ooda("run", str(dest / "gcd"), "--model", "gold")
+    assert missed.returncode == 2
+    assert f"did you mean {task}?" in missed.stderr
+
+
+def test_an_unreachable_url_is_an_infrastructure_error(tmp_path: Path) -> None:
+    failed = ooda("tasks", "import", "quixbugs", (tmp_path / "nothing").as_uri(),
+                  str(tmp_path / "out"))
+    assert failed.returncode == 3 and "cannot clone" in failed.stderr
+    assert len(failed.stderr.strip().splitlines()) == 1
