@@ -35,6 +35,9 @@ def main() -> NoReturn:
     if use_daemon:
         with contextlib.suppress(OSError):
             daemon_client.spawn()
+            if sys.stderr.isatty():  # say so where a person reads it (issue 15.11)
+                print("ooda: started a background daemon so that the next commands start fast "
+                      "(`ooda daemon stop` ends it; OODA_DAEMON=0 turns it off)", file=sys.stderr)
     exit_now(code)
 
 
