@@ -30,3 +30,16 @@ def test_a_missing_test_keeps_its_explanation() -> None:
 def test_a_plain_line_is_kept_and_empty_stays_empty() -> None:
     assert headline("median.py:3:1: F401 unused import\nmore") == "median.py:3:1: F401 unused import"
     assert headline("") == ""
+
+
+def test_the_verdict_reason_and_the_feedback_headline_name_the_test() -> None:
+    from ooda.agent.contracts.protocols import VerifierResult
+    from ooda.agent.core.records import Attempt
+    from ooda.agent.verify.watched import verdict_from
+
+    verdict = verdict_from([VerifierResult("pytest", "failed", 0.1, PYTEST)], ["median.py"])
+    assert verdict.reason.startswith("pytest failed: 2 of 6 required tests did not pass: "
+                                     "tests/test_median.py::test_even_length: assert")
+    attempt = Attempt("r1c1", 1, None, [], status="failed", reason=verdict.reason,
+                      verdict=verdict)
+    assert "test_even_length: assert 2.3333333333333335 == 2.5" in attempt.feedback_for_child([])
