@@ -169,6 +169,9 @@ class CheckSpec:
     failure (pytest -x: the fail_to_pass tests run first, the rest only if they pass)."""
     whole_files: bool = False
     """Run the test files of the listed ids whole and grade the ids from them (SWE-bench)."""
+    passed_before: list[str] | None = None
+    """The pass_to_pass ids a base run showed passing (None: not measured); feedback says
+    "passed before the change" only of these."""
 
 
 # --------------------------------------------------------------------------- verdict

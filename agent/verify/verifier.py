@@ -34,7 +34,7 @@ from ooda.agent.verify.workspace import PatchError, apply_patch, copy_repo
 from ooda.tasks.loader import Task
 from ooda.verifiers import clip
 from ooda.verifiers.cascade import default_verifiers, run_cascade, split_at_tests
-from ooda.verifiers.pytest_check import TestRunError
+from ooda.verifiers.pytest_check import TestRunError, match_id, normalize_id
 
 WARM_MAX_FILES = 40
 """warm() computes the baselines of every source file only for repos with at most this many."""
@@ -85,6 +85,8 @@ class TaskVerifier:
             )
         )
         self._warmer: threading.Thread | None = None
+        self._passed_before: set[str] | None = None
+        """pass_to_pass ids measured passing on the base (None: no base run yet)."""
         self.on_close: list[Callable[[], None]] = []
         """Called at the end of close() (e.g. to close a backend opened for this verifier)."""
 
@@ -94,7 +96,10 @@ class TaskVerifier:
         """The task as candidates are judged against it, kept as `self.task`: with only a test
         command, the tests failing on the base become fail_to_pass and the passing ones
         pass_to_pass (see derive_test_lists). Call once, before the first verify()."""
-        self.task = derive_test_lists(self.task, self.run_base_tests)
+        derived = derive_test_lists(self.task, self.run_base_tests)
+        if derived is not self.task:  # its pass_to_pass passed on the base by construction
+            self._passed_before = set(derived.pass_to_pass)
+        self.task = derived
         return self.task
 
     def warm(self, sandboxes: int | None = None) -> None:
@@ -200,6 +205,7 @@ class TaskVerifier:
             test_cmd=self.task.test_cmd,
             timeout_s=self.task.verifiers.timeout_s,
             whole_files=self.task.run_test_files,
+            passed_before=None if self._passed_before is None else sorted(self._passed_before),
         )
 
     @staticmethod
@@ -234,7 +240,19 @@ class TaskVerifier:
             target = self.task.test_cmd
         else:
             target = "pytest"
-        return self.baselines.run_tests(target, timeout_s or self.task.verifiers.timeout_s)
+        outcomes = self.baselines.run_tests(target, timeout_s or self.task.verifiers.timeout_s)
+        if isinstance(target, list):
+            self._remember_passed_before(outcomes)
+        return outcomes
+
+    def _remember_passed_before(self, outcomes: dict[str, str]) -> None:
+        """Note which pass_to_pass ids this base run showed passing (for the feedback)."""
+        passed = set(self._passed_before or ())
+        for test_id in self.task.pass_to_pass:
+            nodes = match_id(test_id, outcomes)
+            if nodes and all(outcomes[n] == "passed" for n in nodes):
+                passed.add(normalize_id(test_id))
+        self._passed_before = passed
 
     def close(self) -> None:
         """Release the pool (when this verifier made it) and the base's mypy caches (the

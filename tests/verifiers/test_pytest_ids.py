@@ -24,3 +24,15 @@ def test_a_truncated_id_of_a_file_that_failed_to_collect_is_that_error() -> None
     cut = "tests/test_x.py::test_a[1-"
     assert match_id(cut, ["tests/test_x.py"]) == ["tests/test_x.py"]
     assert match_id(cut, ["tests/test_y.py::test_a[1-2]"]) == []
+
+
+def test_passed_before_is_said_only_when_the_base_run_showed_it() -> None:
+    from ooda.verifiers.pytest_check.grade import Graded, summarize
+    from ooda.verifiers.pytest_check.parse import TestRun
+
+    bad = [Graded("t.py::test_a", "pass_to_pass", "failed", "t.py::test_a")]
+    assert "before the change" not in summarize("1 failed:", bad, TestRun())
+    measured = summarize("1 failed:", bad, TestRun(), ["t.py::test_a"])
+    assert "(passed before the change)" in measured
+    broken = summarize("1 failed:", bad, TestRun(), [])
+    assert "(did not pass before the change either)" in broken

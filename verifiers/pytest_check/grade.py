@@ -8,7 +8,7 @@ running; the verifier (verifier.py) turns them into a VerifierResult.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ooda.verifiers import SUMMARY_LIMIT, clip
@@ -50,13 +50,15 @@ def grade(fail_to_pass: Sequence[str], pass_to_pass: Sequence[str], run: TestRun
     return graded
 
 
-def _explain(item: Graded, run: TestRun) -> str:
+def _explain(item: Graded, run: TestRun, passed_before: Collection[str] | None = None) -> str:
     label = {"failed": "FAILED", "error": "ERROR", "missing": "MISSING"}.get(
         item.outcome, item.outcome.upper()
     )
     head = f"{label} {item.node}"
-    if item.kind == "pass_to_pass":
-        head += " (passed before the change)"
+    if item.kind == "pass_to_pass" and passed_before is not None:
+        # said only when the base run showed it: a broken environment fails it on the base too
+        head += (" (passed before the change)" if item.test_id in passed_before
+                 else " (did not pass before the change either)")
     if item.outcome == "missing":
         why = "pytest could not find it" if item.test_id in run.not_found else "it never ran"
         return f"{head}: {why}; the test must exist and run"
@@ -74,10 +76,14 @@ def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
 
 
-def summarize(head: str, bad: Sequence[Graded], run: TestRun) -> str:
+def summarize(
+    head: str, bad: Sequence[Graded], run: TestRun, passed_before: Collection[str] | None = None
+) -> str:
+    """The feedback: `head`, then each test that did not pass; `passed_before`: the
+    pass_to_pass ids measured passing on the base (None: not measured, nothing said)."""
     parts = [head]
     for item in bad[:MAX_LISTED]:
-        parts.append(_explain(item, run))
+        parts.append(_explain(item, run, passed_before))
     if len(bad) > MAX_LISTED:
         parts.append(f"... and {len(bad) - MAX_LISTED} more")
     return clip("\n".join(parts), SUMMARY_LIMIT)

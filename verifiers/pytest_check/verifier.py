@@ -107,7 +107,7 @@ class PytestVerifier:
                 head = (f"{len(bad) - len(unrun)} of {len(graded)} required tests failed "
                         f"(stopped at the first failure; {len(unrun)} did not run):")
                 bad = [g for g in bad if g.outcome != "missing"]
-            summary = summarize(head, bad, run)
+            summary = summarize(head, bad, run, check.passed_before)
             return VerifierResult(
                 self.name, "failed", run.duration_s, summary, run_log(run, table), details
             )
