@@ -25,6 +25,9 @@ SHELL = (
 KEY = 'from collections.abc import Sequence\n\nAWS_ACCESS_KEY_ID = "AKIAQWERTYUIOPASDFGH"'
 FIXED = edit("median.py", OLD, GOOD)
 DIGEST = "A faster model tried this task first"
+OWN = "changed files:\n"
+"""How the parent's own security verdict starts a line of its feedback (a sibling's failure
+is quoted on one line, so an answer scripted on OWN + finding needs the parent's own)."""
 
 
 def script(path: Path, lines: list[dict[str, object]]) -> Path:
@@ -95,9 +98,9 @@ def single(tmp_path: Path) -> Iterator[ReplayServer]:
             {"model": "mixed", "answer": FIXED},
             {"model": "insecure", "round": 1, "answer": insecure(SHELL)},
             {"model": "insecure", "round": 1, "answer": insecure(KEY)},
-            {"model": "insecure", "round": 2, "contains": "S602",
+            {"model": "insecure", "round": 2, "contains": OWN + "median.py:8:12: S602",
              "answer": edit("median.py", SHELL, HEADER)},
-            {"model": "insecure", "round": 2, "contains": "aws-access-key-id",
+            {"model": "insecure", "round": 2, "contains": OWN + "median.py:5:22: SECRET",
              "answer": edit("median.py", KEY, HEADER)},
         ],
     )  # fmt: skip
