@@ -144,3 +144,23 @@ def test_a_task_travels_as_bytes(tmp_path: Path) -> None:
     assert moved.replay is not None and moved.replay.read_text() == task.replay.read_text()
     assert (moved.id, moved.statement, moved.gold_patch) == (task.id, task.statement,
                                                             task.gold_patch)
+
+
+@needs_ray
+def test_one_request_limit_for_the_cluster(cluster: Cluster) -> None:
+    """The permits actor: at most `limit` held at once, whoever asks; a dead task's permits
+    come back when the driver returns them."""
+    import ray
+
+    ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
+    try:
+        permits = ray.remote(ray_executor._Permits).options(num_cpus=0).remote(2)
+        ray.get([permits.acquire.remote("dead"), permits.acquire.remote("dead")])
+        waiting = [permits.acquire.remote("b"), permits.acquire.remote("c")]
+        more, _ = ray.wait(waiting, num_returns=1, timeout=1.0)
+        assert more == [] and ray.get(permits.in_use.remote()) == 2  # the limit holds
+        ray.get(permits.release_all.remote("dead"))
+        ray.get(waiting, timeout=60)  # both waiting requests got theirs
+        assert ray.get(permits.in_use.remote()) == 2
+    finally:
+        ray.shutdown()
