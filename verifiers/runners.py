@@ -1,10 +1,10 @@
 """The test-runner registry: how a task's tests are run and graded, by runner kind.
 
 A task's environment names its runner (`[environment.runner] kind`). Each runner says how its
-test ids look and whether ooda can run and grade it per test. Today only pytest (JUnit report
-under the guard, verifiers/pytest_check) is runnable; Django's `./tests/runtests.py` and sympy's
-`bin/test` are known kinds whose output-based grading is not built yet, so a task naming them is
-refused at load time with one line, never verified into a silent MISSING.
+test ids look and whether ooda can run and grade it per test: pytest (JUnit report under the
+guard, verifiers/pytest_check), Django's `./tests/runtests.py` and sympy's `bin/test` (graded
+from their output, verifiers/output_runners.py). Any other kind is refused at load time with
+one line, never verified into a silent MISSING.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ RUNNERS: dict[str, Runner] = {
     r.kind: r
     for r in (
         Runner("pytest", "path/to/test_file.py::Class::test_name[param]", True),
-        Runner("django", "test_name (module.TestCase)", False),
-        Runner("sympy", "test_name (in a file given to bin/test)", False),
+        Runner("django", "test_name (module.TestCase)", True),
+        Runner("sympy", "test_name (in a file given to bin/test)", True),
     )
 }
 """Every runner kind ooda knows, by name."""

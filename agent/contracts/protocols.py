@@ -169,6 +169,12 @@ class CheckSpec:
     failure (pytest -x: the fail_to_pass tests run first, the rest only if they pass)."""
     whole_files: bool = False
     """Run the test files of the listed ids whole and grade the ids from them (SWE-bench)."""
+    runner: str = "pytest"
+    """The task's test runner (verifiers/runners.py): pytest, django or sympy."""
+    runner_cmd: str | None = None
+    """The runner's own command line (a task environment's `runner.test_cmd`)."""
+    test_files: list[str] = field(default_factory=list)
+    """The task's test files (those its hidden test patch touches)."""
     passed_before: list[str] | None = None
     """The pass_to_pass ids a base run showed passing (None: not measured); feedback says
     "passed before the change" only of these."""

@@ -30,9 +30,9 @@ from ooda.agent.support import fstree
 from ooda.agent.verify.baselines import Baselines
 from ooda.agent.verify.environment import EnvironmentBackend, PreparedEnv, prepare_environment
 from ooda.agent.verify.watched import FEEDBACK_LIMIT, Watched, verdict_from
-from ooda.agent.verify.workspace import PatchError, apply_patch, copy_repo
+from ooda.agent.verify.workspace import PatchError, apply_patch, copy_repo, patch_paths
 from ooda.tasks.loader import Task
-from ooda.verifiers import clip
+from ooda.verifiers import clip, output_runners
 from ooda.verifiers.cascade import default_verifiers, run_cascade, split_at_tests
 from ooda.verifiers.pytest_check import TestRunError, match_id, normalize_id
 
@@ -87,6 +87,11 @@ class TaskVerifier:
         self._warmer: threading.Thread | None = None
         self._passed_before: set[str] | None = None
         """pass_to_pass ids measured passing on the base (None: no base run yet)."""
+        runner = (task.environment or {}).get("runner") or {}
+        self.runner: str = str(runner.get("kind", "pytest"))
+        self.runner_cmd: str | None = runner.get("test_cmd") or None
+        self.test_files = patch_paths(task.test_patch) if task.test_patch else []
+        """The task's test files: those its hidden test patch touches."""
         self.on_close: list[Callable[[], None]] = []
         """Called at the end of close() (e.g. to close a backend opened for this verifier)."""
 
@@ -206,6 +211,9 @@ class TaskVerifier:
             timeout_s=self.task.verifiers.timeout_s,
             whole_files=self.task.run_test_files,
             passed_before=None if self._passed_before is None else sorted(self._passed_before),
+            runner=self.runner,
+            runner_cmd=self.runner_cmd,
+            test_files=list(self.test_files),
         )
 
     @staticmethod
@@ -240,9 +248,29 @@ class TaskVerifier:
             target = self.task.test_cmd
         else:
             target = "pytest"
-        outcomes = self.baselines.run_tests(target, timeout_s or self.task.verifiers.timeout_s)
+        if self.runner != "pytest" and isinstance(target, list):
+            outcomes = self._run_base_output(target, timeout_s or self.task.verifiers.timeout_s)
+        else:
+            outcomes = self.baselines.run_tests(target, timeout_s or self.task.verifiers.timeout_s)
         if isinstance(target, list):
             self._remember_passed_before(outcomes)
+        return outcomes
+
+    def _run_base_output(self, ids: list[str], timeout_s: float) -> dict[str, str]:
+        """Per-test outcomes of a django or sympy run on the unpatched repo (+ test patch)."""
+        sandbox, _ = self.pool.acquire(self.baselines.fill_base)
+        try:
+            run = output_runners.run(sandbox, self.runner, self.runner_cmd, ids,
+                                     self.test_files, self.task.run_test_files, timeout_s)
+        finally:
+            self.pool.release(sandbox)
+        if run.timed_out:
+            raise TestRunError(f"the tests did not finish within {timeout_s:.0f}s")
+        if not run.report_found:
+            raise TestRunError(f"{self.runner} reported no test (exit code {run.exit_code})")
+        outcomes = dict(run.outcomes)
+        for test_id in ids:
+            outcomes.setdefault(test_id, "missing")
         return outcomes
 
     def _remember_passed_before(self, outcomes: dict[str, str]) -> None:

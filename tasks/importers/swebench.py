@@ -128,17 +128,19 @@ def _instance(row: dict[str, Any], where: str) -> Instance:
         raise UsageError(f"{where}: repo {row['repo']!r} is not owner/name")
     if not re.fullmatch(r"[0-9a-fA-F]{4,64}", row["base_commit"]):
         raise UsageError(f"{where}: base_commit {row['base_commit']!r} is not a commit hash")
-    fail_to_pass, junk = usable_ids(_test_list(row["FAIL_TO_PASS"], "FAIL_TO_PASS", where))
-    pass_to_pass, junk_p2p = usable_ids(
-        _test_list(row.get("PASS_TO_PASS") or [], "PASS_TO_PASS", where))
-    if not fail_to_pass:
-        raise UsageError(f"{where}: FAIL_TO_PASS is empty: nothing would show a fix")
     version = row.get("version")
     if version is not None and not isinstance(version, str | int | float):
         raise UsageError(f"{where}: 'version' must be a string")
     environment = None
     if version is not None:
         environment = environment_table(row["repo"], str(version), where)
+    kind = str(((environment or {}).get("runner") or {}).get("kind", "pytest"))
+    fail_to_pass, junk = usable_ids(
+        _test_list(row["FAIL_TO_PASS"], "FAIL_TO_PASS", where), kind)
+    pass_to_pass, junk_p2p = usable_ids(
+        _test_list(row.get("PASS_TO_PASS") or [], "PASS_TO_PASS", where), kind)
+    if not fail_to_pass:
+        raise UsageError(f"{where}: FAIL_TO_PASS is empty: nothing would show a fix")
     setup = row.get("environment_setup_commit")
     return Instance(
         instance_id=instance_id,

@@ -32,9 +32,10 @@ def environment_table(repo: str, version: str, where: str) -> dict[str, Any]:
     return table
 
 
-def usable_ids(ids: list[str]) -> tuple[list[str], list[str]]:
-    """(the ids pytest can be given, the junk ones dropped)."""
-    keep = [i for i in ids if _PYTEST_ID.match(i.strip())]
+def usable_ids(ids: list[str], kind: str = "pytest") -> tuple[list[str], list[str]]:
+    """(the ids the runner can be given, the junk ones dropped); only pytest ids have a form
+    to check (django's and sympy's are names)."""
+    keep = [i for i in ids if kind != "pytest" or _PYTEST_ID.match(i.strip())]
     return keep, [i for i in ids if i not in keep]
 
 

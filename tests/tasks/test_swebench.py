@@ -189,8 +189,6 @@ def test_a_versioned_instance_gets_its_environment_and_runs_whole_files(
 @pytest.mark.parametrize(("repo", "version", "message"), [
     ("pallets/flask", "0.0", "no SWE-bench environment for pallets/flask version 0.0"),
     ("acme/calc", "1.0", "no SWE-bench environment for acme/calc"),
-    ("django/django", "3.0", "the django test runner .* is not supported yet"),
-    ("sympy/sympy", "1.1", "the sympy test runner .* is not supported yet"),
 ])
 def test_an_instance_without_a_usable_environment_is_refused_at_import(
     tmp_path: Path, clone: tuple[Path, str], repo: str, version: str, message: str
@@ -199,3 +197,17 @@ def test_an_instance_without_a_usable_environment_is_refused_at_import(
     src = write_jsonl(tmp_path / "swe.jsonl", [instance(base, repo=repo, version=version)])
     with pytest.raises(UsageError, match=message):
         read_instances(src)
+
+
+def test_django_and_sympy_instances_get_their_runners(tmp_path: Path,
+                                                      clone: tuple[Path, str]) -> None:
+    repos, base = clone
+    rows = [instance(base, instance_id="django__django-1", repo="django/django", version="3.0",
+                     FAIL_TO_PASS=json.dumps(["test_x (admin_views.tests.AdminTests)"])),
+            instance(base, instance_id="sympy__sympy-1", repo="sympy/sympy", version="1.1",
+                     FAIL_TO_PASS=json.dumps(["test_basic"]))]
+    django, sympy = read_instances(write_jsonl(tmp_path / "swe.jsonl", rows))
+    assert django.environment is not None and sympy.environment is not None
+    assert django.environment["runner"]["kind"] == "django"
+    assert "runtests.py" in django.environment["runner"]["test_cmd"]
+    assert sympy.environment["runner"]["kind"] == "sympy"

@@ -5,8 +5,8 @@ and the guard's record, never from the console output or an exit status alone.
 
 from __future__ import annotations
 
-from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult
-from ooda.verifiers import SUMMARY_LIMIT, clip, tail
+from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult, VerifierStatus
+from ooda.verifiers import SUMMARY_LIMIT, clip, output_runners, tail
 from ooda.verifiers.pytest_check.grade import FAILING, Graded, grade, run_log, summarize
 from ooda.verifiers.pytest_check.parse import TestRun
 from ooda.verifiers.pytest_check.run import (
@@ -24,6 +24,8 @@ class PytestVerifier:
     after_tests = False
 
     def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
+        if check.runner != "pytest" and (check.fail_to_pass or check.pass_to_pass):
+            return self._verify_output_runner(sandbox, check)
         if check.fail_to_pass or check.pass_to_pass:
             return self._verify_ids(sandbox, check)
         if check.test_cmd:
@@ -79,6 +81,34 @@ class PytestVerifier:
                 self.name, "failed", run.duration_s, summary, run_log(run, [summary])
             )
         return None
+
+    def _verify_output_runner(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
+        """Django's runtests.py or sympy's bin/test, graded from their output (no guard)."""
+        ids = list(check.fail_to_pass) + list(check.pass_to_pass)
+        run = output_runners.run(sandbox, check.runner, check.runner_cmd, ids,
+                                 check.test_files, check.whole_files, check.timeout_s)
+        early = self._over_limit(run)
+        if early:
+            return early
+        if run.timed_out or not run.report_found:
+            summary = (f"the tests did not finish within {check.timeout_s:.0f}s" if run.timed_out
+                       else f"{check.runner} reported no test (exit code {run.exit_code}). "
+                            f"Output tail:\n{tail(run.output, 1500)}")
+            status: VerifierStatus = "timeout" if run.timed_out else "failed"
+            return VerifierResult(self.name, status, run.duration_s, summary,
+                                  run_log(run, [summary]))
+        graded = grade(check.fail_to_pass, check.pass_to_pass, run)
+        bad = [g for g in graded if g.outcome != "passed"]
+        table = [f"{g.outcome:8} {g.kind:12} {g.test_id}" for g in graded]
+        details: dict[str, object] = {"outcomes": run.outcomes, "exit_code": run.exit_code,
+                                      "required": {g.test_id: g.outcome for g in graded}}
+        if bad:
+            head = f"{len(bad)} of {len(graded)} required tests did not pass:"
+            summary = summarize(head, bad, run, check.passed_before)
+            return VerifierResult(self.name, "failed", run.duration_s, summary,
+                                  run_log(run, table), details)
+        return VerifierResult(self.name, "passed", run.duration_s, "", run_log(run, table),
+                              details)
 
     def _verify_ids(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
         ids = list(check.fail_to_pass) + list(check.pass_to_pass)  # the failing ones first

@@ -1,0 +1,151 @@
+"""Django-style (`./tests/runtests.py`) and sympy-style (`bin/test`) test suites in their own
+environments, real Docker: small local repositories whose runners print in those formats (no
+real django or sympy), graded per test from the output, base and patched."""
+
+from __future__ import annotations
+
+import difflib
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ooda.tasks.loader import load_task
+from tests.helpers.sandbox_helpers import backend_or_skip
+
+BUGGY = "def double(x):\n    return x + x + 1\n"
+FIXED = "def double(x):\n    return x + x\n"
+RUNTESTS = '''\
+#!/usr/bin/env python3
+"""Like Django's runtests.py: unittest at verbosity 2 over the labels given."""
+import argparse, os, sys, unittest
+parser = argparse.ArgumentParser()
+parser.add_argument("labels", nargs="*")
+parser.add_argument("--verbosity", type=int, default=1)
+parser.add_argument("--parallel", default="1")
+parser.add_argument("--settings")
+args = parser.parse_args()
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [here, os.path.dirname(here)]
+suite = unittest.defaultTestLoader.loadTestsFromNames(args.labels)
+result = unittest.TextTestRunner(verbosity=args.verbosity).run(suite)
+sys.exit(not result.wasSuccessful())
+'''
+DJANGO_TESTS = '''\
+import unittest
+
+from calc import double
+
+
+class CalcTests(unittest.TestCase):
+    def test_double(self):
+        self.assertEqual(double(2), 4)
+
+    def test_type(self):
+        """Documented: the docstring line comes before the outcome."""
+        self.assertIsInstance(double(2), int)
+'''
+BIN_TEST = '''\
+#!/usr/bin/env python3
+"""Like sympy's bin/test --verbose: `test_name ok|F|E` per test of the files given."""
+import importlib.util, os, sys
+sys.path.insert(0, os.getcwd())
+files = [a for a in sys.argv[1:] if a.endswith(".py")]
+print("============================= test process starts ==============================")
+failed = False
+for path in files:
+    spec = importlib.util.spec_from_file_location("t", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tests = [n for n in vars(module) if n.startswith("test_")]
+    print(f"{path}[{len(tests)}] ")
+    for name in tests:
+        try:
+            getattr(module, name)()
+            print(f"{name} ok")
+        except AssertionError:
+            print(f"{name} F"); failed = True
+        except Exception:
+            print(f"{name} E"); failed = True
+sys.exit(1 if failed else 0)
+'''
+SYMPY_TESTS = '''\
+from calc import double
+
+
+def test_double():
+    assert double(2) == 4
+
+
+def test_type():
+    assert isinstance(double(2), int)
+'''
+
+
+def _repo(root: Path, files: dict[str, str]) -> Path:
+    repo = root / "repo"
+    for name, text in {"calc.py": BUGGY, **files}.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    return repo
+
+
+def _patch(path: str, old: str, new: str) -> str:
+    body = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
+                                        f"a/{path}", f"b/{path}"))
+    mode = "" if old else "new file mode 100644\n"
+    return f"diff --git a/{path} b/{path}\n{mode}{body}"
+
+
+def _task(root: Path, kind: str, test_path: str, tests: str, f2p: list[str], p2p: list[str],
+          files: dict[str, str]) -> Path:
+    _repo(root, files)
+    (root / "tests.diff").write_text(_patch(test_path, "", tests).replace(
+        f"--- a/{test_path}", "--- /dev/null"))
+    (root / "task.toml").write_text(
+        f'statement = "double() adds one"\nfail_to_pass = {f2p!r}\npass_to_pass = {p2p!r}\n'
+        'test_patch = "tests.diff"\nrun_test_files = true\n\n'
+        f'[environment]\npython = "3.11"\ninstall = ""\n\n[environment.runner]\nkind = "{kind}"\n'
+        .replace("'", '"'))
+    return root
+
+
+@pytest.fixture(scope="module")
+def docker() -> Any:
+    backend = backend_or_skip("docker")
+    yield backend
+    backend.close()
+
+
+CASES = {
+    "django": ("tests/calc_tests/tests.py", DJANGO_TESTS,
+               ["test_double (calc_tests.tests.CalcTests)"],
+               ["test_type (calc_tests.tests.CalcTests)"],
+               {"tests/runtests.py": RUNTESTS, "tests/calc_tests/__init__.py": ""}),
+    "sympy": ("sympy_like/tests/test_calc.py", SYMPY_TESTS, ["test_double"], ["test_type"],
+              {"bin/test": BIN_TEST}),
+}
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_an_output_graded_runner_in_its_environment(docker: Any, tmp_path: Path,
+                                                    kind: str) -> None:
+    from ooda.agent.verify.verifier import TaskVerifier
+
+    test_path, tests, f2p, p2p, files = CASES[kind]
+    task = load_task(_task(tmp_path / "task", kind, test_path, tests, f2p, p2p, files))
+    verifier = TaskVerifier(task, docker, tmp_path / "work", concurrency=1)
+    try:
+        assert verifier.run_base_tests() == {f2p[0]: "failed", p2p[0]: "passed"}
+        good = verifier.verify(_patch("calc.py", BUGGY, FIXED))
+        assert good.status == "passed", good.feedback
+        bad = verifier.verify(_patch("calc.py", BUGGY, "def double(x):\n    return str(x)\n"))
+        assert bad.status == "failed"
+        assert f2p[0] in bad.feedback and p2p[0] in bad.feedback
+        assert "(passed before the change)" in bad.feedback  # measured by the base run above
+    finally:
+        verifier.close()
