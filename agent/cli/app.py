@@ -71,8 +71,10 @@ def _global_options(
     if verbose:
         import logging
 
-        logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.INFO,
+        # -v: ooda's own messages (retries, endpoint quirks); -vv: every library's debug too
+        logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.WARNING,
                             format="ooda: %(name)s: %(message)s")
+        logging.getLogger("ooda").setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
 app.add_typer(tasks_cmd.app, name="tasks")
 app.add_typer(sandbox_cmd.app, name="sandbox")
 app.command("eval")(eval_command)

@@ -139,3 +139,16 @@ def test_ctrl_c_says_where_the_partial_run_is_and_leaves_a_run_json(
     assert run_dirs and f"is in {run_dirs[0]}" in outputs[0]
     assert json.loads((run_dirs[0] / "run.json").read_text())["reason"] == "interrupted (Ctrl-C)"
     assert f"kept in {tmp_path / 'runs' / 'e1'}" in outputs[1] and "--resume" in outputs[1]
+
+
+def test_quiet_hides_the_display_and_verbose_shows_retries(median: Path, tmp_path: Path) -> None:
+    """15.9: -q leaves the result alone; -v shows what the client does (a retried 500)."""
+    with ReplayServer([EXAMPLES], faults=["500", "ok"]) as server:
+        base_url = server.start()
+        common = ("run", str(median), "--model", "m", "--base-url", base_url, "-n", "1",
+                  "--rounds", "2", "--runs-dir", str(tmp_path / "runs"))
+        quiet = ooda("-q", *common)
+        verbose = ooda("-v", *common)
+    assert quiet.returncode in (0, 1) and "round " not in quiet.stderr
+    assert "tokens" in quiet.stderr and "run directory:" in quiet.stderr
+    assert "retrying" in verbose.stderr and "round " in verbose.stderr
