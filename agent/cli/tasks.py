@@ -1,5 +1,6 @@
 """`ooda tasks import`: a public benchmark (QuixBugs, HumanEvalFix, SWE-bench) as task
-directories."""
+directories; `ooda tasks validate`: each task's base and gold in its environment
+(agent/app/validate.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ooda.agent.cli.options import SandboxOpt
 from ooda.agent.contracts.errors import InfraError, UsageError
 
 app = typer.Typer(help="Work with task sets: import public benchmarks.", no_args_is_help=True)
@@ -46,6 +48,34 @@ def tasks_import(
         if not data.exists():
             raise UsageError(f"{src}: no such file or directory")
         _import(kind, data, dest, only, overwrite, repos_dir, importers.IMPORTERS[kind.value])
+
+
+@app.command("validate")
+def tasks_validate(
+    path: Annotated[Path, typer.Argument(help="A task directory or a directory of them.")],
+    sandbox: SandboxOpt = None,
+) -> None:
+    """Check each task before a model solves it: its environment builds, FAIL_TO_PASS fails
+    and PASS_TO_PASS passes on the unpatched code, the gold patch passes (verified once).
+    Exit 1 when a task is not valid; broken environments are counted apart."""
+    from ooda.agent.app.validate import validate_tasks
+    from ooda.agent.sandbox.registry import open_backend
+
+    if not path.is_dir():
+        raise UsageError(f"{path}: not a directory")
+    backend = open_backend(sandbox.value if sandbox else None)
+    try:
+        results = validate_tasks(path, backend, report=lambda v: print(
+            f"{v.status.upper():11} {v.task_id}" + (f": {v.detail}" if v.detail else ""),
+            flush=True))
+    finally:
+        backend.close()
+    counts = {s: sum(1 for r in results if r.status == s)
+              for s in ("valid", "environment", "base", "gold")}
+    print(f"{counts['valid']} of {len(results)} valid; broken environment: "
+          f"{counts['environment']}; base lists wrong: {counts['base']}; "
+          f"gold fails: {counts['gold']}")
+    raise SystemExit(0 if counts["valid"] == len(results) else 1)
 
 
 def _import(kind: ImportKind, src: Path, dest: Path, only: list[str] | None, overwrite: bool,

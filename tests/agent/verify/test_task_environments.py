@@ -255,3 +255,39 @@ def test_gold_is_verified_once_in_its_environment_and_a_broken_one_exits_3(
     assert done.returncode == 3, done.stderr
     lines = [line for line in done.stderr.splitlines() if "could not be built" in line]
     assert len(lines) == 1 and "No matching distribution found for MarkupSafe==0.0.997" in lines[0]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_tasks_validate_tells_a_broken_environment_from_a_wrong_task(
+    docker: Any, tmp_path: Path
+) -> None:
+    """`ooda tasks validate DIR`: base and gold in each task's environment; a broken
+    environment is counted apart from a task whose lists or gold patch are wrong."""
+    import os
+    import sys
+
+    tasks = tmp_path / "tasks"
+    _with_gold(_task_dir(tasks / "good"))
+    broken = ('[environment]\npython = "3.9"\ninstall = ""\npip = ["MarkupSafe==0.0.996"]\n'
+              f'build_env = {{OODA_TEST_RUN = "{uuid.uuid4().hex}"}}\n')
+    _task_dir(tasks / "broken", broken)
+    wrong = _task_dir(tasks / "wrong")  # its FAIL_TO_PASS test passes already
+    toml = (wrong / "task.toml").read_text().replace("test_greet", "test_env", 1)
+    (wrong / "task.toml").write_text(toml.replace('pass_to_pass = ["tests/test_demo.py::test_env"]',
+                                                  "pass_to_pass = []"))
+    for name in ("good", "broken", "wrong"):  # the task directories' ids
+        (tasks / name / "task").rename(tasks / f"{name}-task")
+        (tasks / name).rmdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "ooda.agent.cli", "tasks", "validate", str(tasks),
+         "--sandbox", "docker"],
+        capture_output=True, text=True, env={**os.environ, "OODA_DAEMON": "0"}, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("VALID") and "good-task" in line for line in lines), lines
+    assert any(line.startswith("ENVIRONMENT") and "broken-task" in line
+               and "MarkupSafe==0.0.996" in line for line in lines), lines
+    assert any(line.startswith("BASE") and "wrong-task" in line and "passes already" in line
+               for line in lines), lines
+    assert lines[-1].startswith("1 of 3 valid; broken environment: 1; base lists wrong: 1")

@@ -1,0 +1,96 @@
+"""`ooda tasks validate DIR`: is each task sound before any model is asked to solve it?
+
+For every task directory: build (or find) its environment, run the tests on the unpatched code
+(+ hidden tests: FAIL_TO_PASS must not pass, PASS_TO_PASS must pass), then verify the gold
+patch once (it must pass). A task whose environment cannot be built, or whose tests cannot run
+at all, is reported as a broken environment, apart from tasks whose lists or gold patch are
+wrong: those are the task's faults, the others the machine's.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ooda.agent.contracts.errors import InfraError
+from ooda.agent.contracts.protocols import SandboxBackend
+from ooda.agent.verify.verifier import TaskVerifier
+from ooda.tasks.loader import Task, is_task_dir, load_task, load_taskset
+from ooda.verifiers.pytest_check import TestRunError, match_id
+
+Status = Literal["valid", "environment", "base", "gold"]
+"""valid; environment: broken (not built, the tests do not run, or PASS_TO_PASS fails before
+any change); base: a FAIL_TO_PASS test passes already or does not exist; gold: the reference
+patch does not pass."""
+
+
+@dataclass
+class Validation:
+    """One task's verdict."""
+
+    task_id: str
+    status: Status
+    detail: str = ""
+
+
+def validate_tasks(path: Path, backend: SandboxBackend,
+                   report: Callable[[Validation], None] = lambda _v: None) -> list[Validation]:
+    """Validate the task directory `path` (or every one under it), reporting each as done."""
+    tasks = [load_task(path)] if is_task_dir(path) else load_taskset(path)
+    results = []
+    for task in tasks:
+        result = validate_task(task, backend)
+        report(result)
+        results.append(result)
+    return results
+
+
+def validate_task(task: Task, backend: SandboxBackend) -> Validation:
+    """Base and gold of one task, in its environment."""
+    with tempfile.TemporaryDirectory(prefix="ooda-validate-") as work:
+        try:
+            verifier = TaskVerifier(task, backend, Path(work), concurrency=1)
+        except InfraError as exc:  # EnvBuildError among them: the cause in one line
+            return Validation(task.id, "environment", _line(exc))
+        try:
+            return _check(task, verifier)
+        finally:
+            verifier.close()
+
+
+def _check(task: Task, verifier: TaskVerifier) -> Validation:
+    try:
+        outcomes = verifier.run_base_tests()
+    except (TestRunError, ValueError) as exc:
+        return Validation(task.id, "environment", f"the tests do not run: {_line(exc)}")
+    broken_p2p = [t for t in task.pass_to_pass
+                  if not (nodes := match_id(t, outcomes))
+                  or any(outcomes[n] != "passed" for n in nodes)]
+    if broken_p2p:  # tests that should pass do not, before any change: the environment's fault
+        more = f" (and {len(broken_p2p) - 1} more)" if len(broken_p2p) > 1 else ""
+        return Validation(task.id, "environment",
+                          f"PASS_TO_PASS {broken_p2p[0]}{more} does not pass on the base")
+    problems = []
+    for test_id in task.fail_to_pass:
+        nodes = match_id(test_id, outcomes)
+        if not nodes or outcomes.get(test_id) == "missing":
+            problems.append(f"FAIL_TO_PASS {test_id} not found")
+        elif all(outcomes[n] == "passed" for n in nodes):
+            problems.append(f"FAIL_TO_PASS {test_id} passes already")
+    if problems:
+        return Validation(task.id, "base", "; ".join(problems))
+    if task.gold_patch is None:
+        return Validation(task.id, "valid", "base ok; no gold patch")
+    verdict = verifier.verify(task.gold_patch)
+    if verdict.status != "passed":
+        return Validation(task.id, "gold", verdict.reason)
+    return Validation(task.id, "valid", "")
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
