@@ -192,6 +192,13 @@ class BwrapBackend:
         reqs = image.requirements_site(requirements, self.log) if requirements else None
         return BwrapSandbox(self.rootfs, workspace, reqs, limits=self.limits)
 
+    def open_rootfs(
+        self, workspace: Path, rootfs: Path, env: dict[str, str] | None = None
+    ) -> BwrapSandbox:
+        """A sandbox over another root filesystem (a task environment's, exported from its
+        image: agent/sandbox/environments/rootfs.py), with `env` added to its environment."""
+        return BwrapSandbox(rootfs, workspace, limits=self.limits, env=env)
+
     def adopt(self, launched: object, *, requirements: Path | None = None) -> BwrapSandbox | None:
         return None  # each command gets a fresh sandbox: nothing is started ahead of need
 
@@ -212,6 +219,7 @@ class BwrapSandbox:
         requirements: Path | None = None,
         *,
         limits: Limits | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.workspace = workspace
         self.limits = limits or configured()
@@ -220,7 +228,7 @@ class BwrapSandbox:
         self.requirements = requirements
         self.as_root = os.geteuid() == 0
         self._uid: UidLease | None = None
-        self._env = dict(BASE_ENV)
+        self._env = {**BASE_ENV, **(env or {})}
         if requirements is not None:
             self._env["PYTHONPATH"] = image.REQS_MOUNT
         if self.as_root:

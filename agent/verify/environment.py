@@ -6,7 +6,8 @@ builder's lock (so parallel tasks and candidates of one task build it once; a fa
 recorded and raised again, EnvBuildError, an InfraError), and makes the base every workspace
 is copied from: the repository plus the files the build's install added to it (egg-info,
 generated version files, compiled extensions), as trusted base. `EnvironmentBackend` wraps the
-task's backend so that the warm pool's sandboxes open on that image.
+task's backend so that the warm pool's sandboxes open on that image (Docker) or on its
+filesystem exported as a directory (bwrap; Docker still builds it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from typing import Any
 
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.protocols import Sandbox, SandboxBackend
+from ooda.agent.sandbox.docker.launch import connect
 from ooda.agent.sandbox.environments.builder import BuiltEnv, ensure_env, env_dir
+from ooda.agent.sandbox.environments.rootfs import export_rootfs
 from ooda.agent.sandbox.environments.spec import EnvSpec, spec_hash
 from ooda.agent.sandbox.image import stderr_log
 from ooda.agent.support import fstree
@@ -38,6 +41,8 @@ class PreparedEnv:
     base_repo: Path
     plugins: tuple[str, ...]
     """pytest plugins the task's runner names, loaded with `-p` (autoload stays off)."""
+    rootfs: Path | None = None
+    """The image's filesystem as a directory, for the bwrap backend."""
 
 
 def prepare_environment(
@@ -47,21 +52,22 @@ def prepare_environment(
     """Build (or reuse) the image of `table` (task.toml's [environment]) for `repo` and lay out
     repo + overlay under work_root; UsageError for a bad table or a backend without images."""
     spec = EnvSpec.from_dict(table, where="task.toml [environment]")
-    client = getattr(backend, "client", None)
-    if backend.name != "docker" or client is None:
+    if backend.name not in ("docker", "bwrap"):
         raise UsageError(
-            f"this task names its own environment ([environment]), which needs the docker "
-            f"sandbox (not {backend.name}): pass --sandbox docker"
+            f"this task names its own environment ([environment]), which needs the docker or "
+            f"bwrap sandbox (not {backend.name}): pass --sandbox docker"
         )
+    client = getattr(backend, "client", None) or connect()  # bwrap: Docker builds the image
     if retry_failed:
         _forget_failure(spec_hash(spec, repo))
     built = ensure_env(client, spec, repo, log=stderr_log)
+    rootfs = export_rootfs(client, built.tag, built.spec_hash) if backend.name == "bwrap" else None
     base = work_root / "env-base"
     fstree.remove_tree(base)
     shutil.copytree(repo, base, symlinks=True, ignore=shutil.ignore_patterns(".git"))
     if built.overlay.is_dir():
         shutil.copytree(built.overlay, base, symlinks=True, dirs_exist_ok=True)
-    return PreparedEnv(built, base, spec.runner.plugins)
+    return PreparedEnv(built, base, spec.runner.plugins, rootfs)
 
 
 _retried: set[str] = set()
@@ -84,15 +90,18 @@ class EnvironmentBackend:
     def __init__(self, inner: SandboxBackend, prepared: PreparedEnv) -> None:
         self.inner = inner
         self.tag = prepared.built.tag
+        self.rootfs = prepared.rootfs
         self.plugins = prepared.plugins
         self.name = inner.name
         self.reusable = bool(getattr(inner, "reusable", False))
 
     def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
         env = {PLUGINS_VAR: ",".join(self.plugins)} if self.plugins else None
-        sandbox: Sandbox = self.inner.open_image(  # type: ignore[attr-defined]
-            workspace, self.tag, env
-        )
+        sandbox: Sandbox
+        if self.rootfs is not None:  # bwrap: the image's filesystem as its root
+            sandbox = self.inner.open_rootfs(workspace, self.rootfs, env)  # type: ignore[attr-defined]
+        else:
+            sandbox = self.inner.open_image(workspace, self.tag, env)  # type: ignore[attr-defined]
         return sandbox
 
     def adopt(self, launched: object, *, requirements: Path | None = None) -> Sandbox | None:

@@ -8,6 +8,7 @@ is one line, built once."""
 from __future__ import annotations
 
 import difflib
+import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -235,7 +236,6 @@ def test_gold_is_verified_once_in_its_environment_and_a_broken_one_exits_3(
     rounds copies); a task whose environment cannot be built: exit 3 and the cause in one
     line on the console."""
     import json
-    import os
     import sys
 
     root = _with_gold(_task_dir(tmp_path / "ok"))
@@ -264,7 +264,6 @@ def test_tasks_validate_tells_a_broken_environment_from_a_wrong_task(
 ) -> None:
     """`ooda tasks validate DIR`: base and gold in each task's environment; a broken
     environment is counted apart from a task whose lists or gold patch are wrong."""
-    import os
     import sys
 
     tasks = tmp_path / "tasks"
@@ -291,3 +290,24 @@ def test_tasks_validate_tells_a_broken_environment_from_a_wrong_task(
     assert any(line.startswith("BASE") and "wrong-task" in line and "passes already" in line
                for line in lines), lines
     assert lines[-1].startswith("1 of 3 valid; broken environment: 1; base lists wrong: 1")
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="exporting a root filesystem needs root")
+def test_bwrap_runs_a_task_in_the_same_environment(docker: Any, tmp_path: Path) -> None:
+    """The bwrap backend opens its sandboxes on the environment image's filesystem."""
+    from ooda.agent.verify.verifier import TaskVerifier
+
+    bwrap = backend_or_skip("bwrap")
+    task = load_task(_task_dir(tmp_path))
+    verifier = TaskVerifier(task, bwrap, tmp_path / "work", concurrency=1)
+    try:
+        assert verifier.environment is not None and verifier.environment.rootfs is not None
+        good = verifier.verify(_patch(BUGGY, FIXED))  # pytest 7.4.4 on 3.9 with pytest_mock
+        assert good.status == "passed", good.feedback
+        bad = verifier.verify(_patch(BUGGY, 'def greet():\n    return "bye"\n'))
+        assert bad.status == "failed" and "test_greet" in bad.feedback
+    finally:
+        verifier.close()
+        bwrap.close()
