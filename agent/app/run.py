@@ -303,7 +303,8 @@ def _adopt_prestarted(
         return
     work, launched = started
     verifier.on_close.append(lambda: remove_workspace(work))
-    sandbox = backend.adopt(launched, requirements=verifier.task.requirements)
+    # the pool's backend: a task environment's (EnvironmentBackend) refuses ooda's image
+    sandbox = verifier.pool.backend.adopt(launched, requirements=verifier.task.requirements)
     if sandbox is None:
         launched.release()  # its PID 1 sees the socket close and exits; Docker removes it
         return
