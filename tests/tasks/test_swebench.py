@@ -206,7 +206,14 @@ def test_django_and_sympy_instances_get_their_runners(tmp_path: Path,
                      FAIL_TO_PASS=json.dumps(["test_x (admin_views.tests.AdminTests)"])),
             instance(base, instance_id="sympy__sympy-1", repo="sympy/sympy", version="1.1",
                      FAIL_TO_PASS=json.dumps(["test_basic"]))]
-    django, sympy = read_instances(write_jsonl(tmp_path / "swe.jsonl", rows))
+    src = write_jsonl(tmp_path / "swe.jsonl", rows)
+    django, sympy = read_instances(src)
+    os.rename(repos / "acme__calc", repos / "django__django")
+    (written,) = import_swebench(src, tmp_path / "tasks", repos_dir=repos,
+                                 only=["django__django-1"])
+    loaded = load_task(written)
+    assert loaded.fail_to_pass == ["test_x (admin_views.tests.AdminTests)"]
+    assert loaded.environment == django.environment
     assert django.environment is not None and sympy.environment is not None
     assert django.environment["runner"]["kind"] == "django"
     assert "runtests.py" in django.environment["runner"]["test_cmd"]
