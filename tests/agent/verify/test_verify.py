@@ -118,6 +118,7 @@ def test_gold_patch_passes_with_logs_and_cleanup(task: Task, tmp_path: Path) -> 
         ("syntax", "passed"),
         ("ruff", "passed"),  # `import os` was already unused on the base: not counted
         ("pytest", "passed"),
+        ("security", "passed"),
         ("mypy", "passed"),  # label() returning str was already wrong on the base
     ]
     assert verdict.changed_files == ["calc.py"]
@@ -254,8 +255,10 @@ def test_concurrent_verifies_share_one_baseline(task: Task, tmp_path: Path) -> N
     assert [v.status for v in verdicts] == ["passed", "failed", "passed", "failed"]
     assert verdicts[1].results[-1].name == "ruff"
     verifier.close()
-    assert len(backend.opened) == 4  # four candidates; baselines computed in their sandboxes
-    assert backend.closed == 4
+    # four candidates (baselines computed in their sandboxes), and for each of the two passing
+    # ones a fresh sandbox for the stages after the tests (security): this fake cannot reset
+    assert len(backend.opened) == 6
+    assert backend.closed == 6
     assert list((tmp_path / "work").iterdir()) == []
 
 
