@@ -31,32 +31,34 @@ followed as it is).
 
 from __future__ import annotations
 
-import difflib
 import re
-import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from ooda.agent.contracts.errors import UsageError
 from ooda.tasks.environment import environment_of
+from ooda.tasks.fields import (
+    check_keys,
+    check_test_id,
+    inside,
+    opt_str,
+    read_text,
+    read_toml,
+    str_list,
+    type_error,
+)
+from ooda.tasks.verifier_options import VerifierOptions, check_verifier_values, verifier_options
 
-
-@dataclass
-class VerifierOptions:
-    """The `[verifiers]` table of task.toml."""
-
-    ruff: bool = True
-    """Run ruff (baseline-relative: only new diagnostics count)."""
-    mypy: bool = True
-    """Run mypy (baseline-relative)."""
-    security: bool = True
-    """Run the security stage (ruff `S` rules and a secret scan; baseline-relative)."""
-    security_rules: list[str] | None = None
-    """The ruff `S` rules it checks (None: verifiers/security_check.RULES; [] keeps only the
-    secret scan)."""
-    timeout_s: float = 60.0
-    """Wall-clock limit for each verifier run."""
+__all__ = [
+    "Task",
+    "VerifierOptions",
+    "check_test_cmd",
+    "is_task_dir",
+    "load_task",
+    "load_taskset",
+    "task_from_repo",
+]
 
 
 @dataclass
@@ -120,8 +122,6 @@ TOP_KEYS = (
 )
 """Keys allowed at the top level of task.toml."""
 
-VERIFIER_KEYS = ("ruff", "mypy", "security", "security_rules", "timeout_s")
-"""Keys allowed in the `[verifiers]` table."""
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+@-]*$")
 
@@ -150,23 +150,23 @@ def load_task(path: Path) -> Task:
         )
     root = path.resolve()
     where = str(toml_path)
-    data = _read_toml(toml_path)
-    _check_keys(data, TOP_KEYS, where)
+    data = read_toml(toml_path)
+    check_keys(data, TOP_KEYS, where)
 
-    task_id = _opt_str(data, "id", where)
+    task_id = opt_str(data, "id", where)
     if task_id is None:
         task_id = root.name
     _check_id(task_id, where)
 
     statement = _read_statement(data, root, where)
-    repo_rel = _opt_str(data, "repo", where) or "repo"
-    repo = root / _inside(repo_rel, "repo", where)
+    repo_rel = opt_str(data, "repo", where) or "repo"
+    repo = root / inside(repo_rel, "repo", where)
     if not repo.is_dir():
         raise UsageError(f"{where}: repo directory {repo_rel!r} not found in {path}")
 
-    fail_to_pass = _str_list(data, "fail_to_pass", where)
-    pass_to_pass = _str_list(data, "pass_to_pass", where)
-    test_cmd = _opt_str(data, "test_cmd", where)
+    fail_to_pass = str_list(data, "fail_to_pass", where)
+    pass_to_pass = str_list(data, "pass_to_pass", where)
+    test_cmd = opt_str(data, "test_cmd", where)
     if test_cmd is not None and not test_cmd.strip():
         raise UsageError(f"{where}: 'test_cmd' is empty")
     if test_cmd is not None:
@@ -177,13 +177,13 @@ def load_task(path: Path) -> Task:
 
     gold_patch = _read_patch(data, "gold_patch", root, where)
     test_patch = _read_patch(data, "test_patch", root, where)
-    verifiers = _verifiers(data.get("verifiers"), where)
+    verifiers = verifier_options(data.get("verifiers"), where)
     requirements = _requirements(data, root, repo, where)
     replay = _replay(data, root, where)
     environment = environment_of(data.get("environment"), where)
     run_test_files = data.get("run_test_files", False)
     if not isinstance(run_test_files, bool):
-        raise _type_error("run_test_files", "true or false", run_test_files, where)
+        raise type_error("run_test_files", "true or false", run_test_files, where)
     if environment is not None:
         table = data.get("verifiers")
         for key in ("ruff", "mypy", "security"):
@@ -233,14 +233,14 @@ def task_from_repo(
     _check_id(task_id, where)
     for name, items in (("fail_to_pass", fail_to_pass), ("pass_to_pass", pass_to_pass)):
         for item in items:
-            _check_test_id(item, name, where)
+            check_test_id(item, name, where)
     if test_cmd is not None and not test_cmd.strip():
         raise UsageError(f"{where}: the test command is empty")
     if test_cmd is not None:
         check_test_cmd(test_cmd, where)
     if not fail_to_pass and test_cmd is None:
         raise UsageError(f"{where}: nothing to check: pass --fail-to-pass or --test-cmd")
-    _check_verifier_values(verifiers, where)
+    check_verifier_values(verifiers, where)
     if requirements is not None and not requirements.is_file():
         raise UsageError(f"{where}: requirements file {requirements} not found")
     return Task(
@@ -278,61 +278,6 @@ def load_taskset(path: Path) -> list[Task]:
     return tasks
 
 
-def _read_toml(toml_path: Path) -> dict[str, Any]:
-    try:
-        text = toml_path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{toml_path}: cannot read: {exc}") from exc
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{toml_path}: TOML syntax error: {exc}") from exc
-
-
-def _check_keys(table: dict[str, Any], known: tuple[str, ...], where: str) -> None:
-    unknown = [k for k in table if k not in known]
-    if not unknown:
-        return
-    parts = []
-    for key in unknown:
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        parts.append(f"{key!r}{hint}")
-    noun = "key" if len(unknown) == 1 else "keys"
-    raise UsageError(f"{where}: unknown {noun} {', '.join(parts)}; known: {', '.join(known)}")
-
-
-def _type_error(key: str, expected: str, value: object, where: str) -> UsageError:
-    return UsageError(f"{where}: {key!r} must be {expected}, not {type(value).__name__}")
-
-
-def _opt_str(data: dict[str, Any], key: str, where: str) -> str | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise _type_error(key, "a string", value, where)
-    return value
-
-
-def _str_list(data: dict[str, Any], key: str, where: str) -> list[str]:
-    value = data.get(key, [])
-    if not isinstance(value, list):
-        raise _type_error(key, "a list of strings", value, where)
-    for item in value:
-        if not isinstance(item, str):
-            raise _type_error(key, "a list of strings", item, where)
-        _check_test_id(item, key, where)
-    return list(value)
-
-
-def _check_test_id(item: str, key: str, where: str) -> None:
-    if not item.strip():
-        raise UsageError(f"{where}: {key!r} holds an empty test id")
-    if item.startswith("-"):
-        raise UsageError(f"{where}: {key!r} holds {item!r}, which looks like an option")
-
-
 def check_test_cmd(cmd: str, where: str) -> None:
     """UsageError unless `cmd` is a plain pytest call (its tests can be graded one by one)."""
     from ooda.verifiers.pytest_check import not_gradable, pytest_command
@@ -344,7 +289,7 @@ def check_test_cmd(cmd: str, where: str) -> None:
 def _protected(data: dict[str, Any], where: str) -> list[str]:
     patterns = data.get("protected", [])
     if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
-        raise _type_error("protected", "a list of path patterns", patterns, where)
+        raise type_error("protected", "a list of path patterns", patterns, where)
     from ooda.agent.support.testsupport import check_patterns
 
     problem = check_patterns(patterns)
@@ -361,107 +306,37 @@ def _check_id(task_id: str, where: str) -> None:
         )
 
 
-def _inside(rel: str, key: str, where: str) -> Path:
-    """The relative path `rel` from task.toml, checked not to leave the task directory."""
-    if not rel.strip():
-        raise UsageError(f"{where}: {key!r} is empty")
-    posix = PurePosixPath(rel.replace("\\", "/"))
-    if posix.is_absolute() or Path(rel).is_absolute() or re.match(r"^[A-Za-z]:", rel):
-        raise UsageError(f"{where}: {key!r} must be relative to the task directory, not {rel!r}")
-    depth = 0
-    for part in posix.parts:
-        depth += -1 if part == ".." else 0 if part == "." else 1
-        if depth < 0:
-            raise UsageError(f"{where}: {key!r} = {rel!r} points outside the task directory")
-    return Path(*posix.parts) if posix.parts else Path(".")
-
-
-def _read_text(path: Path, key: str, where: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{where}: {key!r} file {path.name} is not UTF-8 text") from exc
-    except OSError as exc:
-        raise UsageError(f"{where}: cannot read {key!r} file {path}: {exc.strerror}") from exc
-
-
 def _read_statement(data: dict[str, Any], root: Path, where: str) -> str:
-    inline = _opt_str(data, "statement", where)
-    file_rel = _opt_str(data, "statement_file", where)
+    inline = opt_str(data, "statement", where)
+    file_rel = opt_str(data, "statement_file", where)
     if inline is not None and file_rel is not None:
         raise UsageError(f"{where}: give 'statement' or 'statement_file', not both")
     if file_rel is not None:
-        file = root / _inside(file_rel, "statement_file", where)
+        file = root / inside(file_rel, "statement_file", where)
         if not file.is_file():
             raise UsageError(f"{where}: statement_file {file_rel!r} not found")
-        inline = _read_text(file, "statement_file", where)
+        inline = read_text(file, "statement_file", where)
     if inline is None or not inline.strip():
         raise UsageError(f"{where}: no statement: set 'statement' or 'statement_file'")
     return inline
 
 
 def _read_patch(data: dict[str, Any], key: str, root: Path, where: str) -> str | None:
-    rel = _opt_str(data, key, where)
+    rel = opt_str(data, key, where)
     if rel is None:
         return None
-    file = root / _inside(rel, key, where)
+    file = root / inside(rel, key, where)
     if not file.is_file():
         raise UsageError(f"{where}: {key} file {rel!r} not found")
-    return _read_text(file, key, where)
-
-
-def _verifiers(table: object, where: str) -> VerifierOptions:
-    options = VerifierOptions()
-    if table is None:
-        return options
-    if not isinstance(table, dict):
-        raise _type_error("verifiers", "a table", table, where)
-    _check_keys(table, VERIFIER_KEYS, f"{where} [verifiers]")
-    for key in ("ruff", "mypy", "security"):
-        if key in table:
-            value = table[key]
-            if not isinstance(value, bool):
-                raise _type_error(f"verifiers.{key}", "true or false", value, where)
-            setattr(options, key, value)
-    if "timeout_s" in table:
-        value = table["timeout_s"]
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise _type_error("verifiers.timeout_s", "a number of seconds", value, where)
-        options.timeout_s = float(value)
-    if "security_rules" in table:
-        options.security_rules = _security_rules(table["security_rules"], where)
-    _check_verifier_values(options, where)
-    return options
-
-
-_RULE_CODE = re.compile(r"S\d{0,3}")
-"""A ruff `S` rule code or prefix (S, S6, S602)."""
-
-
-def _security_rules(value: object, where: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _type_error("verifiers.security_rules", "a list of rule codes", value, where)
-    bad = [v for v in value if not _RULE_CODE.fullmatch(v)]
-    if bad:
-        raise UsageError(
-            f"{where}: verifiers.security_rules: {bad[0]!r} is not a ruff S rule code "
-            "(like S602 or S6)"
-        )
-    return list(value)
-
-
-def _check_verifier_values(options: VerifierOptions, where: str) -> None:
-    t = options.timeout_s
-    if not t > 0 or t == float("inf"):
-        raise UsageError(f"{where}: verifiers.timeout_s must be a positive number, not {t}")
+    return read_text(file, key, where)
 
 
 def _requirements(data: dict[str, Any], root: Path, repo: Path, where: str) -> Path | None:
-    rel = _opt_str(data, "requirements", where)
+    rel = opt_str(data, "requirements", where)
     if rel is None:
         default = root / "requirements.txt"
         return default if default.is_file() else None
-    inner = _inside(rel, "requirements", where)
+    inner = inside(rel, "requirements", where)
     for base in (root, repo):
         if (base / inner).is_file():
             return base / inner
@@ -469,11 +344,11 @@ def _requirements(data: dict[str, Any], root: Path, repo: Path, where: str) -> P
 
 
 def _replay(data: dict[str, Any], root: Path, where: str) -> Path | None:
-    rel = _opt_str(data, "replay", where)
+    rel = opt_str(data, "replay", where)
     if rel is None:
         default = root / "replay.jsonl"
         return default if default.is_file() else None
-    file = root / _inside(rel, "replay", where)
+    file = root / inside(rel, "replay", where)
     if not file.is_file():
         raise UsageError(f"{where}: replay file {rel!r} not found")
     return file
