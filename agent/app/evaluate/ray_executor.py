@@ -32,6 +32,7 @@ import io
 import logging
 import os
 import pickle
+import socket
 import tarfile
 import tempfile
 import time
@@ -342,11 +343,13 @@ def connect(address: str | None, *, concurrency: int, requests: int,
     for the `with` block. No cluster there: InfraError; no node with a sandbox: UsageError."""
     check_available()
     ray = _ray()
+    address = address or os.environ.get("RAY_ADDRESS") or "auto"
+    _check_reachable(address)
     try:
-        ray.init(address=address or os.environ.get("RAY_ADDRESS") or "auto",
+        ray.init(address=address,
                  logging_level=logging.WARNING, log_to_driver=False, configure_logging=True)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise InfraError(f"--executor ray: no Ray cluster at {address or 'auto'}: "
+        raise InfraError(f"--executor ray: no Ray cluster at {address}: "
                          f"{one_line(exc)[:200]} (start one with `ray start --head`)") from exc
     try:
         offered = ray.cluster_resources().get(SANDBOX_RESOURCE, 0)
@@ -357,3 +360,16 @@ def connect(address: str | None, *, concurrency: int, requests: int,
         yield RayCluster(ray, concurrency, requests, sandbox)
     finally:
         ray.shutdown()
+
+
+def _check_reachable(address: str) -> None:
+    """InfraError at once when a host:port address does not answer (ray.init would retry
+    for minutes)."""
+    host, _, port = address.rpartition(":")
+    if "://" in address or not host or not port.isdigit():
+        return  # "auto", ray:// (Ray Client): left to ray.init
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise InfraError(f"--executor ray: no Ray cluster answers at {address} "
+                         f"({exc.strerror or exc}); start one with `ray start --head`") from exc

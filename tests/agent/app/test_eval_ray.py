@@ -164,3 +164,13 @@ def test_one_request_limit_for_the_cluster(cluster: Cluster) -> None:
         assert ray.get(permits.in_use.remote()) == 2
     finally:
         ray.shutdown()
+
+
+@needs_ray
+def test_no_cluster_at_the_address_is_an_infrastructure_error(tmp_path: Path) -> None:
+    opts = ev.EvalOptions(taskset=ROOT / "tasks" / "examples",
+                          run=RunOptions(model="gold", runs_dir=tmp_path), executor="ray",
+                          ray_address="127.0.0.9:1")
+    with pytest.raises(InfraError, match="no Ray cluster answers at 127.0.0.9:1"):
+        ev.evaluate(opts, show_progress=False)
+    assert not any(tmp_path.iterdir())  # nothing written
