@@ -19,7 +19,7 @@ and this plugin are loaded first, from the image, with the workspace not yet on 
   by name whatever file the replacement lives in (another pytest function put in its place
   too); only a replacement defined in one of the repository's own, unchanged conftest files is
   not held against it;
-- each collected test's function and code objects (with a hash of their marshalled form) are
+- each collected test's function and code objects (compared by identity) are
   recorded at collection and checked around its call, and the call phase must show the test's
   own code being entered (a profile hook, removed as soon as it has seen it): a bypassed
   runner, a `__code__` swapped for a no-op, an instance-level `runtest` are caught;
@@ -44,12 +44,10 @@ the generic tricks fail loudly instead of passing quietly.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.metadata
 import inspect
 import json
-import marshal
 import operator
 import os
 import re
@@ -297,9 +295,17 @@ ITEM_METHODS = frozenset({"runtest", "setup", "teardown", "_getobj", "ihook"})
 """Names an item's instance dictionary must not hold (they would replace pytest's methods)."""
 
 
-def _codes(function: object) -> tuple[tuple[types.CodeType, ...], str]:
-    """The code objects of a test function and of what it wraps (`__wrapped__`), with a hash
-    of their marshalled form."""
+def _unbound(function: object) -> object:
+    """The function behind a bound test method: pytest before 7 binds a test method anew to a
+    fresh instance of its class at each test's setup, so only the function itself keeps its
+    identity (a method swapped on the class still changes it)."""
+    return getattr(function, "__func__", function)
+
+
+def _codes(function: object) -> tuple[types.CodeType, ...]:
+    """The code objects of a test function and of what it wraps (`__wrapped__`). Compared by
+    identity: code objects are immutable, so a changed test has other ones (a hash of their
+    marshalled form is no evidence: marshal's output depends on reference counts)."""
     codes: list[types.CodeType] = []
     current: object = getattr(function, "__func__", function)
     while current is not None and len(codes) < 8:
@@ -308,13 +314,7 @@ def _codes(function: object) -> tuple[tuple[types.CodeType, ...], str]:
             codes.append(code)
         current = getattr(current, "__wrapped__", None)
         current = getattr(current, "__func__", current)
-    digest = hashlib.sha256()
-    for code in codes:
-        try:
-            digest.update(marshal.dumps(code))
-        except ValueError:
-            digest.update(code.co_code)
-    return tuple(codes), digest.hexdigest()
+    return tuple(codes)
 
 
 def _own_hook(impl: Any, hook_name: str) -> bool:
@@ -339,8 +339,8 @@ class Guard:
         self.baseline = baseline
         self.reference = baseline
         """What check() compares with: the baseline, then pytest's configured state."""
-        self.codes: dict[str, tuple[object, tuple[types.CodeType, ...], str]] = {}
-        """node id -> (test function, its code objects, hash of their marshalled form)."""
+        self.codes: dict[str, tuple[object, tuple[types.CodeType, ...]]] = {}
+        """node id -> (test function, its code objects) at collection."""
         self._expected: types.CodeType | None = None
         self._entered = False
         self.raw: dict[str, dict[str, bool]] = {}
@@ -450,8 +450,8 @@ class Guard:
 
     def _remember_code(self, item: pytest.Item) -> None:
         if isinstance(item, pytest.Function):
-            function = getattr(item, "obj", None)
-            self.codes[item.nodeid] = (function, *_codes(function))
+            function = _unbound(getattr(item, "obj", None))
+            self.codes[item.nodeid] = (function, _codes(function))
 
     def check_code(self, item: pytest.Item, when: str) -> None:
         """Record a test whose function or code changed since collection, or whose item got
@@ -462,8 +462,9 @@ class Guard:
         known = self.codes.get(item.nodeid)
         if known is None:
             return
-        function = getattr(item, "obj", None)
-        if function is not known[0] or _codes(function) != known[1:]:
+        function = _unbound(getattr(item, "obj", None))
+        same_codes = [id(c) for c in _codes(function)] == [id(c) for c in known[1]]  # alive: held
+        if function is not known[0] or not same_codes:
             self.problem(f"the code of {item.nodeid} was replaced at run time", when)
 
     def _skipped_by_candidate(self, nodeid: str, exc: BaseException) -> None:
