@@ -18,7 +18,7 @@ from ooda.agent.sandbox.environments import swebench as specs
 from ooda.tasks.environment import environment_of
 from ooda.tasks.importers.common import toml_list, toml_str
 
-_PYTEST_ID = re.compile(r"^[^\s\[\]:][^\s]*?(?:::.+)?$")
+_PYTEST_ID = re.compile(r"^[^\s\[\]:][^\s]*?(?:::.+)?$", re.DOTALL)
 """A pytest id: a path (not starting with `[` or `:`), optionally `::` and the rest."""
 
 

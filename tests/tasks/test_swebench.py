@@ -218,3 +218,10 @@ def test_django_and_sympy_instances_get_their_runners(tmp_path: Path,
     assert django.environment["runner"]["kind"] == "django"
     assert "runtests.py" in django.environment["runner"]["test_cmd"]
     assert sympy.environment["runner"]["kind"] == "sympy"
+
+
+def test_an_id_whose_parameter_holds_newlines_is_kept() -> None:
+    from ooda.tasks.importers.swebench_env import usable_ids
+
+    multi = 'tests/t.py::T::test_x[\n    "a {:c}".format(None)\n    ]'
+    assert usable_ids([multi, "[100%]"]) == ([multi], ["[100%]"])
