@@ -100,7 +100,10 @@ class Cluster:
 def local_cluster(workers: int = 1) -> Iterator[Cluster]:
     """A head and `workers` worker nodes, stopped on the way out whatever happened."""
     temp_dir = Path(tempfile.mkdtemp(prefix="ooda-ray-"))
+    (temp_dir / "tmp").mkdir()
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
+           # the nodes' scratch (a killed task's too) goes with the cluster
+           "TMPDIR": str(temp_dir / "tmp"),
            # a killed node is declared dead in seconds, not the default half minute
            "RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
            "RAY_health_check_timeout_ms": "1000"}

@@ -253,8 +253,10 @@ class RayCluster:
         self._remote = ray.remote(run_on_node).options(
             num_cpus=0, resources={SANDBOX_RESOURCE: 1}, max_retries=0)
         strategies = importlib.import_module("ray.util.scheduling_strategies")
-        here = ray.get_runtime_context().get_node_id()  # the permits live with the driver
-        strategy = strategies.NodeAffinitySchedulingStrategy(here, soft=True)
+        # the permits and events live with the driver: a worker node's death must not take
+        # them along (with soft affinity Ray may place them anywhere)
+        here = ray.get_runtime_context().get_node_id()
+        strategy = strategies.NodeAffinitySchedulingStrategy(here, soft=False)
         self.permits = ray.remote(_Permits).options(
             num_cpus=0, scheduling_strategy=strategy).remote(requests)
         self.events = ray.remote(_Events).options(
@@ -274,13 +276,22 @@ class RayCluster:
             if not pending:
                 continue
             done, _ = self._ray.wait(list(pending), num_returns=1, timeout=0.5)
-            for kind, task_id, _node in self._ray.get(self.events.drain.remote()):
+            for kind, task_id, _node in self._events():
                 if kind == "started":
                     on_start(task_id)
             for future in done:
                 outcome = self._collect(future, pending, options, eval_dir)
                 if outcome is not None:
                     record(outcome)
+
+    def _events(self) -> list[tuple[str, str, str]]:
+        """The nodes' events since the last call (none when they cannot be had: they only
+        feed the display)."""
+        try:
+            events: list[tuple[str, str, str]] = self._ray.get(self.events.drain.remote())
+        except self._ray.exceptions.RayError:
+            return []
+        return events
 
     def _send(self, ref: TaskRef, options: RunOptions, eval_dir: Path,
               pending: dict[Any, _Pending], record: Callable[[dict[str, Any]], None]) -> None:
