@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from rich.console import Console
 from ooda.agent.app.basecheck import check_base
 from ooda.agent.app.progress import RunProgress
 from ooda.agent.contracts.defaults import DEFAULTS
-from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import Model, SandboxBackend
 from ooda.agent.core.loop import Loop, LoopConfig, RunResult
 from ooda.agent.core.runlog import RunLog, new_run_id
@@ -26,6 +27,7 @@ from ooda.agent.core.schedule import DEFAULT_BUDGET_BELOW, ModelSchedule, Price,
 from ooda.agent.models import ModelSpec, open_model
 from ooda.agent.sandbox.registry import open_backend
 from ooda.agent.support.fstree import remove_workspace
+from ooda.agent.support.text import one_line
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task
 
@@ -220,23 +222,24 @@ def run_task(
         select=options.select,
         verify_concurrency=options.verify_concurrency,
     )
+    log = RunLog(options.runs_dir, run_id or new_run_id(task.id))
     with contextlib.ExitStack() as stack:
-        work_root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ooda-")))
-        # Sandboxes start (and the base's baselines run) while the model client is set up and
-        # the first answers stream: start-up stays off the critical path.
-        with ThreadPoolExecutor(1, thread_name_prefix="ooda-setup") as setup:
-            opening = setup.submit(open_verifier, task, options, backend, work_root, prestarted)
-            stack.callback(_close_opened, opening)
-            if model is None:
-                model = stack.enter_context(open_model(model_spec(options), task))
-            strong_spec = escalation_spec(options)
-            if strong is None and strong_spec is not None:
-                strong = stack.enter_context(open_model(strong_spec, task))
-            verifier = opening.result()
-        given = task
-        task = verifier.prepare()
-        check_base(verifier, given)
-        log = RunLog(options.runs_dir, run_id or new_run_id(task.id))
+        with _setup_failures_recorded(log, task.id):
+            work_root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ooda-")))
+            # Sandboxes start (and the base's baselines run) while the model client is set up and
+            # the first answers stream: start-up stays off the critical path.
+            with ThreadPoolExecutor(1, thread_name_prefix="ooda-setup") as setup:
+                opening = setup.submit(open_verifier, task, options, backend, work_root, prestarted)
+                stack.callback(_close_opened, opening)
+                if model is None:
+                    model = stack.enter_context(open_model(model_spec(options), task))
+                strong_spec = escalation_spec(options)
+                if strong is None and strong_spec is not None:
+                    strong = stack.enter_context(open_model(strong_spec, task))
+                verifier = opening.result()
+            given = task
+            task = verifier.prepare()
+            check_base(verifier, given)
         schedule = schedule_for(options, model, strong)
         progress = (RunProgress(task.id, options.time_budget_s, options.rounds, console,
                                 (options.price_prompt, options.price_completion))
@@ -250,6 +253,23 @@ def run_task(
                 raise KeyboardInterrupt(str(log.dir)) from None
         return result, log
     raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def _setup_failures_recorded(log: RunLog, task_id: str) -> Iterator[None]:
+    """Before the loop starts (sandboxes, environment, the base check): an infrastructure
+    failure leaves a run.json saying so; bad input leaves no run directory at all."""
+    try:
+        yield
+    except UsageError:
+        remove_workspace(log.dir)
+        raise
+    except (InfraError, KeyboardInterrupt) as exc:
+        reason = one_line(exc) if isinstance(exc, InfraError) else "interrupted (Ctrl-C)"
+        with contextlib.suppress(InfraError):
+            log.write_summary({"run_id": log.run_id, "task_id": task_id, "status": "error",
+                               "reason": reason, "attempts": 0, "winner": None})
+        raise
 
 
 def _keep_partial(loop: Loop, log: RunLog) -> None:
