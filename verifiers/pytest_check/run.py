@@ -67,6 +67,11 @@ class TestRunError(Exception):
 
     __test__ = False
 
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+        """The run hung past its timeout (on a base, code that loops: not a broken task)."""
+
 
 
 def _reset_report_dir(workspace: Path) -> Path:
@@ -283,7 +288,7 @@ def run_tests(
         wanted = [normalize_id(i) for i in ids_or_cmd]
         run = run_pytest_ids(sandbox, wanted, timeout_s, whole_files=whole_files)
     if run.timed_out:
-        raise TestRunError(f"the tests did not finish within {timeout_s:.0f}s")
+        raise TestRunError(f"the tests did not finish within {timeout_s:.0f}s", timed_out=True)
     if not run.report_found:
         raise TestRunError(
             f"pytest left no report (exit code {run.exit_code}):\n{tail(run.output)}"
