@@ -36,3 +36,11 @@ def test_passed_before_is_said_only_when_the_base_run_showed_it() -> None:
     assert "(passed before the change)" in measured
     broken = summarize("1 failed:", bad, TestRun(), [])
     assert "(did not pass before the change either)" in broken
+
+
+def test_an_id_with_newlines_in_its_parameter_matches_pytests_escaped_node_id() -> None:
+    from ooda.verifiers.pytest_check import match_id
+
+    swebench = 'tests/t.py::T::test_f[\n    "a {:c}".format(None)\n    ]'
+    node = 'tests/t.py::T::test_f[\\n    "a {:c}".format(None)\\n    ]'
+    assert match_id(swebench, [node, "tests/t.py::T::test_g"]) == [node]

@@ -185,6 +185,9 @@ def ids_not_found(output: str, workdir: str, wanted: Sequence[str]) -> list[str]
 def normalize_id(test_id: str) -> str:
     """A node id as pytest prints it: no leading './', no trailing '/'."""
     test_id = test_id.strip()
+    if "[" in test_id:  # pytest escapes control characters in parameter ids; SWE-bench kept them
+        head, _, params = test_id.partition("[")
+        test_id = head + "[" + params.replace("\n", "\\n").replace("\t", "\\t")
     while test_id.startswith("./"):
         test_id = test_id[2:]
     return test_id.rstrip("/") if "::" not in test_id else test_id
