@@ -68,6 +68,13 @@ BudgetOpt = Annotated[
     float, typer.Option("--time-budget", help="Wall-clock seconds for the whole task.")
 ]
 RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", help="Where run directories go.")]
+FailToPassOpt = Annotated[
+    list[str] | None, typer.Option("--fail-to-pass", help="pytest id that must pass (repeat).")
+]
+PassToPassOpt = Annotated[
+    list[str] | None,
+    typer.Option("--pass-to-pass", help="pytest id that must keep passing (repeat)."),
+]
 TemperatureOpt = Annotated[float, typer.Option(help="Sampling temperature.")]
 PricePromptOpt = Annotated[
     float | None, typer.Option("--price-prompt", help="Dollars per 1M prompt tokens.")

@@ -22,11 +22,13 @@ from ooda.agent.cli.escalation import (
 from ooda.agent.cli.options import (
     BaseUrlOpt,
     BudgetOpt,
+    FailToPassOpt,
     JsonOpt,
     MaxTokensOpt,
     ModelOpt,
     NoMypyOpt,
     NoRuffOpt,
+    PassToPassOpt,
     PriceCompletionOpt,
     PricePromptOpt,
     RoundsOpt,
@@ -68,13 +70,8 @@ def run(
     test_cmd: Annotated[
         str | None, typer.Option(help="Test command; failing tests become fail_to_pass.")
     ] = None,
-    fail_to_pass: Annotated[
-        list[str] | None, typer.Option("--fail-to-pass", help="pytest id that must pass (repeat).")
-    ] = None,
-    pass_to_pass: Annotated[
-        list[str] | None,
-        typer.Option("--pass-to-pass", help="pytest id that must keep passing (repeat)."),
-    ] = None,
+    fail_to_pass: FailToPassOpt = None,
+    pass_to_pass: PassToPassOpt = None,
     no_ruff: NoRuffOpt = False,
     no_mypy: NoMypyOpt = False,
     verifier_timeout: VerifierTimeoutOpt = None,

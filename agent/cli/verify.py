@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ooda.agent.cli.options import JsonOpt, SandboxOpt
+from ooda.agent.cli.options import FailToPassOpt, JsonOpt, PassToPassOpt, SandboxOpt
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.support.textsafe import markup_safe, printable
 
@@ -31,13 +31,8 @@ def verify(
         str | None, typer.Option(help="Test command (a repository without task.toml); the "
                                  "tests failing without the patch must pass with it.")
     ] = None,
-    fail_to_pass: Annotated[
-        list[str] | None, typer.Option("--fail-to-pass", help="pytest id that must pass (repeat).")
-    ] = None,
-    pass_to_pass: Annotated[
-        list[str] | None,
-        typer.Option("--pass-to-pass", help="pytest id that must keep passing (repeat)."),
-    ] = None,
+    fail_to_pass: FailToPassOpt = None,
+    pass_to_pass: PassToPassOpt = None,
 ) -> None:
     """Run the verifier cascade on one patch (no model involved) and print the verdict."""
     from ooda.agent.sandbox.registry import get_backend
