@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult
+from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult, VerifierStatus
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 SUMMARY_LIMIT = 2000
@@ -187,6 +187,30 @@ def tool_baseline(run: ToolRun, sandbox: Sandbox, check: CheckSpec) -> Baseline:
         return baseline_from(files, [], failure=str(exc))
     wanted = set(files)
     return baseline_from(check.changed_files, [d for d in diags if d.file in wanted])
+
+
+def tool_verdict(
+    name: str,
+    run: ToolRun,
+    sandbox: Sandbox,
+    check: CheckSpec,
+    note: Callable[[list[str]], str],
+) -> VerifierResult:
+    """A linter stage from start to verdict: `run` on the changed Python files, its failure a
+    "timeout" or "error" result, its findings judged against the baseline (diagnostics_verdict);
+    `note(files)` is asked only on failure."""
+    start = time.monotonic()
+    files = python_files(sandbox.workspace, check.changed_files)
+    if not files:
+        return VerifierResult(name, "passed", 0.0, "", "no Python file changed")
+    base = check.baseline.get(name)
+    base = base if isinstance(base, Baseline) else None
+    try:
+        found, output = run(sandbox, files, check.timeout_s)
+    except ToolFailure as exc:
+        status: VerifierStatus = "timeout" if exc.timed_out else "error"
+        return VerifierResult(name, status, time.monotonic() - start, str(exc), str(exc))
+    return diagnostics_verdict(name, found, output, base, files, start, lambda: note(files))
 
 
 def diagnostics_verdict(

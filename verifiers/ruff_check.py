@@ -14,19 +14,17 @@ candidate (see verifiers.Baseline).
 from __future__ import annotations
 
 import json
-import time
 
-from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult, VerifierStatus
+from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult
 from ooda.agent.support import fstree
 from ooda.verifiers import (
     Baseline,
     Diagnostic,
     ToolFailure,
-    diagnostics_verdict,
-    python_files,
     relative_to_workdir,
     tail,
     tool_baseline,
+    tool_verdict,
 )
 
 RULES = "E4,E7,E9,F"
@@ -94,24 +92,12 @@ class RuffVerifier:
         return tool_baseline(run_ruff, sandbox, check)
 
     def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
-        start = time.monotonic()
-        files = python_files(sandbox.workspace, check.changed_files)
-        if not files:
-            return VerifierResult(self.name, "passed", 0.0, "", "no Python file changed")
-        base = check.baseline.get(self.name)
-        base = base if isinstance(base, Baseline) else None
-        try:
-            found, output = run_ruff(sandbox, files, check.timeout_s)
-        except ToolFailure as exc:
-            status: VerifierStatus = "timeout" if exc.timed_out else "error"
-            return VerifierResult(self.name, status, time.monotonic() - start, str(exc), str(exc))
-
-        def note() -> str:
+        def note(files: list[str]) -> str:
             if any("noqa" in _text(sandbox, path) for path in files):
                 return "note: `# noqa` comments are not honoured here; fix the code instead"
             return ""
 
-        return diagnostics_verdict(self.name, found, output, base, files, start, note)
+        return tool_verdict(self.name, run_ruff, sandbox, check, note)
 
 
 def _text(sandbox: Sandbox, path: str) -> str:

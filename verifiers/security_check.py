@@ -20,18 +20,15 @@ the finding. A task turns the stage off or sets its rules in task.toml
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Sequence
 
-from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult, VerifierStatus
+from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult
 from ooda.agent.support import fstree
 from ooda.verifiers import (
     Baseline,
     Diagnostic,
-    ToolFailure,
-    diagnostics_verdict,
-    python_files,
     tool_baseline,
+    tool_verdict,
 )
 from ooda.verifiers.ruff_check import run_ruff
 
@@ -145,22 +142,10 @@ class SecurityVerifier:
         return tool_baseline(self._run, sandbox, check)
 
     def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
-        start = time.monotonic()
-        files = python_files(sandbox.workspace, check.changed_files)
-        if not files:
-            return VerifierResult(self.name, "passed", 0.0, "", "no Python file changed")
-        base = check.baseline.get(self.name)
-        base = base if isinstance(base, Baseline) else None
-        try:
-            found, output = self._run(sandbox, files, check.timeout_s)
-        except ToolFailure as exc:
-            status: VerifierStatus = "timeout" if exc.timed_out else "error"
-            return VerifierResult(self.name, status, time.monotonic() - start, str(exc), str(exc))
-
-        def note() -> str:
+        def note(files: list[str]) -> str:
             return (
                 "the tests pass, but this code adds the security problem(s) above: keep the "
                 "fix and remove them (no shell built from input, no hard-coded credentials)"
             )
 
-        return diagnostics_verdict(self.name, found, output, base, files, start, note)
+        return tool_verdict(self.name, self._run, sandbox, check, note)
