@@ -4,10 +4,13 @@ Helper modules live in tests/helpers/, on the import path through pytest's `pyth
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+
+from ooda.agent.contracts.errors import InfraError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "tasks" / "examples"
@@ -19,3 +22,19 @@ def median(tmp_path: Path) -> Path:
     dest = tmp_path / "median"
     shutil.copytree(EXAMPLES / "median", dest, ignore=shutil.ignore_patterns(".*_cache"))
     return dest
+
+
+@pytest.fixture(scope="module")
+def sandbox_name() -> str:
+    """The backend `--sandbox` would pick here; a failure under OODA_REQUIRE_SANDBOXES=1."""
+    from ooda.agent.sandbox.registry import get_backend
+
+    try:
+        backend = get_backend(None)
+    except InfraError as exc:
+        if os.environ.get("OODA_REQUIRE_SANDBOXES") == "1":
+            pytest.fail(f"OODA_REQUIRE_SANDBOXES=1 but no sandbox works: {exc}")
+        pytest.skip(f"no sandbox on this machine: {exc}")
+    name = backend.name
+    backend.close()
+    return name

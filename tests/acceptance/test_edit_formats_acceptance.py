@@ -5,34 +5,17 @@ HTTP through the openai client, the real sandbox)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from ooda.agent.app.evaluate import run as ev
 from ooda.agent.app.run import RunOptions
-from ooda.agent.contracts.errors import InfraError
 from ooda.agent.models.server import ReplayServer
 
 ROOT = Path(__file__).resolve().parents[2]
 QUIXBUGS = ROOT.parent / "shared" / "datasets" / "quixbugs"
 PROGRAMS = ["gcd", "bitcount", "flatten", "is_valid_parenthesization"]
-
-
-@pytest.fixture(scope="module")
-def sandbox_name() -> str:
-    from ooda.agent.sandbox.registry import get_backend
-
-    try:
-        backend = get_backend(None)
-    except InfraError as exc:
-        if os.environ.get("OODA_REQUIRE_SANDBOXES") == "1":
-            pytest.fail(f"OODA_REQUIRE_SANDBOXES=1 but no sandbox works: {exc}")
-        pytest.skip(f"no sandbox on this machine: {exc}")
-    name = backend.name
-    backend.close()
-    return name
 
 
 @pytest.mark.slow

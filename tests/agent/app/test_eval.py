@@ -337,21 +337,6 @@ NOOP_ANSWER = (
 
 
 @pytest.fixture(scope="module")
-def sandbox_name() -> str | None:
-    from ooda.agent.sandbox.registry import get_backend
-
-    try:
-        backend = get_backend(None)
-    except InfraError as exc:
-        if os.environ.get("OODA_REQUIRE_SANDBOXES") == "1":
-            pytest.fail(f"OODA_REQUIRE_SANDBOXES=1 but no sandbox works: {exc}")
-        pytest.skip(f"no sandbox on this machine: {exc}")
-    name = backend.name
-    backend.close()
-    return name
-
-
-@pytest.fixture(scope="module")
 def small_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """3 QuixBugs + 3 HumanEvalFix tasks, imported, each with a no-op replay script."""
     from ooda.tasks.importers import import_humanevalfix, import_quixbugs
