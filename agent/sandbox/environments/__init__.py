@@ -9,7 +9,7 @@
 - builder.py: build an environment once (locked), record failures with their one-line cause;
 - causes.py: that one line, found in pip's and apt's output;
 - rootfs.py: an image's filesystem as a directory, for bwrap;
-- swebench.py (+ swebench_specs.json): SWE-bench's per-repository, per-version specs.
+- swebench.py (+ swebench_specs.json, swebench_overrides/): SWE-bench's per-repository, per-version specs and ooda's changes to them.
 
 Only the build step has a network; verification containers from these images have none.
 """

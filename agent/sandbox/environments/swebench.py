@@ -1,6 +1,7 @@
 """SWE-bench's environments as ooda specs: (repository, version) -> EnvSpec, from the data in
-swebench_specs.json (values transcribed from the SWE-bench harness's published specs, plus a
-few ooda overrides in its `ooda_overrides` table).
+swebench_specs.json (values transcribed from the SWE-bench harness's published specs) and ooda's
+own changes to them, one file per repository in swebench_overrides/ (OWNER__NAME.toml, a table
+per version and "*" for all, each entry with a `note` saying why).
 
 Translations, each because ooda's verification differs from the harness's conda setup:
 - conda `packages` are installed with pip (the same names on PyPI for these repositories);
@@ -19,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from ooda.agent.contracts.errors import UsageError
 from ooda.agent.sandbox.environments.spec import EnvSpec, RunnerSpec
 
 DATA = Path(__file__).with_name("swebench_specs.json")
+OVERRIDES = Path(__file__).with_name("swebench_overrides")
 _NON_EDITABLE = re.compile(r"^(python3? -m pip install)((?: -\S+)*) \.(?=\s|$|\[)")
 
 
@@ -73,9 +76,18 @@ def raw(repo: str, version: str) -> dict[str, Any]:
     if found is None:
         raise UsageError(f"no SWE-bench environment for {repo} version {version}; known: "
                          f"{', '.join(versions(repo))}")
-    overrides = _data().get("ooda_overrides", {}).get(repo, {})
+    overrides = _overrides(repo)
     merged: dict[str, Any] = {**found, **overrides.get("*", {}), **overrides.get(version, {})}
     return merged
+
+
+@functools.cache
+def _overrides(repo: str) -> dict[str, Any]:
+    """ooda's changes for `repo` by version (empty when it has none)."""
+    path = OVERRIDES / f"{repo.replace('/', '__')}.toml"
+    if not path.is_file():
+        return {}
+    return tomllib.loads(path.read_text(encoding="utf-8"))
 
 
 def spec_for(repo: str, version: str) -> EnvSpec:

@@ -27,3 +27,12 @@ def test_versions_without_an_override_keep_the_harness_values() -> None:
     astroid = swebench.spec_for("pylint-dev/astroid", "2.10")
     assert astroid.pre_install == () and astroid.pip == ("pytest",)
     assert swebench.spec_for("sympy/sympy", "1.1").apt == ()
+
+
+def test_every_override_names_a_known_repository_and_version_and_says_why() -> None:
+    for path in sorted(swebench.OVERRIDES.glob("*.toml")):
+        repo = path.stem.replace("__", "/")
+        assert repo in swebench.repos(), path.name
+        for version, table in swebench._overrides(repo).items():
+            assert version == "*" or version in swebench.versions(repo), (path.name, version)
+            assert str(table.get("note", "")).strip(), (path.name, version)
