@@ -26,6 +26,20 @@ def test_a_truncated_id_of_a_file_that_failed_to_collect_is_that_error() -> None
     assert match_id(cut, ["tests/test_y.py::test_a[1-2]"]) == []
 
 
+def test_an_id_cut_at_a_space_and_closed_stands_for_the_parametrization_it_begins() -> None:
+    # sqlfluff-1517 lists `[select id from tbl;;]` for `[select id from tbl;;-Could not parse: ;]`
+    nodes = [
+        "t.py::test_semi[select id from tbl;;-Could not parse: ;]",
+        "t.py::test_semi[select id from tbl;;;;;;-Could not parse: ;;;;;]",
+        "t.py::test_semi[select id from tbl;;select id2 from tbl2;-Could not parse: ;select]",
+        "t.py::test_semi[select id from tbl;-]",
+    ]
+    assert match_id("t.py::test_semi[select id from tbl;;]", nodes) == nodes[:1]
+    assert match_id("t.py::test_semi[select id from tbl;]", nodes) == nodes[3:]
+    assert match_id("t.py::test_semi[select]", nodes) == []
+    assert match_id(nodes[1], nodes) == [nodes[1]]
+
+
 def test_passed_before_is_said_only_when_the_base_run_showed_it() -> None:
     from ooda.verifiers.pytest_check.grade import Graded, summarize
     from ooda.verifiers.pytest_check.parse import TestRun

@@ -226,10 +226,21 @@ def match_id(test_id: str, outcomes: Iterable[str]) -> list[str]:
         or n.startswith(test_id + "::")
         or ("[" not in last and n.startswith(test_id + "["))
     ]
+    if not hits and test_id.endswith("]"):
+        hits = _cut_and_closed(test_id, nodes)
     if not hits:
         file = test_id.split("::", 1)[0]
         hits = [n for n in nodes if n == file]
     return hits
+
+
+def _cut_and_closed(test_id: str, nodes: list[str]) -> list[str]:
+    """SWE-bench also cuts a parametrized id at a space and closes it with `]`
+    (`test_x[select id from tbl;;]` for `test_x[select id from tbl;;-Could not parse: ;]`):
+    the parametrizations whose first parameters are exactly the kept ones stand for it. The
+    cut must fall where pytest joins parameters (`-`), so `[a]` never stands for `[ab-c]`."""
+    stem = test_id[:-1]
+    return [n for n in nodes if n.startswith(stem + "-") and n.endswith("]")]
 
 
 def truncated(test_id: str) -> bool:
