@@ -40,6 +40,14 @@ def test_an_id_cut_at_a_space_and_closed_stands_for_the_parametrization_it_begin
     assert match_id(nodes[1], nodes) == [nodes[1]]
 
 
+def test_a_parameter_may_hold_double_colons() -> None:
+    node = "t.py::test_parses[SelectClauseElementSegment-NULL::INT-True]"
+    cut = "t.py::test_parses[SelectClauseElementSegment-NULL::INT"
+    assert truncated(cut) and not truncated(node)
+    assert match_id(cut, [node, "t.py::test_other"]) == [node]
+    assert run_target(cut) == "t.py::test_parses"
+
+
 def test_passed_before_is_said_only_when_the_base_run_showed_it() -> None:
     from ooda.verifiers.pytest_check.grade import Graded, summarize
     from ooda.verifiers.pytest_check.parse import TestRun

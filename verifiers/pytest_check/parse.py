@@ -213,7 +213,7 @@ def match_id(test_id: str, outcomes: Iterable[str]) -> list[str]:
     nodes = list(outcomes)
     if "::" not in test_id:
         return [n for n in nodes if _within(n.split("::", 1)[0], test_id)]
-    last = test_id.rsplit("::", 1)[1]
+    last = _last_part(test_id)
     if truncated(test_id):
         # SWE-bench cuts long parametrized ids (`test_x[cliapp.factory-`): every
         # parametrization that begins so stands for it
@@ -245,8 +245,15 @@ def _cut_and_closed(test_id: str, nodes: list[str]) -> list[str]:
 
 def truncated(test_id: str) -> bool:
     """A parametrized id cut short: its last part opens a `[` it never closes."""
-    last = test_id.rsplit("::", 1)[-1] if "::" in test_id else ""
+    last = _last_part(test_id) if "::" in test_id else ""
     return last.count("[") > last.count("]")
+
+
+def _last_part(test_id: str) -> str:
+    """The last `::` part of a node id, parameters included (a parameter may hold `::` itself,
+    as in sqlfluff's `[SelectClauseElementSegment-NULL::INT]`)."""
+    head, bracket, params = test_id.partition("[")
+    return head.rsplit("::", 1)[-1] + bracket + params
 
 
 def run_target(test_id: str) -> str:
