@@ -40,9 +40,12 @@ class PreparedEnv:
     built: BuiltEnv
     base_repo: Path
     plugins: tuple[str, ...]
-    """pytest plugins the task's runner names, loaded with `-p` (autoload stays off)."""
+    """pytest plugins the task's runner names and those installed in the image, loaded with
+    `-p` (autoload stays off)."""
     rootfs: Path | None = None
     """The image's filesystem as a directory, for the bwrap backend."""
+    pre_test: tuple[str, ...] = ()
+    """Shell commands run before every test run, in its shell (`runner.pre_test`)."""
 
 
 def prepare_environment(
@@ -67,7 +70,8 @@ def prepare_environment(
     shutil.copytree(repo, base, symlinks=True, ignore=shutil.ignore_patterns(".git"))
     if built.overlay.is_dir():
         shutil.copytree(built.overlay, base, symlinks=True, dirs_exist_ok=True)
-    return PreparedEnv(built, base, spec.runner.plugins, rootfs)
+    plugins = tuple(dict.fromkeys((*spec.runner.plugins, *built.plugins)))
+    return PreparedEnv(built, base, plugins, rootfs, spec.runner.pre_test)
 
 
 _retried: set[str] = set()

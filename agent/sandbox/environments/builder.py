@@ -11,6 +11,11 @@ workspace mounted at /work at verification time hides the build's /work; an edit
 points at /work, so it imports the candidate's code. The container is committed as
 `ooda-env:<hash>` and runs, like every sandbox, with no network.
 
+The pytest plugins installed in the image (its `pytest11` entry points: pytest-mock, pytest-xdist,
+the task's own...) are listed once per image (envs/<hash>/plugins.txt): verification loads them
+with `-p`, as pytest's autoload would, while autoload itself stays off (it would also load entry
+points a candidate adds).
+
 A failed build is recorded (envs/<hash>/failure.txt: one line, the real cause; build.log: the
 whole output) and raised again for the same hash without building, until `force`.
 """
@@ -25,6 +30,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import docker.errors
 
 from ooda.agent.contracts.errors import InfraError
 from ooda.agent.sandbox import image
@@ -48,6 +55,13 @@ with tarfile.open(sys.argv[2], "w") as out:
                 out.add(path, arcname=rel, recursive=False)
 """
 """Runs in the build container: tar the files the install added to /work."""
+PLUGINS_SCRIPT = r"""
+import importlib.metadata as m
+eps = m.entry_points()
+for ep in eps.select(group="pytest11") if hasattr(eps, "select") else eps.get("pytest11", []):
+    print(ep.value.split(":")[0].strip())
+"""
+"""Runs in the image: the module of each installed pytest plugin (pytest11 entry point)."""
 
 
 class EnvBuildError(InfraError):
@@ -72,6 +86,8 @@ class BuiltEnv:
     built: bool
     """True when this call built it (False: it was there already)."""
     seconds: float
+    plugins: tuple[str, ...] = ()
+    """Modules of the pytest plugins installed in the image (loaded with `-p`)."""
 
 
 def env_dir(digest: str) -> Path:
@@ -140,6 +156,27 @@ def _extract_overlay(client: Any, tag: str, dest: Path) -> None:
     tmp.rename(dest)
 
 
+def installed_plugins(client: Any, tag: str, directory: Path) -> tuple[str, ...]:
+    """The pytest plugin modules installed in image `tag`, asked once and kept in
+    `directory`/plugins.txt (an image never changes under its tag)."""
+    kept = directory / "plugins.txt"
+    if kept.is_file():
+        return tuple(kept.read_text(encoding="utf-8").split())
+    try:
+        output = client.containers.run(
+            tag, ["python3", "-I", "-c", PLUGINS_SCRIPT], remove=True, network_disabled=True,
+            labels={"ooda": "1"}, working_dir="/",
+        )
+    except docker.errors.ContainerError:  # no usable metadata: none named, asked again later
+        return ()
+    found = tuple(dict.fromkeys(
+        name for name in output.decode("utf-8", "replace").split() if name.isascii()
+        and all(part.isidentifier() for part in name.split("."))))
+    directory.mkdir(parents=True, exist_ok=True)
+    kept.write_text("".join(f"{name}\n" for name in found), encoding="utf-8")
+    return found
+
+
 def ensure_env(
     client: Any,
     spec: EnvSpec,
@@ -164,7 +201,7 @@ def ensure_env(
         if not (directory / "overlay").is_dir():
             return None
         return BuiltEnv(tag, digest, release.name, directory / "overlay", False,
-                        time.monotonic() - started)
+                        time.monotonic() - started, installed_plugins(client, tag, directory))
 
     def failed() -> None:
         failure = directory / "failure.txt"
@@ -200,6 +237,8 @@ def ensure_env(
             raise EnvBuildError(digest, cause, directory / "build.log")
         (directory / "build.log").write_text(outcome.log, encoding="utf-8")
         _extract_overlay(client, tag, directory / "overlay")
+        (directory / "plugins.txt").unlink(missing_ok=True)
+        plugins = installed_plugins(client, tag, directory)
         seconds = time.monotonic() - started
         log(f"environment {tag} built in {seconds:.0f} s")
-        return BuiltEnv(tag, digest, release.name, directory / "overlay", True, seconds)
+        return BuiltEnv(tag, digest, release.name, directory / "overlay", True, seconds, plugins)
