@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 import inspect
 import json
 import operator
@@ -55,7 +56,8 @@ import sys
 import time
 import types
 import warnings
-from collections.abc import Callable, Generator
+import xml.sax.saxutils
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, NoReturn
 
 import pytest
@@ -69,6 +71,8 @@ WATCHED_PACKAGES = ("pytest", "_pytest", "pluggy")
 PHASES = ("setup", "call", "teardown")
 MAX_PROBLEMS = 20
 DESCRIPTORS = (types.FunctionType, staticmethod, classmethod, property)
+
+_XML_QUOTES = {"&quot;": '"', "&apos;": "'"}
 
 NEW_WRAPPERS = "wrapper" in inspect.signature(type(pytest.hookimpl).__call__).parameters
 """pluggy >= 1.1 (new-style `wrapper=True` hooks); older pluggy (an environment's old pytest)
@@ -92,10 +96,11 @@ def _watched(module_name: str) -> bool:
     return module_name.split(".", 1)[0] in WATCHED_PACKAGES or module_name == __name__
 
 
-def preload(toolchain: set[str]) -> None:
-    """Import pytest's built-in plugins and the `toolchain` packages now (from the image: the
-    workspace is not on sys.path yet), so that the snapshot covers them and no module in the
-    workspace can stand in for one that pytest would only import later."""
+def preload(toolchain: set[str], plugins: Sequence[str] = ()) -> None:
+    """Import pytest's built-in plugins, the `toolchain` packages and the image's `plugins` now
+    (from the image: the workspace is not on sys.path yet), so that the snapshot covers them
+    (a plugin that patches pytest on import is not mistaken for tampering) and no module in
+    the workspace can stand in for one that pytest would only import later."""
     import _pytest.config
 
     names = [*_pytest.config.essential_plugins, *_pytest.config.default_plugins]
@@ -104,7 +109,7 @@ def preload(toolchain: set[str]) -> None:
             importlib.import_module(f"_pytest.{name}")
         except Exception:  # a plugin this pytest lacks or cannot load: pytest will say
             continue
-    for name in sorted(toolchain):
+    for name in [*sorted(toolchain), *plugins]:
         try:
             importlib.import_module(name)
         except Exception:  # an optional dependency not installed (colorama, exceptiongroup)
@@ -112,6 +117,23 @@ def preload(toolchain: set[str]) -> None:
     import _pytest.assertion.rewrite as rewrite
 
     rewrite._call_reprcompare = _probing_reprcompare(rewrite._call_reprcompare)
+
+
+def image_plugins(names: Sequence[str]) -> list[str]:
+    """The plugin modules among `names` that live in the image, not in the workspace (a
+    repository's own plugin is candidate code: pytest loads it later, with `-p`)."""
+    work = os.getcwd() + os.sep
+    found = []
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name.split(".", 1)[0])
+        except Exception:
+            continue
+        origin = getattr(spec, "origin", None) or ""
+        locations = list(getattr(spec, "submodule_search_locations", None) or [])
+        if spec is not None and not any(str(p).startswith(work) for p in [origin, *locations]):
+            found.append(name)
+    return found
 
 
 _REQUIREMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -134,13 +156,15 @@ def toolchain_modules() -> set[str]:
 
 def repository_own(names: set[str], changed: list[str]) -> set[str]:
     """The names that the repository itself provides at its top level (cwd), in files the
-    candidate did not change: the repository *is* that package (pygments, say), and its
-    tests must import it, not the image's copy."""
+    candidate did not change: the repository *is* that package (pygments, say, or pytest
+    itself, at the top or under src/), and its tests must import it, not the image's copy."""
     own = set()
     for name in names:
-        for rel in (f"{name}.py", os.path.join(name, "__init__.py")):
-            if os.path.isfile(rel) and os.path.normpath(rel) not in changed:
-                own.add(name)
+        for top in ("", "src"):
+            for rel in (f"{name}.py", os.path.join(name, "__init__.py")):
+                rel = os.path.join(top, rel)
+                if os.path.isfile(rel) and os.path.normpath(rel) not in changed:
+                    own.add(name)
     return own
 
 
@@ -352,6 +376,9 @@ class Guard:
         self.problems: list[str] = []
         self._seen_problems: set[str] = set()
         self._filenames: dict[str, bool] = {}
+        self.runner_packages: set[str] = set()
+        """pytest's own packages when the repository is pytest itself (their hooks are the
+        repository's code, patched or not)."""
         import _pytest.junitxml
 
         self._mangle = _pytest.junitxml.mangle_test_address
@@ -391,7 +418,7 @@ class Guard:
             if get is None:
                 continue
             for impl in get():
-                if impl.plugin is self:
+                if impl.plugin is self or self._runner_own(impl.function):
                     continue
                 filename = self._source_of(impl.function)
                 if filename is not None:
@@ -399,6 +426,10 @@ class Guard:
                     self.problem(f"{where} registers a pytest hook ({hook_name}) at run time", when)
                 elif not _own_hook(impl, hook_name):
                     self.problem(f"pytest's own {hook_name} hook was replaced at run time", when)
+
+    def _runner_own(self, function: object) -> bool:
+        module = getattr(function, "__module__", None) or ""
+        return module.split(".", 1)[0] in self.runner_packages
 
     def _shadowed(self) -> list[str]:
         """Toolchain modules imported from the workspace, and standard-library ones imported
@@ -518,7 +549,10 @@ class Guard:
     def _key(self, nodeid: str) -> None:
         if nodeid not in self.keys:
             names = self._mangle(nodeid)
-            self.keys[nodeid] = (".".join(names[:-1]), str(self._escape(names[-1])))
+            escaped = self._escape(names[-1])
+            if hasattr(escaped, "uniobj"):  # pytest < 6: py.xml's raw text, XML-escaped
+                escaped = xml.sax.saxutils.unescape(escaped.uniobj, _XML_QUOTES)
+            self.keys[nodeid] = (".".join(names[:-1]), str(escaped))
 
     def _raw(self, item: pytest.Item, phase: str, raised: bool) -> None:
         self._key(item.nodeid)
@@ -566,7 +600,7 @@ class Guard:
             self.problem(f"{name} was replaced or changed at run time", "before conftest")
         self.reference = snapshot()
 
-    @pytest.hookimpl
+    @pytest.hookimpl(optionalhook=True)  # pytest < 5 has no such hook
     def pytest_assertion_pass(self) -> None:
         """Implemented so that passing asserts take pytest's pass path (see the probes)."""
 
@@ -706,14 +740,18 @@ def main(argv: list[str]) -> NoReturn:
     fd = os.open(record_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     changed = [os.path.normpath(p) for p in config.get("changed_files", [])]
     toolchain = toolchain_modules()
-    toolchain -= repository_own(toolchain - set(WATCHED_PACKAGES), changed)
-    preload(toolchain)
+    # pytest-dev/pytest tests pytest: its own pytest runs them, as the harness runs them (the
+    # runner is then the code under test; docs/SECURITY.md says what that leaves open)
+    own = repository_own(toolchain, changed)
+    toolchain -= own
+    # the plugins the task's environment names or has installed (the container's own
+    # variable, set by the host at launch): loaded explicitly, as plugin autoload stays off
+    plugins = [p for p in os.environ.get("OODA_PYTEST_PLUGINS", "").split(",") if p]
+    preload(toolchain, image_plugins(plugins))
     guard = (Guard if NEW_WRAPPERS else LegacyGuard)(changed, snapshot())
     guard.toolchain = toolchain
+    guard.runner_packages = own & {"pytest", "_pytest"}
     sys.path[0] = os.getcwd()  # as `python -m pytest` has it (not this file's directory)
-    # the plugins the task's environment names (the container's own variable, set by the
-    # host at launch): loaded explicitly, as plugin autoload stays off
-    plugins = [p for p in os.environ.get("OODA_PYTEST_PLUGINS", "").split(",") if p]
     pytest_args = [word for p in plugins for word in ("-p", p)] + pytest_args
     try:
         exit_code = int(pytest.main(pytest_args, plugins=[guard]))

@@ -49,6 +49,10 @@ def run_relevant(path: str) -> bool:
     """True for a repo-relative POSIX path whose content changes how pytest runs."""
     parts = path.split("/")
     name = parts[-1]
+    if len(parts) >= 2 and parts[-2] == "__pycache__" and name.endswith((".pyc", ".pyo")):
+        # bytecode stands for its source: a library module's is as much the candidate's to
+        # change as the module (pytest's own tests write src/_pytest's in a subprocess)
+        return run_relevant("/".join([*parts[:-2], name.split(".", 1)[0] + ".py"]))
     if "__pycache__" in parts or name.endswith(BYTECODE_SUFFIXES):
         return True
     if any(part.endswith(METADATA_SUFFIXES) for part in parts):
