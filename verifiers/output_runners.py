@@ -9,6 +9,9 @@ their console output (they write no JUnit report).
 - sympy: `bin/test -C --verbose FILES` prints `test_name ok|F|E|f|s|X` per test; ids are
   `test_name`; the files are the task's test files (those its test patch touches).
 
+The task's pre-test commands run first, in the same shell (verifiers/pretest.py); one that fails
+raises PreTestFailed, as for pytest.
+
 Unlike pytest under the guard, code under test could print a fake line: this grading is as
 trustworthy as SWE-bench's own log parsing, no more (docs/SWEBENCH.md).
 """
@@ -20,7 +23,9 @@ import shlex
 from collections.abc import Sequence
 
 from ooda.agent.contracts.protocols import Sandbox
+from ooda.verifiers import pretest, tail
 from ooda.verifiers.pytest_check.parse import TestRun
+from ooda.verifiers.pytest_check.run import PreTestFailed
 
 DJANGO_CMD = "./tests/runtests.py --verbosity 2 --parallel 1"
 SYMPY_CMD = "bin/test -C --verbose"
@@ -89,15 +94,21 @@ def command(kind: str, test_cmd: str | None, ids: Sequence[str], test_files: Seq
 
 
 def run(sandbox: Sandbox, kind: str, test_cmd: str | None, ids: Sequence[str],
-        test_files: Sequence[str], whole_files: bool, timeout_s: float) -> TestRun:
-    """Run the tests in `sandbox` and read each one's outcome from the output."""
+        test_files: Sequence[str], whole_files: bool, timeout_s: float,
+        pre_test: Sequence[str] = ()) -> TestRun:
+    """Run the tests in `sandbox` (the task's `pre_test` commands first) and read each one's
+    outcome from the output; PreTestFailed when a pre-test command failed."""
     argv, env = command(kind, test_cmd, ids, test_files, whole_files)
-    result = sandbox.run(argv, timeout_s=max(timeout_s, 0.1), env=env)
+    wrapped, nonce = pretest.wrap(argv, pre_test)
+    result = sandbox.run(wrapped, timeout_s=max(timeout_s, 0.1), env=env)
+    failed = None if result.timed_out else pretest.failure(result.output, pre_test, nonce)
+    if failed:
+        raise PreTestFailed(f"{failed}:\n{tail(result.output, 1500)}")
     found = outcomes(kind, result.output)
+    commands = [*(f"(pre-test) {c}" for c in pre_test), shlex.join(argv)]
     return TestRun(outcomes=found, exit_code=result.exit_code, timed_out=result.timed_out,
                    report_found=bool(found), output=result.output,
-                   duration_s=result.duration_s, commands=[shlex.join(argv)],
-                   limit=result.limit)
+                   duration_s=result.duration_s, commands=commands, limit=result.limit)
 
 
 def outcomes(kind: str, output: str) -> dict[str, str]:

@@ -173,6 +173,8 @@ class CheckSpec:
     """The task's test runner (verifiers/runners.py): pytest, django or sympy."""
     runner_cmd: str | None = None
     """The runner's own command line (a task environment's `runner.test_cmd`)."""
+    pre_test: list[str] = field(default_factory=list)
+    """Shell commands run before the tests, in the test command's shell (`runner.pre_test`)."""
     test_files: list[str] = field(default_factory=list)
     """The task's test files (those its hidden test patch touches)."""
     passed_before: list[str] | None = None

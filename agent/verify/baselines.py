@@ -179,12 +179,16 @@ class Baselines:
         self._cache_grower = threading.Thread(target=grow, name="ooda-mypy-cache", daemon=True)
         self._cache_grower.start()
 
-    def run_tests(self, target: list[str] | str, timeout_s: float) -> dict[str, str]:
+    def run_tests(
+        self, target: list[str] | str, timeout_s: float, pre_test: Sequence[str] = ()
+    ) -> dict[str, str]:
         """Per-test outcomes of `target` (node ids or a pytest command) on the unpatched repo
-        (+ test patch); raises TestRunError and ValueError as pytest_check.run_tests does."""
+        (+ test patch), after the task's `pre_test` commands; raises TestRunError and
+        ValueError as pytest_check.run_tests does."""
         sandbox, _ = self.pool.acquire(self.fill_base)
         try:
-            return run_tests(sandbox, target, timeout_s, whole_files=self.task.run_test_files)
+            return run_tests(sandbox, target, timeout_s, whole_files=self.task.run_test_files,
+                             pre_test=pre_test)
         finally:
             self.pool.release(sandbox)
 

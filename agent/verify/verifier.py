@@ -90,6 +90,8 @@ class TaskVerifier:
         runner = (task.environment or {}).get("runner") or {}
         self.runner: str = str(runner.get("kind", "pytest"))
         self.runner_cmd: str | None = runner.get("test_cmd") or None
+        self.pre_test = list(self.environment.pre_test) if self.environment else []
+        """The task's pre-test commands (its environment's `runner.pre_test`)."""
         self.test_files = patch_paths(task.test_patch) if task.test_patch else []
         """The task's test files: those its hidden test patch touches."""
         self.on_close: list[Callable[[], None]] = []
@@ -213,6 +215,7 @@ class TaskVerifier:
             passed_before=None if self._passed_before is None else sorted(self._passed_before),
             runner=self.runner,
             runner_cmd=self.runner_cmd,
+            pre_test=list(self.pre_test),
             test_files=list(self.test_files),
         )
 
@@ -251,7 +254,8 @@ class TaskVerifier:
         if self.runner != "pytest" and isinstance(target, list):
             outcomes = self._run_base_output(target, timeout_s or self.task.verifiers.timeout_s)
         else:
-            outcomes = self.baselines.run_tests(target, timeout_s or self.task.verifiers.timeout_s)
+            outcomes = self.baselines.run_tests(
+                target, timeout_s or self.task.verifiers.timeout_s, self.pre_test)
         if isinstance(target, list):
             self._remember_passed_before(outcomes)
         return outcomes
@@ -261,7 +265,8 @@ class TaskVerifier:
         sandbox, _ = self.pool.acquire(self.baselines.fill_base)
         try:
             run = output_runners.run(sandbox, self.runner, self.runner_cmd, ids,
-                                     self.test_files, self.task.run_test_files, timeout_s)
+                                     self.test_files, self.task.run_test_files, timeout_s,
+                                     self.pre_test)
         finally:
             self.pool.release(sandbox)
         if run.timed_out:

@@ -15,6 +15,10 @@ A test command is run only when it is a plain pytest call (`pytest_command`; `no
 says why another is refused): a shell command's exit status alone proves nothing, since code
 under test can end the process with status 0.
 
+With the task's pre-test commands (`pre_test`, verifiers/pretest.py), pytest runs as the last
+step of a bash script that runs them first; one that fails raises PreTestFailed (one line)
+instead of a run whose missing report would say nothing of why.
+
 Also here: `run_tests`, the per-test outcomes of a run, used on the unpatched code to derive
 which tests fail (fail_to_pass) and pass (pass_to_pass) there.
 """
@@ -34,7 +38,7 @@ from pathlib import Path, PurePosixPath
 
 from ooda.agent.contracts.protocols import Sandbox
 from ooda.agent.support.fstree import remove_workspace
-from ooda.verifiers import tail
+from ooda.verifiers import pretest, tail
 from ooda.verifiers.pytest_check import integrity
 from ooda.verifiers.pytest_check.parse import (
     REPORT_DIR,
@@ -71,6 +75,11 @@ class TestRunError(Exception):
         super().__init__(message)
         self.timed_out = timed_out
         """The run hung past its timeout (on a base, code that loops: not a broken task)."""
+
+
+class PreTestFailed(TestRunError):
+    """A pre-test command of the task failed, so its tests did not run (the environment's
+    doing, not the code under test's: the message names the command)."""
 
 
 
@@ -113,9 +122,11 @@ def run_pytest(
     env: Mapping[str, str] | None = None,
     known_files: Sequence[str] = (),
     changed_files: Sequence[str] = (),
+    pre_test: Sequence[str] = (),
 ) -> TestRun:
     """Run pytest under the guard with `<report flags> <args>` in the sandbox, read its
-    report and check the run for tampering (`changed_files`: what the candidate changed)."""
+    report and check the run for tampering (`changed_files`: what the candidate changed);
+    the task's `pre_test` commands run first, in the same shell (PreTestFailed when one fails)."""
     before = integrity.manifest(sandbox.workspace)
     directory = _report_dir(sandbox.workspace)
     nonce = uuid.uuid4().hex
@@ -149,7 +160,12 @@ def run_pytest(
         "-q",
         *args,
     ]
-    result = sandbox.run(argv, timeout_s=max(timeout_s, 0.1), env={**PYTEST_ENV, **(env or {})})
+    wrapped, marker = pretest.wrap(argv, pre_test, PYTEST_ENV)
+    result = sandbox.run(wrapped, timeout_s=max(timeout_s, 0.1), env={**PYTEST_ENV, **(env or {})})
+    failed = None if result.timed_out else pretest.failure(result.output, pre_test, marker)
+    if failed:
+        _reset_report_dir(sandbox.workspace)
+        raise PreTestFailed(f"{failed}:\n{tail(result.output, 1500)}")
     data = None if result.timed_out else read_report(sandbox.workspace, name)
     run = parse_report(data, known_files, sandbox.workspace) if data is not None else None
     run = run or TestRun()
@@ -158,7 +174,7 @@ def run_pytest(
     run.output = result.output
     run.duration_s = result.duration_s
     run.limit = result.limit
-    run.commands.append(shlex.join(argv))
+    run.commands += [*(f"(pre-test) {c}" for c in pre_test), shlex.join(argv)]
     if not result.timed_out:
         record = integrity.parse_record(read_report(sandbox.workspace, f"record-{nonce}.json"))
         run.pytest_exit_code = record["exit_code"] if record is not None else None
@@ -183,6 +199,7 @@ def run_pytest_ids(
     changed_files: Sequence[str] = (),
     options: Sequence[str] = (),
     whole_files: bool = False,
+    pre_test: Sequence[str] = (),
 ) -> TestRun:
     """Run exactly these node ids, in this order (`options`, e.g. -x, go first); a truncated
     parametrized id runs its whole function (parse.run_target), and with `whole_files` each
@@ -208,6 +225,7 @@ def run_pytest_ids(
             deadline - time.monotonic(),
             known_files=known,
             changed_files=changed_files,
+            pre_test=pre_test,
         )
         commands += run.commands
         if run.timed_out or run.exit_code != 4 or run.pytest_exit_code != 4 or run.tampered:
@@ -270,23 +288,25 @@ def not_gradable(cmd: str) -> str:
 
 def run_tests(
     sandbox: Sandbox, ids_or_cmd: Sequence[str] | str, timeout_s: float,
-    whole_files: bool = False,
+    whole_files: bool = False, pre_test: Sequence[str] = (),
 ) -> dict[str, str]:
     """Per-test outcomes (node id -> passed | failed | error | skipped | xfailed | missing).
 
     `ids_or_cmd` is a list of node ids (each id that matched nothing is reported 'missing')
     or a pytest command line. Use it on the unpatched code to derive fail_to_pass (tests
     that do not pass there) and pass_to_pass (tests that pass). Raises TestRunError when the
-    run timed out or left no report, ValueError for a command that is not a pytest run."""
+    run timed out or left no report (PreTestFailed when a `pre_test` command failed),
+    ValueError for a command that is not a pytest run."""
     if isinstance(ids_or_cmd, str):
         parsed = pytest_command(ids_or_cmd)
         if parsed is None:
             raise ValueError(f"not a pytest command, per-test outcomes unknown: {ids_or_cmd}")
-        run = run_pytest(sandbox, parsed[0], timeout_s, env=parsed[1])
+        run = run_pytest(sandbox, parsed[0], timeout_s, env=parsed[1], pre_test=pre_test)
         wanted: list[str] = []
     else:
         wanted = [normalize_id(i) for i in ids_or_cmd]
-        run = run_pytest_ids(sandbox, wanted, timeout_s, whole_files=whole_files)
+        run = run_pytest_ids(sandbox, wanted, timeout_s, whole_files=whole_files,
+                             pre_test=pre_test)
     if run.timed_out:
         raise TestRunError(f"the tests did not finish within {timeout_s:.0f}s", timed_out=True)
     if not run.report_found:

@@ -10,6 +10,7 @@ from ooda.verifiers import SUMMARY_LIMIT, clip, output_runners, tail
 from ooda.verifiers.pytest_check.grade import FAILING, Graded, grade, run_log, summarize
 from ooda.verifiers.pytest_check.parse import TestRun
 from ooda.verifiers.pytest_check.run import (
+    PreTestFailed,
     not_gradable,
     pytest_command,
     run_pytest,
@@ -24,6 +25,12 @@ class PytestVerifier:
     after_tests = False
 
     def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
+        try:
+            return self._verify(sandbox, check)
+        except PreTestFailed as exc:  # the environment's commands, not the code under test
+            return VerifierResult(self.name, "error", 0.0, clip(str(exc), SUMMARY_LIMIT), str(exc))
+
+    def _verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
         if check.runner != "pytest" and (check.fail_to_pass or check.pass_to_pass):
             return self._verify_output_runner(sandbox, check)
         if check.fail_to_pass or check.pass_to_pass:
@@ -86,7 +93,8 @@ class PytestVerifier:
         """Django's runtests.py or sympy's bin/test, graded from their output (no guard)."""
         ids = list(check.fail_to_pass) + list(check.pass_to_pass)
         run = output_runners.run(sandbox, check.runner, check.runner_cmd, ids,
-                                 check.test_files, check.whole_files, check.timeout_s)
+                                 check.test_files, check.whole_files, check.timeout_s,
+                                 check.pre_test)
         early = self._over_limit(run)
         if early:
             return early
@@ -116,7 +124,7 @@ class PytestVerifier:
         # test failing first would hide the listed ones)
         options = ["-x"] if check.verdict_only and not check.whole_files else []
         run = run_pytest_ids(sandbox, ids, check.timeout_s, check.changed_files, options,
-                             whole_files=check.whole_files)
+                             whole_files=check.whole_files, pre_test=check.pre_test)
         early = (
             self._over_limit(run) or self._untrusted(run) or self._no_report(run, check.timeout_s)
         )
@@ -157,7 +165,8 @@ class PytestVerifier:
     def _verify_pytest_cmd(
         self, sandbox: Sandbox, check: CheckSpec, args: list[str], env: dict[str, str]
     ) -> VerifierResult:
-        run = run_pytest(sandbox, args, check.timeout_s, env=env, changed_files=check.changed_files)
+        run = run_pytest(sandbox, args, check.timeout_s, env=env, changed_files=check.changed_files,
+                         pre_test=check.pre_test)
         early = (
             self._over_limit(run) or self._untrusted(run) or self._no_report(run, check.timeout_s)
         )

@@ -47,7 +47,10 @@ class RunnerSpec:
     test_cmd: str | None = None
     """The runner's command line, when it is not plain pytest."""
     pre_test: tuple[str, ...] = ()
-    """Shell commands run before the tests at verification (SWE-bench's eval_commands)."""
+    """Shell commands run before every test run at verification, in the shell that then runs
+    the tests (exports, a service started in the background: verifiers/pretest.py). They
+    change nothing in the image, so they are not hashed: a command that changes the system
+    belongs in `pre_install`."""
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,7 @@ def spec_hash(spec: EnvSpec, repo: Path | None = None) -> str:
         "base": base_tag(spec.debian),
         "spec": spec.to_dict(),
     }
+    payload["spec"]["runner"]["pre_test"] = []  # run at test time, not part of the image
     if repo is not None and spec.install is not None:
         payload["repo_files"] = install_files(repo, spec.requirements)
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))

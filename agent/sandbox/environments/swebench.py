@@ -11,6 +11,13 @@ Translations, each because ooda's verification differs from the harness's conda 
 - the test command decides the runner kind (pytest, django's runtests.py, sympy's bin/test);
 - the repository is built from an export without .git, so projects versioned by
   setuptools_scm get SETUPTOOLS_SCM_PRETEND_VERSION (the instance's version) for the build;
+- the harness runs `eval_commands` before the tests, as root, in its writable image; ooda's
+  verification runs unprivileged on an image it never changes, so only the commands that set
+  the shell's environment (`export NAME=VALUE`) stay at test time (the runner's `pre_test`);
+  every other one changes the system (django's `sed ... /etc/locale.gen && locale-gen`) and
+  runs once in the build, after `pre_install` (with Debian's `locales` package, which the
+  harness's base image has and ooda's has not, when it runs locale-gen). An override's own
+  `pre_test` (a list of shell commands) is run at test time as it is;
 - unpinned dependencies resolve as of `ooda_defaults.pip_uploaded_prior_to` (pip's
   PIP_UPLOADED_PRIOR_TO), not as of today: the harness's specs were validated then.
 """
@@ -29,6 +36,7 @@ from ooda.agent.sandbox.environments.spec import EnvSpec, RunnerSpec
 
 DATA = Path(__file__).with_name("swebench_specs.json")
 OVERRIDES = Path(__file__).with_name("swebench_overrides")
+_EXPORT = re.compile(r"^export [A-Za-z_][A-Za-z0-9_]*=\S*$")
 _NON_EDITABLE = re.compile(r"^(python3? -m pip install)((?: -\S+)*) \.(?=\s|$|\[)")
 
 
@@ -90,9 +98,20 @@ def _overrides(repo: str) -> dict[str, Any]:
     return tomllib.loads(path.read_text(encoding="utf-8"))
 
 
+def split_eval_commands(commands: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the commands that change the system: run in the build, those that only export a
+    variable: run before the tests), in their order (see the module docstring)."""
+    build = tuple(c for c in commands if not _EXPORT.match(c.strip()))
+    return build, tuple(c.strip() for c in commands if _EXPORT.match(c.strip()))
+
+
 def spec_for(repo: str, version: str) -> EnvSpec:
     """The environment a SWE-bench instance of `repo` at `version` runs in."""
     data = raw(repo, version)
+    build, pre_test = split_eval_commands(list(data.get("eval_commands", ())))
+    apt = tuple(data.get("apt", ()))
+    if any("locale-gen" in c for c in build) and "locales" not in apt:
+        apt += ("locales",)
     test_cmd = str(data.get("test_cmd", "pytest -rA"))
     requirements: tuple[str, ...] = ()
     if data.get("requirements"):
@@ -101,13 +120,13 @@ def spec_for(repo: str, version: str) -> EnvSpec:
     return EnvSpec(
         python=str(data["python"]),
         release=data.get("release"),
-        apt=tuple(data.get("apt", ())),
+        apt=apt,
         pip=(*data.get("packages", ()), *data.get("pip_packages", ())),
-        pre_install=tuple(data.get("pre_install", ())),
+        pre_install=(*data.get("pre_install", ()), *build),
         requirements=requirements,
         install=editable(str(install)) if install else None,
         runner=RunnerSpec(kind=runner_kind(test_cmd), test_cmd=test_cmd,
-                          pre_test=tuple(data.get("eval_commands", ()))),
+                          pre_test=(*pre_test, *data.get("pre_test", ()))),
         build_env=tuple(sorted(_build_env(version).items())),
     )
 
