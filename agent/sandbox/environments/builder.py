@@ -138,7 +138,8 @@ def _record_failure(directory: Path, cause: str, log: str) -> None:
 
 def _extract_overlay(client: Any, tag: str, dest: Path) -> None:
     """Copy /opt/ooda-env/overlay.tar out of the image and unpack it into `dest`."""
-    created = client.api.create_container(tag, command=["true"], labels={"ooda": "1"})
+    created = client.api.create_container(
+        tag, command=["true"], labels={"ooda": "1", **docker_image.owner_labels()})
     try:
         stream, _ = client.api.get_archive(created["Id"], f"{ENV_DIR_IN_IMAGE}/overlay.tar")
         outer = io.BytesIO(b"".join(stream))
@@ -165,7 +166,7 @@ def installed_plugins(client: Any, tag: str, directory: Path) -> tuple[str, ...]
     try:
         output = client.containers.run(
             tag, ["python3", "-I", "-c", PLUGINS_SCRIPT], remove=True, network_disabled=True,
-            labels={"ooda": "1"}, working_dir="/",
+            labels={"ooda": "1", **docker_image.owner_labels()}, working_dir="/",
         )
     except docker.errors.ContainerError:  # no usable metadata: none named, asked again later
         return ()

@@ -97,7 +97,7 @@ def run_script(
         if code == 0 and commit_as is not None:
             repo, _, tag = commit_as.partition(":")
             api.commit(cid, repository=repo, tag=tag,
-                       changes=[*RUNTIME_CHANGES,
+                       changes=[*RUNTIME_CHANGES, *UNOWNED,
                                 *(f"LABEL {k}={v}" for k, v in (labels or {}).items())])
         return Outcome(code, log)
     except (docker.errors.DockerException, OSError) as exc:
@@ -105,6 +105,11 @@ def run_script(
     finally:
         with contextlib.suppress(docker.errors.DockerException, OSError):
             api.remove_container(cid, force=True)
+
+
+UNOWNED = tuple(f'LABEL {key}=""' for key in (*docker_image.owner_labels(), "ooda.build"))
+"""The image does not keep the build container's owner: a container made from it without
+owner labels of its own is nobody's to clean up (an empty host never matches this one)."""
 
 
 def tar_of(directory: Path) -> bytes:

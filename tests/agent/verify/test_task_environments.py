@@ -55,6 +55,11 @@ def test_env(mocker):
     assert sys.version_info[:2] == (3, 9)
     assert pytest.__version__ == "PYTEST_VERSION"
     assert markupsafe.__version__ == "2.0.1"
+
+
+@pytest.mark.parametrize("text", ['say "hi"'])
+def test_quoted(text):
+    assert text.startswith("say")
 """
 ENVIRONMENT = """\
 [environment]
@@ -63,11 +68,12 @@ install = "python3 -m pip install -e ."
 
 [environment.runner]
 packages = ["pytest==PYTEST_VERSION", "pytest-mock==MOCK_VERSION"]
-plugins = ["pytest_mock"]
 """
-RUNNERS = {"7.4.4": "3.12.0", "6.2.5": "3.6.1"}
-"""pytest 7.4.4 (pluggy 1.x: the guard's new-style wrappers) and 6.2.5 (pluggy 0.13: its
-LegacyGuard), each with a pytest-mock of its time."""
+"""No `plugins`: pytest-mock is found among the image's installed plugins and loaded with -p."""
+RUNNERS = {"7.4.4": "3.12.0", "4.6.11": "2.0.0"}
+"""pytest 7.4.4 (pluggy 1.x: the guard's new-style wrappers) and 4.6.11 (pluggy 0.13: its
+LegacyGuard; no pytest_assertion_pass hook; JUnit names as XML-escaped py.xml objects), each
+with a pytest-mock of its time."""
 
 
 def _patch(old: str, new: str, path: str = "src/demo/__init__.py") -> str:
@@ -93,7 +99,8 @@ def _task_dir(root: Path, environment: str = ENVIRONMENT, pytest_version: str = 
     (task / "task.toml").write_text(
         'statement = "greet() says hello"\n'
         'fail_to_pass = ["tests/test_demo.py::test_greet"]\n'
-        'pass_to_pass = ["tests/test_demo.py::test_env"]\n' + environment)
+        'pass_to_pass = ["tests/test_demo.py::test_env", \'tests/test_demo.py::test_quoted[say "hi"]\']\n'
+        + environment)
     return task
 
 
@@ -128,6 +135,9 @@ def test_a_task_runs_in_its_own_environment(
         assert verifier.environment is not None
         built = verifier.environment.built
         assert built.release == "bullseye"
+        assert "pytest_mock" in built.plugins  # found installed, not named in [environment]
+        labels = docker.client.api.inspect_image(built.tag)["Config"]["Labels"]
+        assert labels["ooda.env"] == built.spec_hash and not labels["ooda.owner_pid"]
         # the build's overlay (egg-info of the editable install) is in the trusted base
         assert any(p.name.endswith(".egg-info") for p in (verifier.base_repo / "src").iterdir())
         good = verifier.verify(_patch(BUGGY, FIXED))  # its tests need pytest_mock's `mocker`
@@ -136,7 +146,8 @@ def test_a_task_runs_in_its_own_environment(
         assert bad.status == "failed" and "test_greet" in bad.feedback
         outcomes = verifier.run_base_tests()
         assert outcomes == {"tests/test_demo.py::test_greet": "failed",
-                            "tests/test_demo.py::test_env": "passed"}
+                            "tests/test_demo.py::test_env": "passed",
+                            'tests/test_demo.py::test_quoted[say "hi"]': "passed"}
         assert verifier.pool.started <= 2  # one environment, one pool: no build per slot
     finally:
         verifier.close()
