@@ -5,7 +5,8 @@ A spec is plain values (so it can come from task.toml, the SWE-bench table or de
 says: the Python wanted (hence the Debian release, see releases.py), Debian packages, pinned
 pip packages, commands run before the install, how the repository installs itself, and the
 test runner's own packages (the task's pytest and plugins, installed last so their pins win).
-The hash covers the spec, the build recipe's version, the base image's recipe (so the release)
+The hash covers the spec (but the runner's pre-test commands, run at test time), the build
+recipe's version, the base image's recipe (so the release)
 and the repository's install-relevant files (setup.py, pyproject.toml, requirements files...),
 so an unchanged project reuses its image and a changed pin or dependency list gets a new one.
 """

@@ -55,7 +55,8 @@ def test_pre_test_exports_and_a_loopback_service_reach_the_tests(
     root = _task_dir(tmp_path, ENVIRONMENT + PRE_TEST)
     (root / "repo" / "tests" / "test_service.py").write_text(SERVICE_TEST)
     toml = (root / "task.toml").read_text()
-    (root / "task.toml").write_text(toml.replace("pass_to_pass = [", f'pass_to_pass = ["{SERVICE_ID}", '))
+    toml = toml.replace("pass_to_pass = [", f'pass_to_pass = ["{SERVICE_ID}", ')
+    (root / "task.toml").write_text(toml)
     task = load_task(root)
     verifier = TaskVerifier(task, docker, tmp_path / "work", concurrency=1)
     try:
