@@ -18,6 +18,7 @@ def test_overrides_fix_what_the_harness_specs_cannot_build_or_run_today() -> Non
     assert swebench.spec_for("pydicom/pydicom", "1.3").debian.name == "bullseye"
     assert "numpy<2" in swebench.spec_for("pvlib/pvlib-python", "0.9").pip
     assert "gcc" in swebench.spec_for("astropy/astropy", "4.3").apt
+    assert swebench.spec_for("astropy/astropy", "1.3").debian.name == "bullseye"
     requests = swebench.spec_for("psf/requests", "2.7")
     assert any(p.startswith("httpbin") for p in requests.pip)
     assert any("HTTPBIN_URL" in c for c in requests.runner.pre_test)
