@@ -72,6 +72,7 @@ PHASES = ("setup", "call", "teardown")
 MAX_PROBLEMS = 20
 DESCRIPTORS = (types.FunctionType, staticmethod, classmethod, property)
 
+REWRITE_NOTICE = "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning"
 _XML_QUOTES = {"&quot;": '"', "&apos;": "'"}
 
 NEW_WRAPPERS = "wrapper" in inspect.signature(type(pytest.hookimpl).__call__).parameters
@@ -747,12 +748,17 @@ def main(argv: list[str]) -> NoReturn:
     # the plugins the task's environment names or has installed (the container's own
     # variable, set by the host at launch): loaded explicitly, as plugin autoload stays off
     plugins = [p for p in os.environ.get("OODA_PYTEST_PLUGINS", "").split(",") if p]
-    preload(toolchain, image_plugins(plugins))
+    preloaded = image_plugins(plugins)
+    preload(toolchain, preloaded)
     guard = (Guard if NEW_WRAPPERS else LegacyGuard)(changed, snapshot())
     guard.toolchain = toolchain
     guard.runner_packages = own & {"pytest", "_pytest"}
     sys.path[0] = os.getcwd()  # as `python -m pytest` has it (not this file's directory)
     pytest_args = [word for p in plugins for word in ("-p", p)] + pytest_args
+    if preloaded and hasattr(pytest, "PytestAssertRewriteWarning"):
+        # pytest says a preloaded plugin's asserts cannot be rewritten; a suite with
+        # `filterwarnings = error` (astropy) would make that an error before any test
+        pytest_args = ["-W", REWRITE_NOTICE, *pytest_args]
     try:
         exit_code = int(pytest.main(pytest_args, plugins=[guard]))
     except BaseException as exc:  # SystemExit & co. escaping pytest: the run did not finish
