@@ -25,10 +25,13 @@ from ooda.agent.core.loop import Loop, LoopConfig, RunResult
 from ooda.agent.core.runlog import RunLog, new_run_id
 from ooda.agent.core.schedule import DEFAULT_BUDGET_BELOW, ModelSchedule, Price, Tier
 from ooda.agent.models import ModelSpec, open_model
+from ooda.agent.sandbox.environments.spec import EnvSpec
 from ooda.agent.sandbox.registry import open_backend
 from ooda.agent.support.fstree import remove_workspace
 from ooda.agent.support.text import one_line
+from ooda.agent.support.textsafe import markup_safe
 from ooda.agent.verify.verifier import TaskVerifier
+from ooda.tasks.environment import check_environment_choice, environment_from_file
 from ooda.tasks.loader import Task
 
 if TYPE_CHECKING:
@@ -88,6 +91,10 @@ class RunOptions:
     """Rounds of the fast model without a pass before escalating; None: all but the last."""
     escalate_below: float = DEFAULT_BUDGET_BELOW
     """Escalate once less than this fraction of the budget is left."""
+    environment: str | None = None
+    """For a task that names no environment: "auto" detects one from the repository's files
+    (tasks/detect_environment.py), "none" keeps ooda's image, else a TOML file holding an
+    [environment] table (`ooda run` and `ooda ci`); None: the task's own only (`ooda eval`)."""
 
     def validate(self) -> None:
         """Reject impossible values with a one-line UsageError."""
@@ -103,6 +110,8 @@ class RunOptions:
             raise UsageError("--concurrency and --verify-concurrency must be at least 1")
         if self.sandbox not in (None, "auto", "docker", "bwrap", "local"):
             raise UsageError(f"--sandbox must be docker, bwrap or local (got {self.sandbox!r})")
+        if self.environment is not None:
+            check_environment_choice(self.environment)
         if not self.model:
             raise UsageError(
                 "no model given: pass --model NAME (with --base-url or OPENAI_BASE_URL), "
@@ -213,6 +222,9 @@ def run_task(
     escalate to, when shared like `model` (otherwise opened here from `options.escalate_to`).
     """
     options.validate()
+    said = apply_environment(task, options.environment, options.sandbox)
+    if said and show_progress and console is not None:
+        console.print(markup_safe(said), highlight=False)
     gold = options.model == "gold"  # the reference patch: one candidate, verified once
     loop_config = LoopConfig(
         samples=1 if gold else options.samples,
@@ -253,6 +265,39 @@ def run_task(
                 raise KeyboardInterrupt(str(log.dir)) from None
         return result, log
     raise AssertionError("unreachable")
+
+
+def apply_environment(task: Task, choice: str | None, sandbox: str | None = None) -> str | None:
+    """Give `task` the environment `choice` asks for (`--environment auto|none|PATH`) when it
+    names none itself (its own [environment] always wins); the one line that says what its
+    tests run in, or None when there is nothing to say (ooda's image, as always).
+
+    `auto` leaves alone a task that names its requirements (the light path: wheels on ooda's
+    image) and `--sandbox local` (the user's own Python). An environment given here, like a
+    task's own, turns ruff, mypy and the security stage off: ooda's tools are not in it."""
+    if choice is None:
+        return None
+    if task.environment is not None:
+        return None if choice == "auto" else (
+            f"environment: the task's own [environment] (--environment {choice} ignored)")
+    if choice == "none":
+        return "environment: ooda's image (--environment none)"
+    if choice == "auto":
+        if task.requirements is not None or sandbox == "local":
+            return None
+        from ooda.tasks.detect_environment import detect_environment
+
+        detected = detect_environment(task.repo)
+        if detected is None:
+            return None
+        table, said = detected.table, (f"environment: {detected.description} — detected; "
+                                       "--environment none to skip")
+    else:
+        table, said = environment_from_file(Path(choice)), f"environment: from {choice}"
+        EnvSpec.from_dict(table, where=f"--environment {choice}")  # every key, before anything
+    task.environment = table
+    task.verifiers.ruff = task.verifiers.mypy = task.verifiers.security = False
+    return said
 
 
 @contextlib.contextmanager

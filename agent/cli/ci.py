@@ -18,6 +18,7 @@ import typer
 from ooda.agent.cli.options import (
     BaseUrlOpt,
     BudgetOpt,
+    EnvironmentOpt,
     JsonOpt,
     MaxTokensOpt,
     NoMypyOpt,
@@ -96,6 +97,7 @@ def ci(
     no_mypy: NoMypyOpt = False,
     verifier_timeout: VerifierTimeoutOpt = None,
     max_tokens: MaxTokensOpt = None,
+    environment: EnvironmentOpt = "auto",
 ) -> None:
     """Suggest a verified fix for a failing CI job (and post it to the pull request)."""
     from ooda.agent.app.ci.outcome import CiOptions
@@ -126,7 +128,7 @@ def ci(
     run_options = options_from(
         model=model, base_url=base_url, samples=samples, rounds=rounds,
         time_budget=time_budget, sandbox=sandbox, max_tokens=max_tokens,
-        runs_dir=runs_dir if runs_dir is not None else out / "runs",
+        runs_dir=runs_dir if runs_dir is not None else out / "runs", environment=environment,
     )
     console = make_console()
     outcome = run_ci(options, run_options, console=console, show_progress=not json_out,

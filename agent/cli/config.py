@@ -6,7 +6,8 @@ the context's default_map, then the default from agent/contracts/defaults.py).
 
 A config file holds option names (dashes or underscores) at its top level, and optionally a
 table per command (`[run]`, `[eval]`; `[tool.ooda.eval]` in pyproject.toml) that overrides them
-for that command. An unknown name is an error (exit 2), never silently ignored."""
+for that command. An unknown name is an error (exit 2), never silently ignored. `environment`
+may be a table (the task environment of `ooda run`/`ooda ci`, see _environment_paths)."""
 
 from __future__ import annotations
 
@@ -111,9 +112,26 @@ def load_config(start: Path | None = None, options: dict[str, set[str]] | None =
             config.per_command[name] = {k.replace("-", "_"): v for k, v in value.items()}
         else:
             config.shared[name] = value
+    _environment_paths(config, found)
     if options is not None:
         _check_names(config, options)
     return config
+
+
+def _environment_paths(config: Config, found: Path) -> None:
+    """`environment`: a table in the config file (`[environment]`, `[tool.ooda.environment]`)
+    stands for the file itself, which `--environment PATH` reads; a relative path is relative
+    to the config file's directory."""
+    for command, values in [("", config.shared), *config.per_command.items()]:
+        value = values.get("environment")
+        if isinstance(value, dict):
+            if command:
+                raise UsageError(f"{found}: [{command}] environment: give auto, none or a "
+                                 "path; an [environment] table goes at the top level")
+            values["environment"] = str(found)
+        elif isinstance(value, str) and value not in ("auto", "none") \
+                and not Path(value).is_absolute():
+            values["environment"] = str(found.parent / value)
 
 
 def default_map(config: Config, options: dict[str, set[str]]) -> dict[str, dict[str, Any]]:

@@ -82,6 +82,17 @@ PricePromptOpt = Annotated[
 PriceCompletionOpt = Annotated[
     float | None, typer.Option("--price-completion", help="Dollars per 1M completion tokens.")
 ]
+EnvironmentOpt = Annotated[
+    str,
+    typer.Option(
+        "--environment",
+        metavar="auto|none|PATH",
+        help="What the tests run in when the task names no [environment]: 'auto' detects it "
+        "from the repository's files (.python-version, pyproject.toml, setup.cfg, setup.py, "
+        "requirements*.txt, tox.ini) and builds it; 'none' keeps ooda's image; PATH is a TOML "
+        "file holding an [environment] table (docs/TASKS.md).",
+    ),
+]
 
 
 def is_quiet(ctx: typer.Context) -> bool:
@@ -105,6 +116,7 @@ def options_from(
     verify_concurrency: int = DEFAULTS.verify_concurrency,
     price_prompt: float | None = None,
     price_completion: float | None = None,
+    environment: str | None = None,
 ) -> RunOptions:
     """The run's options from the command line's values (`ooda run`, `eval` and `ci` alike;
     RunOptions.validate checks them)."""
@@ -125,4 +137,5 @@ def options_from(
         verify_concurrency=verify_concurrency,
         price_prompt=price_prompt,
         price_completion=price_completion,
+        environment=environment,
     )

@@ -22,6 +22,7 @@ from ooda.agent.cli.escalation import (
 from ooda.agent.cli.options import (
     BaseUrlOpt,
     BudgetOpt,
+    EnvironmentOpt,
     FailToPassOpt,
     JsonOpt,
     MaxTokensOpt,
@@ -97,6 +98,7 @@ def run(
     escalate_below: EscalateBelowOpt = DEFAULTS.escalate_below,
     price_prompt: PricePromptOpt = None,
     price_completion: PriceCompletionOpt = None,
+    environment: EnvironmentOpt = "auto",
 ) -> None:
     """Solve one task: sample candidates, verify them, feed failures back."""
     from ooda.agent.app.metrics import cost
@@ -128,7 +130,7 @@ def run(
         time_budget=time_budget, sandbox=sandbox, runs_dir=runs_dir, max_tokens=max_tokens,
         select=select, temperature=temperature, concurrency=concurrency,
         verify_concurrency=verify_concurrency, price_prompt=price_prompt,
-        price_completion=price_completion,
+        price_completion=price_completion, environment=environment,
     )
     set_escalation(
         options, escalate_to=escalate_to, escalate_base_url=escalate_base_url,

@@ -10,11 +10,15 @@ Outputs in `--out`: `suggestion.diff` (when a verified fix was found), `comment.
 failed and the fix, or what was tried), `suggestions.json` (GitHub review suggestions for the
 hunks that fit in one) and `result.json`. The checkout itself is never modified: candidates run
 on copies, and `--push-branch` commits in a temporary clone.
+
+The tests run in the repository's environment as `ooda run` detects it (`--environment`,
+agent/app/run.py's apply_environment), for the reproduction and the loop alike.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -37,12 +41,19 @@ from ooda.agent.app.ci.github import (
 from ooda.agent.app.ci.junit import parse_junit
 from ooda.agent.app.ci.outcome import CiOptions, CiOutcome, FailureReport
 from ooda.agent.app.ci.statement import build_statement, reproduce
-from ooda.agent.app.run import Prestarted, RunOptions, clean_leftovers, run_task
+from ooda.agent.app.run import (
+    Prestarted,
+    RunOptions,
+    apply_environment,
+    clean_leftovers,
+    run_task,
+)
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import SandboxBackend
 from ooda.agent.core.loop import RunResult
 from ooda.agent.core.runlog import RunLog, write_atomic, write_json_atomic
 from ooda.agent.sandbox.registry import open_backend
+from ooda.agent.support.textsafe import markup_safe
 from ooda.tasks.loader import Task, task_from_repo
 
 if TYPE_CHECKING:
@@ -96,6 +107,10 @@ def run_ci(
         task_id=ci.task_id,
         requirements=ci.requirements,
     ) if ci.test_cmd else None
+    if task is not None:
+        said = apply_environment(task, run_options.environment, run_options.sandbox)
+        if said:
+            say(markup_safe(said), highlight=False)
 
     with _backend_scope(run_options, backend, prestarted) as the_backend:
         if ci.junit:
@@ -117,11 +132,14 @@ def run_ci(
             task_id=ci.task_id,
             requirements=ci.requirements,
         )
+        said = apply_environment(task, run_options.environment, run_options.sandbox)
+        if said and not ci.test_cmd:  # with --test-cmd, said before the reproduction
+            say(markup_safe(said), highlight=False)
         if run_task_fn is None:
             run_task_fn = functools.partial(run_task, prestarted=prestarted)
         result, log = run_task_fn(
-            task, run_options, console=console, show_progress=show_progress,
-            backend=the_backend,
+            task, dataclasses.replace(run_options, environment=None), console=console,
+            show_progress=show_progress, backend=the_backend,
         )
 
     outcome = _write_outputs(ci, report, result, log.dir)

@@ -1,0 +1,150 @@
+"""`--environment auto|none|PATH` for `ooda run` and `ooda ci` (agent/app/run.py's
+apply_environment, agent/app/ci/run.py): which environment a task gets, and the line that says
+so. The loop is faked here; tests/acceptance/test_detected_environment.py builds one for real."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ooda.agent.app.ci.outcome import CiOptions
+from ooda.agent.app.ci.run import run_ci
+from ooda.agent.app.run import RunOptions, apply_environment
+from ooda.agent.contracts.errors import UsageError
+from ooda.agent.core.loop import RunResult
+from ooda.agent.core.runlog import RunLog, new_run_id
+from ooda.tasks.loader import Task, VerifierOptions, task_from_repo
+
+PYPROJECT = """\
+[project]
+name = "demo"
+version = "0.1"
+requires-python = "<3.10"
+dependencies = ["MarkupSafe==2.0.1"]
+"""
+JUNIT = """<?xml version="1.0"?>
+<testsuites><testsuite name="pytest" tests="1" failures="1">
+<testcase classname="tests.test_demo" name="test_greet" file="tests/test_demo.py">
+<failure message="assert 'helo' == 'hello'">E assert</failure></testcase>
+</testsuite></testsuites>
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "demo"
+    (root / "src" / "demo").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    (root / "src" / "demo" / "__init__.py").write_text("def greet():\n    return 'helo'\n")
+    (root / "tests" / "test_demo.py").write_text("from demo import greet\n\n\ndef test_greet():"
+                                                 "\n    assert greet() == 'hello'\n")
+    return root
+
+
+def plain(repo: Path, requirements: Path | None = None) -> Task:
+    return task_from_repo(repo, statement="greet says hello", test_cmd=None,
+                          fail_to_pass=["tests/test_demo.py::test_greet"], pass_to_pass=[],
+                          verifiers=VerifierOptions(), requirements=requirements)
+
+
+def test_auto_detects_and_says_why(repo: Path) -> None:
+    task = plain(repo)
+    said = apply_environment(task, "auto")
+    assert said == ("environment: Python 3.9 (requires-python <3.10), pip install -e . — "
+                    "detected; --environment none to skip")
+    assert task.environment == {"python": "3.9", "install": "python3 -m pip install -e .",
+                                "runner": {"packages": ["pytest"]}}
+    assert not (task.verifiers.ruff or task.verifiers.mypy or task.verifiers.security)
+    assert apply_environment(task, "auto") is None  # now the task's own: kept, nothing to say
+
+
+def test_what_auto_leaves_alone(repo: Path, tmp_path: Path) -> None:
+    for task, sandbox in ((plain(repo), "local"), (plain(repo), None)):
+        if sandbox is None:
+            reqs = tmp_path / "requirements.txt"
+            reqs.write_text("attrs\n")
+            task = plain(repo, reqs)  # the light path: wheels on ooda's image
+        assert apply_environment(task, "auto", sandbox) is None
+        assert task.environment is None and task.verifiers.ruff
+    task = plain(repo)
+    assert apply_environment(task, None) is None and task.environment is None  # ooda eval
+    assert apply_environment(task, "none") == "environment: ooda's image (--environment none)"
+    assert task.environment is None
+    task.environment = {"python": "3.13"}
+    assert apply_environment(task, "none") == (
+        "environment: the task's own [environment] (--environment none ignored)")
+    assert task.environment == {"python": "3.13"}
+
+
+@pytest.mark.parametrize("text", [
+    '[environment]\npython = "3.13"\npip = ["attrs==23.2.0"]\n',
+    '[tool.ooda.environment]\npython = "3.13"\npip = ["attrs==23.2.0"]\n',
+    'python = "3.13"\npip = ["attrs==23.2.0"]\n',
+])
+def test_a_file_gives_the_table(repo: Path, tmp_path: Path, text: str) -> None:
+    path = tmp_path / "env.toml"
+    path.write_text(text)
+    task = plain(repo)
+    assert apply_environment(task, str(path)) == f"environment: from {path}"
+    assert task.environment == {"python": "3.13", "pip": ["attrs==23.2.0"]}
+
+
+def test_bad_values_are_one_line_usage_errors(repo: Path, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"--environment 'autp': give auto, none, or a TOML"):
+        RunOptions(model="m", environment="autp").validate()
+    path = tmp_path / "env.toml"
+    for text, error in (('python = "3.9"\npipp = ["x"]\n', "unknown key.*pipp"),
+                        ("python = [", "cannot read it as TOML"),
+                        ('python = "2.7"\n', "no Debian release serves Python 2.7")):
+        path.write_text(text)
+        with pytest.raises(UsageError, match=error) as caught:
+            apply_environment(plain(repo), str(path))
+        assert "\n" not in str(caught.value)
+
+
+class FakeRunTask:
+    """Stands in for run_task: records the task and the options it was given."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Task, RunOptions]] = []
+
+    def __call__(self, task: Task, options: RunOptions, **kwargs: Any) -> tuple[RunResult, RunLog]:
+        self.calls.append((task, options))
+        log = RunLog(options.runs_dir, new_run_id(task.id))
+        summary = {"run_id": log.run_id, "status": "failed", "reason": "rounds exhausted",
+                   "attempts": 0, "wall_s": 0.0, "tokens": {"prompt": 0, "completion": 0}}
+        return RunResult("failed", "rounds exhausted", None, [], 1, summary), log
+
+
+class NoBackend:
+    name = "none"
+
+    def close(self) -> None:
+        pass
+
+
+def test_ci_detects_the_environment_once(repo: Path, tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    junit = tmp_path / "report.xml"
+    junit.write_text(JUNIT)
+    fake = FakeRunTask()
+    said: list[str] = []
+
+    class Console:
+        def print(self, text: str, **kwargs: Any) -> None:
+            said.append(text)
+
+    run_ci(CiOptions(repo=repo, junit=[junit], out=tmp_path / "out"),
+           RunOptions(model="m", runs_dir=tmp_path / "runs", environment="auto"),
+           console=Console(),  # type: ignore[arg-type]
+           run_task_fn=fake, backend=NoBackend())  # type: ignore[arg-type]
+    [(task, options)] = fake.calls
+    assert task.environment is not None and task.environment["python"] == "3.9"
+    assert options.environment is None  # applied once, by ci itself
+    assert [s for s in said if s.startswith("environment:")] == [
+        "environment: Python 3.9 (requires-python <3.10), pip install -e . — detected; "
+        "--environment none to skip"]
