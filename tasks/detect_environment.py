@@ -73,6 +73,8 @@ class _Project:
     """What the repository's packaging files say about installing it."""
 
     installable: bool = False
+    name: str | None = None
+    """Its distribution name, normalized."""
     src_layout: bool = False
     compiled: bool = False
     dependencies: list[str] = field(default_factory=list)
@@ -104,6 +106,9 @@ def detect_environment(repo: Path) -> Detected | None:
         test_file = next((f for f in TEST_FILES if f in hashed), None)
         files = [f for f in (BASE_FILE, test_file) if f is not None and f in hashed]
         tox_specs = []
+    if install_project and project.name:  # `astropy[test]` in astropy's own tox deps
+        tox_specs, extras = _fold_self(project.name, tox_specs, extras)
+        group_specs, extras = _fold_self(project.name, group_specs, extras)
     extra_specs = [s for e in extras for s in project.extras.get(e, [])]
     file_specs = [s for f in files for s in read_requirements(repo, f)]
     test_specs = tox_specs + group_specs + extra_specs + file_specs
@@ -158,6 +163,9 @@ def _project(repo: Path, pyproject: dict[str, Any], setup_cfg: configparser.Conf
     meta = pyproject.get("project") or {}
     found = _Project(installable=(repo / "setup.py").is_file() or "project" in pyproject
                      or "build-system" in pyproject)
+    name = meta.get("name") or setup_cfg.get("metadata", "name", fallback=None) \
+        or setup_py.get("name")
+    found.name = canonicalize_name(name) if isinstance(name, str) and name.strip() else None
     if isinstance(meta.get("dependencies"), list):
         found.dependencies += [str(d) for d in meta["dependencies"]]
     if "dependencies" in (meta.get("dynamic") or []):
@@ -211,6 +219,19 @@ def _extras(project: _Project, tox: configparser.ConfigParser) -> list[str]:
         return named
     wanted = {str(canonicalize_name(n)): n for n in project.extras}
     return next(([wanted[n]] for n in TEST_NAMES if n in wanted), [])
+
+
+def _fold_self(name: str, specs: list[str], extras: list[str]) -> tuple[list[str], list[str]]:
+    """Requirements on the project itself (`pkg[test]`) become extras of its own install
+    rather than a copy from the index."""
+    kept: list[str] = []
+    extras = list(extras)
+    for spec in specs:
+        if _name(spec) == name:
+            extras += sorted(e for e in Requirement(spec).extras if e not in extras)
+        else:
+            kept.append(spec)
+    return kept, extras
 
 
 def _group(groups: dict[str, list[Any]], name: str, depth: int = 0) -> list[str]:
@@ -289,8 +310,14 @@ def _describe(python: PythonChoice | None, install_project: bool, extras: list[s
     parts += files
     if group:
         parts.append(f"dependency group {group!r}")
-    if from_tox and pip:
-        parts.append("tox deps " + " ".join(pip))
+    if pip:
+        parts.append(("tox deps " if from_tox else "pip ") + _few(pip))
     if runner != ["pytest"]:
-        parts.append(" ".join(runner))
+        parts.append(_few(runner))
     return ", ".join(parts)
+
+
+def _few(items: list[str], shown: int = 3) -> str:
+    """`a b c +4 more`: the line stays short."""
+    more = f" +{len(items) - shown} more" if len(items) > shown else ""
+    return " ".join(items[:shown]) + more

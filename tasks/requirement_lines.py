@@ -92,7 +92,7 @@ def tox_deps(value: str) -> Lines:
     kept = []
     for line in _logical_lines(value):
         line = re.sub(r"\{toxinidir\}[/\\]?", "", line)
-        if re.match(r"^[\w.!,-]+\s*:\s", line) or "{" in line:
+        if re.match(r"^[\w.!-]+(?:\s*,\s*[\w.!-]+)*\s*:\s", line) or "{" in line:
             continue  # `py39: mock` (one env's factor) or `{[base]deps}` (a reference)
         kept.append(line)
     return parse_lines("\n".join(kept))

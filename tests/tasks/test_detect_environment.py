@@ -139,6 +139,20 @@ def test_a_test_dependency_group(tmp_path: Path) -> None:
     assert found.table["pip"] == ["ruff", "attrs"]
     assert found.table["runner"] == {"packages": ["pytest", "pytest-httpbin==2.0.0"]}
     assert "dependency group 'test'" in found.description
+    assert "pip ruff attrs" in found.description
+
+
+def test_the_project_named_in_its_own_deps_is_an_extra(tmp_path: Path) -> None:
+    repo = make(tmp_path, {
+        "pyproject.toml": PROJECT + '[project.optional-dependencies]\nsocks = ["PySocks"]\n'
+                          'test = ["pytest"]\n',
+        "tox.ini": "[testenv]\nextras = test\ndeps =\n    Demo[socks]\n    trustme\n",
+        "demo.py": "",
+    })
+    found = detect_environment(repo)
+    assert found is not None
+    assert found.table["install"] == "python3 -m pip install -e '.[test,socks]'"
+    assert found.table["pip"] == ["trustme"]  # not a copy of demo from the index
 
 
 def test_nothing_to_install_keeps_ooda_image(tmp_path: Path) -> None:
@@ -190,5 +204,5 @@ def test_requirements_lines(text: str, files: list[str], specs: list[str]) -> No
 
 def test_tox_parts() -> None:
     assert tox_pythons("py{38,39}-django{32,42}, py3.13, lint, pypy3") == {"3.8", "3.9", "3.13"}
-    deps = tox_deps("-r{toxinidir}/req.txt\npy39,py310: x\n{[testenv]deps}\ny")
+    deps = tox_deps("-r{toxinidir}/req.txt\npy39,py310: x\nimage, devdeps: z\n{[testenv]deps}\ny")
     assert (deps.files, deps.specs) == (["req.txt"], ["y"])
