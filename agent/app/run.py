@@ -251,7 +251,9 @@ def run_task(
                 verifier = opening.result()
             given = task
             task = verifier.prepare()
-            check_base(verifier, given)
+            passing_before = check_base(verifier, given)
+        if passing_before and show_progress and console is not None:
+            console.print(markup_safe(_passing_before_line(passing_before)), highlight=False)
         schedule = schedule_for(options, model, strong)
         progress = (RunProgress(task.id, options.time_budget_s, options.rounds, console,
                                 (options.price_prompt, options.price_completion))
@@ -263,8 +265,21 @@ def run_task(
             except KeyboardInterrupt:
                 _keep_partial(loop, log)
                 raise KeyboardInterrupt(str(log.dir)) from None
+        if passing_before:
+            result.summary[PASSING_BEFORE] = passing_before
+            log.write_summary(result.summary)
         return result, log
     raise AssertionError("unreachable")
+
+
+PASSING_BEFORE = "fail_to_pass_passing_before"
+"""run.json's list of FAIL_TO_PASS ids that passed on the unpatched code (absent when none)."""
+
+
+def _passing_before_line(ids: list[str]) -> str:
+    more = f" and {len(ids) - 1} more" if len(ids) > 1 else ""
+    return (f"warning: FAIL_TO_PASS {ids[0]}{more} pass(es) on the unpatched code already: "
+            "these tests cannot tell a fix from no change")
 
 
 def apply_environment(task: Task, choice: str | None, sandbox: str | None = None) -> str | None:

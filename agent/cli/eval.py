@@ -206,6 +206,11 @@ def print_summary(summary: dict[str, Any], eval_dir: Path, skipped: int,
     _print_failures(records)
     for failure in summary.get("gold_failures") or []:
         print(printable(f"GOLD FAILURE {failure['task_id']}: {failure['reason']}"))
+    for problem in summary.get("gold_base_problems") or []:
+        passing = problem["fail_to_pass_passing_before"]
+        print(printable(f"BASE {problem['task_id']}: {len(passing)} FAIL_TO_PASS test(s) pass "
+                        f"on the unpatched code already (first: {passing[0]}): they cannot tell "
+                        "the fix from no change"))
     print(f"report: {eval_dir / 'report.html'}")
 
 

@@ -80,6 +80,7 @@ def run_record(task_id: str, status: str, summary: dict[str, Any], run_dir: Path
         "run_dir": _relative(run_dir, eval_dir),
         "models": summary.get("models") or {},
         "winner_model": summary.get("winner_model"),
+        "fail_to_pass_passing_before": list(summary.get("fail_to_pass_passing_before") or []),
     }
 
 
@@ -165,6 +166,10 @@ def build_summary(config: dict[str, Any], results: Sequence[dict[str, Any]],
             {"task_id": r["task_id"], "status": r["status"], "reason": r.get("reason", ""),
              "last_failed_verifier": r.get("last_failed_verifier")}
             for r in results if r["status"] != "resolved"
+        ]
+        summary["gold_base_problems"] = [
+            {"task_id": r["task_id"], "fail_to_pass_passing_before": passing}
+            for r in results if (passing := r.get("fail_to_pass_passing_before"))
         ]
     return summary
 

@@ -84,7 +84,10 @@ class FakeRunner:
                 raise InfraError("docker engine went away")
             if what == "crash":
                 raise RuntimeError("boom")
-            return self._write(task, run_dir, passed=what in ("pass", "hang"))
+            result, log = self._write(task, run_dir, passed=what in ("pass", "hang", "base"))
+            if what == "base":  # its FAIL_TO_PASS passed on the unpatched code already
+                result.summary["fail_to_pass_passing_before"] = ["t.py::test_x"]
+            return result, log
         finally:
             with self.lock:
                 self.in_flight -= 1
@@ -272,6 +275,16 @@ def test_gold_failures_are_listed_not_retried(tmp_path: Path) -> None:
     assert [type(m).__name__ for m in runner.models] == ["GoldModel", "GoldModel"]
     assert [g["task_id"] for g in out.summary["gold_failures"]] == ["b"]
     assert "Gold patch failures" in (out.eval_dir / "report.html").read_text()
+
+
+def test_gold_tasks_whose_base_passes_already_are_listed_apart(tmp_path: Path) -> None:
+    taskset = make_taskset(tmp_path / "set", ["a", "b"])
+    out = run_fake(options(taskset, tmp_path / "runs", model="gold"), FakeRunner({"b": "base"}))
+    assert out.summary["resolved"] == 2 and out.summary["gold_failures"] == []
+    assert out.summary["gold_base_problems"] == [
+        {"task_id": "b", "fail_to_pass_passing_before": ["t.py::test_x"]}]
+    records = {r["task_id"]: r for r in lines(out.eval_dir / "results.jsonl")}
+    assert records["a"]["fail_to_pass_passing_before"] == []
 
 
 def test_only_and_bad_inputs(tmp_path: Path) -> None:

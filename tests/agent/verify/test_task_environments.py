@@ -258,6 +258,21 @@ def test_gold_is_verified_once_in_its_environment_and_a_broken_one_exits_3(
     (run_dir,) = (p for p in (tmp_path / "runs").iterdir() if p.is_dir())
     attempts = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
     assert len(attempts) == 1 and attempts[0]["status"] == "passed"
+    assert "fail_to_pass_passing_before" not in json.loads((run_dir / "run.json").read_text())
+
+    # a FAIL_TO_PASS test that passes before the change is said and recorded
+    toml = root / "task.toml"
+    toml.write_text(toml.read_text().replace(
+        'fail_to_pass = ["tests/test_demo.py::test_greet"]',
+        'fail_to_pass = ["tests/test_demo.py::test_greet", "tests/test_demo.py::test_env"]'))
+    runs2 = tmp_path / "runs2"
+    done = subprocess.run([*cmd[:-1], str(runs2), str(root)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "tests/test_demo.py::test_env pass(es) on the unpatched code" in done.stdout + done.stderr
+    (run_dir,) = (p for p in runs2.iterdir() if p.is_dir())
+    run_json = json.loads((run_dir / "run.json").read_text())
+    assert run_json["fail_to_pass_passing_before"] == ["tests/test_demo.py::test_env"]
 
     broken = ('[environment]\npython = "3.9"\ninstall = ""\npip = ["MarkupSafe==0.0.997"]\n'
               f'build_env = {{OODA_TEST_RUN = "{uuid.uuid4().hex}"}}\n')
