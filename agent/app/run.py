@@ -288,7 +288,9 @@ def apply_environment(task: Task, choice: str | None, sandbox: str | None = None
     tests run in, or None when there is nothing to say (ooda's image, as always).
 
     `auto` leaves alone a task that names its requirements (the light path: wheels on ooda's
-    image) and `--sandbox local` (the user's own Python). An environment given here, like a
+    image) and `--sandbox local` (the user's own Python), and, with no Docker engine to build
+    the detected environment, says so and keeps ooda's image (a PATH or the task's own table
+    then fails the build, exit 3, as asked). An environment given here, like a
     task's own, turns ruff, mypy and the security stage off: ooda's tools are not in it."""
     if choice is None:
         return None
@@ -305,6 +307,12 @@ def apply_environment(task: Task, choice: str | None, sandbox: str | None = None
         detected = detect_environment(task.repo)
         if detected is None:
             return None
+        from ooda.agent.sandbox.docker.launch import docker_problem
+
+        if docker_problem() is not None:  # bwrap alone: it runs images Docker builds
+            return (f"environment: {detected.description} — detected, but building it needs "
+                    "a Docker engine, which is not answering here: ooda's image instead "
+                    "(start Docker to use it; --environment none to skip detection)")
         table, said = detected.table, (f"environment: {detected.description} — detected; "
                                        "--environment none to skip")
     else:

@@ -62,6 +62,18 @@ def test_auto_detects_and_says_why(repo: Path) -> None:
     assert apply_environment(task, "auto") is None  # now the task's own: kept, nothing to say
 
 
+def test_auto_without_a_docker_engine_keeps_oodas_image_and_says_why(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ooda.agent.sandbox.docker.launch as launch
+
+    monkeypatch.setattr(launch, "docker_problem", lambda: "Docker engine not answering")
+    task = plain(repo)
+    said = apply_environment(task, "auto", "bwrap")
+    assert said is not None and "needs a Docker engine" in said and "Python 3.9" in said
+    assert task.environment is None
+
+
 def test_what_auto_leaves_alone(repo: Path, tmp_path: Path) -> None:
     for task, sandbox in ((plain(repo), "local"), (plain(repo), None)):
         if sandbox is None:
