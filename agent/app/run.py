@@ -265,8 +265,10 @@ def run_task(
             except KeyboardInterrupt:
                 _keep_partial(loop, log)
                 raise KeyboardInterrupt(str(log.dir)) from None
-        if passing_before:
-            result.summary[PASSING_BEFORE] = passing_before
+        extra = {**({"environment": said} if said else {}),
+                 **({PASSING_BEFORE: passing_before} if passing_before else {})}
+        if extra:  # what the loop's run.json cannot know: kept with it
+            result.summary.update(extra)
             log.write_summary(result.summary)
         return result, log
     raise AssertionError("unreachable")

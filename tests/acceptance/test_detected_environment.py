@@ -111,6 +111,7 @@ def test_a_plain_repository_runs_in_its_detected_environment(repo: Path, tmp_pat
         [run] = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
         summary = json.loads((run / "run.json").read_text())
         assert summary["status"] == "passed" and summary["winner"] == "r1c1"
+        assert summary["environment"] == DETECTED  # run.json keeps what the tests ran in
 
         plain = ooda(*args, "--model", "m", "--base-url", base_url, "--environment", "none",
                      "--runs-dir", str(tmp_path / "runs-none"), cwd=repo)
