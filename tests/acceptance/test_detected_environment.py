@@ -15,25 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from env_demo import DEMO_PYPROJECT as PYPROJECT
 from sandbox_helpers import backend_or_skip
 
 from ooda.agent.models.server import ReplayServer
 
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "demo"
-version = "0.1"
-requires-python = ">=3.9,<3.10"
-dependencies = ["MarkupSafe==2.0.1"]
-
-[tool.setuptools.packages.find]
-where = ["src"]
-"""
-"""Byte for byte test_task_environments.py's: the install files are part of the image hash."""
 TOX = """\
 [tox]
 envlist = py39

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from env_demo import DEMO_PYPROJECT as PYPROJECT
 from sandbox_helpers import REQUIRED
 
 from ooda.agent.contracts.errors import InfraError, UsageError
@@ -132,20 +133,6 @@ def test_host_config_carries_the_ca_bundle_and_local_indexes(
 
 # --------------------------------------------------------------------------- real Docker
 
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "demo"
-version = "0.1"
-requires-python = ">=3.9,<3.10"
-dependencies = ["MarkupSafe==2.0.1"]
-
-[tool.setuptools.packages.find]
-where = ["src"]
-"""
 TEST_DEMO = """\
 import sys
 

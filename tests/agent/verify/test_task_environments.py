@@ -19,23 +19,9 @@ import pytest
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.sandbox.environments.builder import EnvBuildError
 from ooda.tasks.loader import load_task
+from tests.helpers.env_demo import DEMO_PYPROJECT as PYPROJECT
 from tests.helpers.sandbox_helpers import backend_or_skip
 
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "demo"
-version = "0.1"
-requires-python = ">=3.9,<3.10"
-dependencies = ["MarkupSafe==2.0.1"]
-
-[tool.setuptools.packages.find]
-where = ["src"]
-"""
-"""The same install files as test_environments.py's demo, so the same environment hash."""
 BUGGY = 'def greet():\n    return "helo"\n'
 FIXED = 'def greet():\n    return "hello"\n'
 TESTS = """\
