@@ -35,21 +35,6 @@ needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
 
 
 @pytest.fixture(scope="module")
-def sandbox() -> str:
-    from ooda.agent.sandbox.registry import get_backend
-
-    try:
-        backend = get_backend(None)
-    except InfraError as exc:
-        if os.environ.get("OODA_REQUIRE_SANDBOXES") == "1":
-            pytest.fail(f"OODA_REQUIRE_SANDBOXES=1 but no sandbox works: {exc}")
-        pytest.skip(f"no sandbox on this machine: {exc}")
-    name = backend.name
-    backend.close()
-    return name
-
-
-@pytest.fixture(scope="module")
 def tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from ooda.tasks.importers import import_quixbugs
 
@@ -77,10 +62,10 @@ def lines(path: Path) -> list[dict[str, Any]]:
 
 
 @needs_ray
-def test_ray_gives_the_local_summary(tasks: Path, cluster: Cluster, sandbox: str,
+def test_ray_gives_the_local_summary(tasks: Path, cluster: Cluster, sandbox_name: str,
                                      tmp_path: Path) -> None:
-    local = ev.evaluate(options(tasks, tmp_path / "local", sandbox), show_progress=False)
-    on_ray = ev.evaluate(options(tasks, tmp_path / "ray", sandbox, executor="ray",
+    local = ev.evaluate(options(tasks, tmp_path / "local", sandbox_name), show_progress=False)
+    on_ray = ev.evaluate(options(tasks, tmp_path / "ray", sandbox_name, executor="ray",
                                  ray_address=cluster.address), show_progress=False)
     assert {k: on_ray.summary[k] for k in COMPARED} == {k: local.summary[k] for k in COMPARED}
     assert on_ray.summary["resolved"] == len(QUIXBUGS)
@@ -92,11 +77,11 @@ def test_ray_gives_the_local_summary(tasks: Path, cluster: Cluster, sandbox: str
 
 
 @needs_ray
-def test_a_dead_node_counts_every_task_once(tasks: Path, cluster: Cluster, sandbox: str,
+def test_a_dead_node_counts_every_task_once(tasks: Path, cluster: Cluster, sandbox_name: str,
                                             tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     cmd = [sys.executable, "-m", "ooda.agent.cli", "eval", str(tasks), "--model", "gold",
-           "-n", "1", "--rounds", "1", "--time-budget", "120", "--sandbox", sandbox,
+           "-n", "1", "--rounds", "1", "--time-budget", "120", "--sandbox", sandbox_name,
            "--runs-dir", str(runs), "--concurrency", "2", "--eval-id", "killed", "--json",
            "--executor", "ray", "--ray-address", cluster.address]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -114,7 +99,7 @@ def test_a_dead_node_counts_every_task_once(tasks: Path, cluster: Cluster, sandb
     ids = [r["task_id"] for r in lines(results)]
     # each once, none lost
     assert sorted(ids) == sorted(f"quixbugs-{n}" for n in QUIXBUGS), err.decode()[-2000:]
-    again = ev.evaluate(options(tasks, runs, sandbox, executor="ray",
+    again = ev.evaluate(options(tasks, runs, sandbox_name, executor="ray",
                                 ray_address=cluster.address, eval_id="killed", resume=True,
                                 retry_errors=True), show_progress=False)
     assert again.summary["resolved"] == len(QUIXBUGS)
