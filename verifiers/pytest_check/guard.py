@@ -618,17 +618,30 @@ class Guard:
 
     @_wrapper(trylast=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        self._begin_call(item)
+        try:
+            result = yield from self._observe(item, "call")
+        finally:
+            self._stop_profile()
+        self._end_call(item)
+        return result
+
+    def _begin_call(self, item: pytest.Item) -> None:
+        """Before a test's call phase: its code unchanged, and a profile hook that must see
+        the test's own code run."""
         self.check_code(item, f"before {item.nodeid}")
         known = self.codes.get(item.nodeid)
         self._expected = known[1][0] if known is not None and known[1] else None
         self._entered = False
         if self._expected is not None:
             sys.setprofile(self._profile)
-        try:
-            result = yield from self._observe(item, "call")
-        finally:
-            if sys.getprofile() == self._profile:
-                sys.setprofile(None)
+
+    def _stop_profile(self) -> None:
+        if sys.getprofile() == self._profile:
+            sys.setprofile(None)
+
+    def _end_call(self, item: pytest.Item) -> None:
+        """After a test's call phase: its code unchanged, and its function really ran."""
         self.check_code(item, f"after {item.nodeid}")
         if self._expected is not None and not self._entered:
             self.problem(
@@ -636,7 +649,6 @@ class Guard:
                 "(pytest's runner was bypassed)",
                 f"at {item.nodeid}",
             )
-        return result
 
     @_wrapper(trylast=True)
     def pytest_runtest_teardown(
@@ -692,25 +704,13 @@ class LegacyGuard(Guard):
 
     @pytest.hookimpl(hookwrapper=True, trylast=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, None]:
-        self.check_code(item, f"before {item.nodeid}")
-        known = self.codes.get(item.nodeid)
-        self._expected = known[1][0] if known is not None and known[1] else None
-        self._entered = False
-        if self._expected is not None:
-            sys.setprofile(self._profile)
+        self._begin_call(item)
         try:
             outcome = yield
         finally:
-            if sys.getprofile() == self._profile:
-                sys.setprofile(None)
+            self._stop_profile()
         self._outcome(item, "call", outcome)
-        self.check_code(item, f"after {item.nodeid}")
-        if self._expected is not None and not self._entered:
-            self.problem(
-                f"{item.nodeid} went through its call phase but its test function never ran "
-                "(pytest's runner was bypassed)",
-                f"at {item.nodeid}",
-            )
+        self._end_call(item)
 
     @pytest.hookimpl(hookwrapper=True, trylast=True)
     def pytest_runtest_teardown(
