@@ -4,21 +4,9 @@ sandbox needed: every case ends before one would start)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-MEDIAN = ROOT / "tasks" / "examples" / "median"
-
-
-def ooda(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
-         ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("OODA_", "OPENAI_"))}
-    return subprocess.run([sys.executable, "-m", "ooda.agent.cli", *args], cwd=cwd,
-                          env={**base, "OODA_DAEMON": "0", **(env or {})},
-                          capture_output=True, text=True, timeout=60)
+from cli_helpers import MEDIAN, ooda
 
 
 def test_version_short_help_and_completion() -> None:

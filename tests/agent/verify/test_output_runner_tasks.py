@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from ooda.tasks.loader import load_task
-from tests.helpers.sandbox_helpers import backend_or_skip
 
 BUGGY = "def double(x):\n    return x + x + 1\n"
 FIXED = "def double(x):\n    return x + x\n"
@@ -110,13 +109,6 @@ def _task(root: Path, kind: str, test_path: str, tests: str, f2p: list[str], p2p
         f'[environment]\npython = "3.11"\ninstall = ""\n\n[environment.runner]\nkind = "{kind}"\n'
         .replace("'", '"'))
     return root
-
-
-@pytest.fixture(scope="module")
-def docker() -> Any:
-    backend = backend_or_skip("docker")
-    yield backend
-    backend.close()
 
 
 CASES = {

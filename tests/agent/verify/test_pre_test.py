@@ -13,7 +13,6 @@ import pytest
 from ooda.tasks.loader import load_task
 from ooda.verifiers.pytest_check import TestRunError
 from tests.agent.verify.test_task_environments import BUGGY, ENVIRONMENT, FIXED, _patch, _task_dir
-from tests.helpers.sandbox_helpers import backend_or_skip
 
 SERVICE_TEST = """\
 import os
@@ -36,13 +35,6 @@ pre_test = [
 """
 """Not part of the image's hash: the task shares test_task_environments.py's image."""
 SERVICE_ID = "tests/test_service.py::test_service"
-
-
-@pytest.fixture(scope="module")
-def docker() -> Any:
-    backend = backend_or_skip("docker")
-    yield backend
-    backend.close()
 
 
 @pytest.mark.docker

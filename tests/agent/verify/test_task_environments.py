@@ -100,13 +100,6 @@ def test_an_environment_table_is_checked_at_load(tmp_path: Path) -> None:
     assert django.environment is not None
 
 
-@pytest.fixture(scope="module")
-def docker() -> Any:
-    backend = backend_or_skip("docker")
-    yield backend
-    backend.close()
-
-
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.parametrize("pytest_version", sorted(RUNNERS, reverse=True))
