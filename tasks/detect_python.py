@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import configparser
 import re
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,10 +55,8 @@ def _vkey(version: str) -> tuple[int, ...]:
 
 def _pythons() -> tuple[list[str], list[str]]:
     """(the Pythons the releases ship, the Pythons releases.toml maps to a release)."""
-    data = tomllib.loads(releases.DATA.read_text(encoding="utf-8"))
-    served = sorted({str(r["python"]) for r in data["releases"].values()}, key=_vkey)
-    wanted = sorted((str(v) for v in data["python"]), key=_vkey)
-    return served, wanted
+    served, wanted = releases.pythons()
+    return sorted(served, key=_vkey), sorted(wanted, key=_vkey)
 
 
 def specifier_signal(source: str, text: str) -> Signal | None:

@@ -56,3 +56,9 @@ def for_python(version: str) -> Release:
             f"(add it to {DATA.name})"
         )
     return release(wanted[minor])
+
+
+def pythons() -> tuple[set[str], set[str]]:
+    """(the Pythons the releases ship, the Pythons the table maps to a release), as "3.9"."""
+    releases, wanted = _table()
+    return {r.python for r in releases.values()}, set(wanted)
