@@ -4,6 +4,7 @@ directories; `ooda tasks validate`: each task's base and gold in its environment
 
 from __future__ import annotations
 
+import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -38,7 +39,9 @@ def tasks_import(
         typer.Option(help="swebench: local clones named owner__name."),
     ] = None,
 ) -> None:
-    """Convert a public benchmark into self-contained task directories."""
+    """Convert a public benchmark into self-contained task directories. swebench: an
+    instance that cannot be exported (no clone, no base commit, a blob missing from the
+    clone) is skipped with its reason and the others are written; exit 1 when any was."""
     import tempfile
 
     from ooda.tasks import importers
@@ -81,12 +84,19 @@ def tasks_validate(
 def _import(kind: ImportKind, src: Path, dest: Path, only: list[str] | None, overwrite: bool,
             repos_dir: Path | None, func: Any) -> None:
     extra: dict[str, object] = {}
+    skipped: list[Any] = []
     if kind is ImportKind.swebench:
         if repos_dir is None:
             raise UsageError("tasks import swebench needs --repos-dir (clones named owner__name)")
         extra["repos_dir"] = repos_dir
+        extra["skipped"] = skipped
     written = func(src, dest, only=list(only) if only else None, overwrite=overwrite, **extra)
-    print(f"wrote {len(written)} task(s) to {dest}")
+    for skip in skipped:
+        print(f"skipped {skip.instance_id}: {skip.reason}", file=sys.stderr)
+    print(f"wrote {len(written)} task(s) to {dest}"
+          + (f"; skipped {len(skipped)} that could not be exported" if skipped else ""))
+    if skipped:
+        raise SystemExit(1)
 
 
 def is_url(src: str) -> bool:

@@ -167,9 +167,6 @@ def _test_list(value: object, key: str, where: str) -> list[str]:
             raise UsageError(f"{where}: {key} is a string but not a JSON list") from exc
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise UsageError(f"{where}: {key} must be a list of test ids")
-    bad = [v for v in value if v.startswith("-")]
-    if bad:
-        raise UsageError(f"{where}: {key} holds {bad[0]!r}, which looks like an option")
     return list(value)
 
 
@@ -193,18 +190,30 @@ def clone_for(inst: Instance, repos_dir: Path) -> Path:
 
 def check_commits(instances: Sequence[Instance], repos_dir: Path) -> None:
     """Every instance's clone exists and holds its base commit (one git call per clone)."""
+    problems = missing_commits(instances, repos_dir)
+    if problems:
+        raise UsageError(next(iter(problems.values())))
+
+
+def missing_commits(instances: Sequence[Instance], repos_dir: Path) -> dict[str, str]:
+    """instance_id -> why it cannot be exported (no clone, or no base commit in it), for the
+    instances that cannot; one git call per clone."""
     by_clone: dict[Path, list[Instance]] = {}
+    problems: dict[str, str] = {}
     for inst in instances:
-        by_clone.setdefault(clone_for(inst, repos_dir), []).append(inst)
+        try:
+            by_clone.setdefault(clone_for(inst, repos_dir), []).append(inst)
+        except UsageError as exc:
+            problems[inst.instance_id] = str(exc)
     for clone, group in by_clone.items():
         query = "".join(f"{i.base_commit}^{{commit}}\n" for i in group)
         out = _git(clone, ["cat-file", "--batch-check"], stdin=query).decode(errors="replace")
         for inst, answer in zip(group, out.splitlines(), strict=False):
             if answer.endswith(" missing"):
-                raise UsageError(
+                problems[inst.instance_id] = (
                     f"{inst.instance_id}: base_commit {inst.base_commit} not found in {clone} "
-                    "(fetch it, or clone the full history)"
-                )
+                    "(fetch it, or clone the full history)")
+    return problems
 
 
 def export_repo(clone: Path, commit: str, dest: Path) -> None:
@@ -312,6 +321,14 @@ def task_toml(inst: Instance) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """An instance the import left out, and why (one line)."""
+
+    instance_id: str
+    reason: str
+
+
 def import_swebench(
     src: Path,
     dest: Path,
@@ -319,33 +336,50 @@ def import_swebench(
     repos_dir: Path | None = None,
     only: list[str] | None = None,
     overwrite: bool = False,
+    skipped: list[Skipped] | None = None,
 ) -> list[Path]:
     """Write one task directory per instance of the `.jsonl` `src` under `dest`.
 
     `repos_dir` holds the clones (`owner__name`); each task's repo/ is the clone's tree at
-    base_commit. Returns the task directories written, in instance order."""
+    base_commit. Returns the task directories written, in instance order. An instance that
+    cannot be exported (no clone, no base commit, a blob missing from the clone) is appended
+    to `skipped` and the import goes on; without a `skipped` list it is a UsageError."""
     if repos_dir is None:
         raise UsageError("swebench: say where the repositories' clones are with --repos-dir DIR")
     if not repos_dir.is_dir():
         raise UsageError(f"--repos-dir {repos_dir}: not a directory")
     instances = read_instances(src, only)
     check_dest(dest, [i.instance_id for i in instances], overwrite)
-    check_commits(instances, repos_dir)
+    problems = missing_commits(instances, repos_dir)
     written: list[Path] = []
     for inst in instances:
-        root = dest / inst.instance_id
-        if root.exists():
-            shutil.rmtree(root)
-        export_repo(clone_for(inst, repos_dir), inst.base_commit, root / "repo")
-        files = {
-            "task.toml": task_toml(inst),
-            "ISSUE.md": _with_newline(inst.problem_statement),
-            "gold.diff": inst.patch,
-        }
-        if inst.test_patch:
-            files["tests.diff"] = inst.test_patch
-        for name, text in files.items():
-            with (root / name).open("w", encoding="utf-8", newline="\n") as handle:
-                handle.write(text)
-        written.append(root)
+        try:
+            if inst.instance_id in problems:
+                raise UsageError(problems[inst.instance_id])
+            written.append(_write_task(inst, repos_dir, dest / inst.instance_id))
+        except UsageError as exc:
+            if skipped is None:
+                raise
+            skipped.append(Skipped(inst.instance_id, first_line(str(exc).encode())))
     return written
+
+
+def _write_task(inst: Instance, repos_dir: Path, root: Path) -> Path:
+    if root.exists():
+        shutil.rmtree(root)
+    try:
+        export_repo(clone_for(inst, repos_dir), inst.base_commit, root / "repo")
+    except UsageError:
+        shutil.rmtree(root, ignore_errors=True)  # no half-written task directory
+        raise
+    files = {
+        "task.toml": task_toml(inst),
+        "ISSUE.md": _with_newline(inst.problem_statement),
+        "gold.diff": inst.patch,
+    }
+    if inst.test_patch:
+        files["tests.diff"] = inst.test_patch
+    for name, text in files.items():
+        with (root / name).open("w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+    return root

@@ -34,8 +34,10 @@ def environment_table(repo: str, version: str, where: str) -> dict[str, Any]:
 
 def usable_ids(ids: list[str], kind: str = "pytest") -> tuple[list[str], list[str]]:
     """(the ids the runner can be given, the junk ones dropped); only pytest ids have a form
-    to check (django's and sympy's are names)."""
-    keep = [i for i in ids if kind != "pytest" or _PYTEST_ID.match(i.strip())]
+    to check (django's and sympy's are names); an id that looks like an option (django's
+    lists hold a test's docstring line "--squashed-name specifies ...") is junk for all."""
+    keep = [i for i in ids if not i.lstrip().startswith("-")
+            and (kind != "pytest" or _PYTEST_ID.match(i.strip()))]
     return keep, [i for i in ids if i not in keep]
 
 

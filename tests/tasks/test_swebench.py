@@ -12,7 +12,12 @@ from typing import Any
 import pytest
 
 from ooda.agent.contracts.errors import UsageError
-from ooda.tasks.importers.swebench import import_swebench, materialize, read_instances
+from ooda.tasks.importers.swebench import (
+    Skipped,
+    import_swebench,
+    materialize,
+    read_instances,
+)
 from ooda.tasks.loader import load_task, load_taskset
 
 PATCH = (
@@ -161,6 +166,30 @@ def test_import_reports_missing_clone_and_commit(tmp_path: Path,
         import_swebench(src, tmp_path / "t", repos_dir=repos)
     with pytest.raises(UsageError, match="--repos-dir"):
         import_swebench(src, tmp_path / "t")
+
+
+def test_import_keeps_going_past_instances_it_cannot_export(tmp_path: Path,
+                                                            clone: tuple[Path, str]) -> None:
+    """No clone, no base commit, or a blob missing from the clone: that instance is skipped
+    with its reason and the others are written (one missing blob stopped a whole file)."""
+    repos, base = clone
+    blob = git(repos / "acme__calc", "rev-parse", f"{base}:pkg/calc.py")
+    broken = repos / "acme__broken"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repos / "acme__calc"), str(broken)],
+                   check=True)
+    (broken / "objects" / blob[:2] / blob[2:]).unlink()
+    rows = [instance(base, instance_id="acme__calc-1", repo="acme/other"),
+            instance("deadbeef" * 5, instance_id="acme__calc-2"),
+            instance(base, instance_id="acme__broken-3", repo="acme/broken"),
+            instance(base, instance_id="acme__calc-4")]
+    src = write_jsonl(tmp_path / "swe.jsonl", rows)
+    skipped: list[Skipped] = []
+    written = import_swebench(src, tmp_path / "t", repos_dir=repos, skipped=skipped)
+    assert written == [tmp_path / "t" / "acme__calc-4"]
+    assert [s.instance_id for s in skipped] == ["acme__calc-1", "acme__calc-2", "acme__broken-3"]
+    assert "no clone of acme/other" in skipped[0].reason
+    assert "not found" in skipped[1].reason and "invalid object" in skipped[2].reason
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == ["acme__calc-4"]
 
 
 def test_a_versioned_instance_gets_its_environment_and_runs_whole_files(

@@ -18,6 +18,9 @@ Translations, each because ooda's verification differs from the harness's conda 
   runs once in the build, after `pre_install` (with Debian's `locales` package, which the
   harness's base image has and ooda's has not, when it runs locale-gen). An override's own
   `pre_test` (a list of shell commands) is run at test time as it is;
+- the harness's base image carries build tools (a compiler, libffi/libtiff headers, git) and
+  conda's Python its headers: every environment gets them (`ooda_defaults.apt`), so C
+  extensions (astropy) and pins without a wheel for their Python build as there;
 - unpinned dependencies resolve as of `ooda_defaults.pip_uploaded_prior_to` (pip's
   PIP_UPLOADED_PRIOR_TO), not as of today: the harness's specs were validated then.
 """
@@ -44,6 +47,10 @@ _NON_EDITABLE = re.compile(r"^(python3? -m pip install)((?: -\S+)*) \.(?=\s|$|\[
 def _data() -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(DATA.read_text(encoding="utf-8"))
     return loaded
+
+
+HARNESS_APT: tuple[str, ...] = tuple(_data().get("ooda_defaults", {}).get("apt", ()))
+"""Debian packages every SWE-bench environment gets (the harness image's build tools)."""
 
 
 def repos() -> list[str]:
@@ -109,7 +116,7 @@ def spec_for(repo: str, version: str) -> EnvSpec:
     """The environment a SWE-bench instance of `repo` at `version` runs in."""
     data = raw(repo, version)
     build, pre_test = split_eval_commands(list(data.get("eval_commands", ())))
-    apt = tuple(data.get("apt", ()))
+    apt = _unique((*HARNESS_APT, *data.get("apt", ())))
     if any("locale-gen" in c for c in build) and "locales" not in apt:
         apt += ("locales",)
     test_cmd = str(data.get("test_cmd", "pytest -rA"))
@@ -129,6 +136,10 @@ def spec_for(repo: str, version: str) -> EnvSpec:
                           pre_test=(*pre_test, *data.get("pre_test", ()))),
         build_env=tuple(sorted(_build_env(version).items())),
     )
+
+
+def _unique(items: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
 
 
 def _build_env(version: str) -> dict[str, str]:

@@ -17,7 +17,6 @@ def test_overrides_fix_what_the_harness_specs_cannot_build_or_run_today() -> Non
     assert "pytest==7.4.4" in swebench.spec_for("pydicom/pydicom", "2.1").pip
     assert swebench.spec_for("pydicom/pydicom", "1.3").debian.name == "bullseye"
     assert "numpy<2" in swebench.spec_for("pvlib/pvlib-python", "0.9").pip
-    assert "gcc" in swebench.spec_for("astropy/astropy", "4.3").apt
     assert swebench.spec_for("astropy/astropy", "1.3").debian.name == "bullseye"
     requests = swebench.spec_for("psf/requests", "2.7")
     assert any(p.startswith("httpbin") for p in requests.pip)
@@ -27,7 +26,17 @@ def test_overrides_fix_what_the_harness_specs_cannot_build_or_run_today() -> Non
 def test_versions_without_an_override_keep_the_harness_values() -> None:
     astroid = swebench.spec_for("pylint-dev/astroid", "2.10")
     assert astroid.pre_install == () and astroid.pip == ("pytest",)
-    assert swebench.spec_for("sympy/sympy", "1.1").apt == ()
+    assert swebench.spec_for("sympy/sympy", "1.1").apt == swebench.HARNESS_APT
+
+
+def test_every_environment_has_the_build_tools_of_the_harness_image() -> None:
+    """The harness's base image has a compiler (astropy-14182 built no C extension without
+    one); each version's own apt packages follow, once each."""
+    for repo, version in (("astropy/astropy", "4.3"), ("sympy/sympy", "1.1"),
+                          ("django/django", "3.0")):
+        apt = swebench.spec_for(repo, version).apt
+        assert apt[:len(swebench.HARNESS_APT)] == swebench.HARNESS_APT
+        assert "build-essential" in apt and "python3-dev" in apt and len(set(apt)) == len(apt)
 
 
 def test_every_override_names_a_known_repository_and_version_and_says_why() -> None:
