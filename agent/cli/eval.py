@@ -5,6 +5,7 @@ summary. Registered on the app in agent/cli/app.py; shared options from agent/cl
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,6 +32,7 @@ from ooda.agent.cli.options import (
     options_from,
 )
 from ooda.agent.contracts.defaults import DEFAULTS
+from ooda.agent.contracts.errors import UsageError
 from ooda.agent.support.textsafe import printable
 
 
@@ -120,6 +122,13 @@ def eval_command(
     escalate_price_completion: EscalatePriceCompletionOpt = None,
     escalate_after: EscalateAfterOpt = None,
     escalate_below: EscalateBelowOpt = DEFAULTS.escalate_below,
+    predictions: Annotated[
+        Path | None,
+        typer.Option("--predictions", help="Judge another system's predictions (the SWE-bench "
+                     "harness's .jsonl/.json: instance_id, model_patch) as the harness does: "
+                     "git apply, then patch --fuzz=5, any file may change, the test patch laid "
+                     "over; no model. Writes the harness's report format beside ooda's."),
+    ] = None,
     compare: Annotated[
         bool, typer.Option("--compare", help="With a model to escalate to: evaluate fast-only, "
                            "strong-only and the cascade, and compare them in one report.")
@@ -158,6 +167,11 @@ def eval_command(
     )
     run_options.price_prompt, run_options.price_completion = price_prompt, price_completion
     console = make_console()
+    if predictions is not None:
+        if model is not None or compare or resume:
+            raise UsageError("--predictions judges a file of patches: it takes no --model, "
+                             "--compare or --resume")
+        _judge(options, predictions, sandbox.value if sandbox else None, json_out)
     if compare:
         from ooda.agent.app.evaluate.compare import compare as compare_variants
 
@@ -182,6 +196,31 @@ def eval_command(
                       list(latest_by_task(read_records(outcome.eval_dir / "results.jsonl"))
                            .values()))
     raise SystemExit(0)
+
+
+def _judge(options: Any, predictions: Path, sandbox: str | None, json_out: bool) -> None:
+    from ooda.agent.app.evaluate.predictions import judge_predictions
+    from ooda.agent.sandbox.registry import open_backend
+
+    if options.concurrency < 1:
+        raise UsageError(f"--concurrency must be at least 1 (got {options.concurrency})")
+    outcome = judge_predictions(
+        options, predictions, lambda: open_backend(sandbox),
+        report=(lambda _j: None) if json_out else lambda j: print(printable(
+            f"{j.status.upper():11} {j.instance_id}" + (f" [{j.applied}]" if j.applied else "")
+            + (f": {j.reason}" if j.reason else "")), flush=True))
+    for instance_id in outcome.not_in_taskset:
+        print(f"skipped {instance_id}: not in the task set", file=sys.stderr)
+    summary = outcome.summary
+    if json_out:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"resolved {summary['resolved']} of {summary['predictions_judged']} predictions "
+              f"({summary['instances']} instances in the task set); unresolved "
+              f"{summary['unresolved']}, empty {summary['empty_patch']}, errors "
+              f"{summary['error']}; applied with fuzz {summary['applied_with_fuzz']}")
+        print(f"results: {outcome.eval_dir}")
+    raise SystemExit(3 if summary["error"] else 0)
 
 
 def print_summary(summary: dict[str, Any], eval_dir: Path, skipped: int,

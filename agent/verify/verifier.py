@@ -22,6 +22,7 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.protocols import CheckSpec, Sandbox, SandboxBackend, Verdict, Verifier
@@ -29,12 +30,15 @@ from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.support import fstree
 from ooda.agent.verify.baselines import Baselines
 from ooda.agent.verify.environment import EnvironmentBackend, PreparedEnv, prepare_environment
+from ooda.agent.verify.harness_apply import apply_prediction, restore_test_files
 from ooda.agent.verify.watched import FEEDBACK_LIMIT, Watched, verdict_from
 from ooda.agent.verify.workspace import PatchError, apply_patch, copy_repo, patch_paths
 from ooda.tasks.loader import Task
 from ooda.verifiers import clip, output_runners
 from ooda.verifiers.cascade import default_verifiers, run_cascade, split_at_tests
 from ooda.verifiers.pytest_check import TestRunError, match_id, normalize_id
+
+ApplyRule = Literal["strict", "harness"]
 
 WARM_MAX_FILES = 40
 """warm() computes the baselines of every source file only for repos with at most this many."""
@@ -54,8 +58,12 @@ class TaskVerifier:
         concurrency: int = 2,
         pool: SandboxPool | None = None,
         retry_failed_environment: bool = False,
+        apply_rule: ApplyRule = "strict",
     ) -> None:
         self.task = task
+        self.apply_rule: ApplyRule = apply_rule
+        """"strict": ooda's edit policy (candidates of the loop); "harness": as the SWE-bench
+        harness applies a prediction (agent/verify/harness_apply.py)."""
         self.backend = backend
         self.work_root = work_root
         work_root.mkdir(parents=True, exist_ok=True)
@@ -94,6 +102,8 @@ class TaskVerifier:
         """The task's pre-test commands (its environment's `runner.pre_test`)."""
         self.test_files = patch_paths(task.test_patch) if task.test_patch else []
         """The task's test files: those its hidden test patch touches."""
+        self.applied_by = ""
+        """The harness rule: how the last prediction went in ("git apply", "patch --fuzz=5")."""
         self.on_close: list[Callable[[], None]] = []
         """Called at the end of close() (e.g. to close a backend opened for this verifier)."""
 
@@ -194,7 +204,7 @@ class TaskVerifier:
         of the base's mypy cache (checked for the changed files already, so their imports are
         in it). Returns the paths the patch changed; raises PatchError (_HiddenTestsConflict)."""
         copy_repo(self.base_repo, self.work_root, workspace)
-        changed = apply_patch(workspace, patch, protected=self.task.protected)
+        changed = self._apply(workspace, patch)
         if self.task.test_patch:
             try:
                 apply_patch(workspace, self.task.test_patch, trusted=True)
@@ -203,6 +213,15 @@ class TaskVerifier:
         if self.task.verifiers.mypy:
             self.baselines.give_mypy_cache(workspace)
         return changed
+
+    def _apply(self, workspace: Path, patch: str) -> list[str]:
+        """The candidate into the workspace by the verifier's rule; the changed paths."""
+        if self.apply_rule == "strict":
+            return apply_patch(workspace, patch, protected=self.task.protected)
+        applied = apply_prediction(workspace, patch)
+        self.applied_by = applied.method
+        restore_test_files(workspace, self.base_repo, self.test_files, applied.changed)
+        return applied.changed
 
     def _check(self, changed: list[str]) -> CheckSpec:
         return CheckSpec(

@@ -86,6 +86,19 @@ def copy_repo(repo: Path, parent: Path, workspace: Path) -> None:
 # --------------------------------------------------------------------------- policy
 
 
+def with_final_newline(patch: str) -> str:
+    """`patch` ending in a newline: a diff whose only fault is a missing final newline (most
+    of some systems' predictions) is read as if it had one (git apply calls it corrupt)."""
+    return patch if not patch or patch.endswith("\n") else patch + "\n"
+
+
+def parse_paths(patch: str) -> tuple[list[str], int]:
+    """(the repo-relative paths a unified diff touches, its strip level -p); PatchError when
+    unidiff cannot parse it."""
+    _, paths, strip = _parse(patch)
+    return paths, strip
+
+
 def patch_paths(patch: str) -> list[str]:
     """Repo-relative paths a unified diff touches (sources and targets), in order, deduplicated.
 
@@ -175,6 +188,7 @@ def check_patch_policy(patch: str, protected: Sequence[str] = ()) -> None:
     anything under .git/ or .ooda/, test files, conftest.py, tool and git configuration, site
     hooks (.pth, sitecustomize), packaging metadata and bytecode; test support files, by rule
     and by the task's `protected` patterns (agent/support/testsupport.py)."""
+    patch = with_final_newline(patch)
     if not patch.strip():
         raise PatchError("the patch is empty: it changes no file")
     size = len(patch.encode("utf-8", "surrogatepass"))
@@ -263,24 +277,25 @@ def apply_patch(
 
     Untrusted (candidate) patches must pass check_patch_policy first; trusted ones (the task's
     own gold/test patches) skip the protected-file policy but not the path-safety checks."""
+    patch = with_final_newline(patch)
     if trusted and not patch.strip():
         return []
     if not trusted:
         check_patch_policy(patch, protected)
     _, paths, strip = _parse(patch)
-    touched = _git_numstat(workspace, patch, strip)
+    touched = git_numstat(workspace, patch, strip)
     changed = list(dict.fromkeys(paths + touched))
     for path in changed:
         reason = (
-            _path_safety(path)
+            path_safety(path)
             if trusted
             else protected_reason(path) or support_reason(path, protected)
         )
         if reason:
             raise PatchError(reason)
-        _check_inside(workspace, path)
+        check_inside(workspace, path)
     try:
-        _git(workspace, ["apply", "--whitespace=nowarn", f"-p{strip}", "-"], patch)
+        run_git_apply(workspace, patch, strip)
     except PatchError as exc:
         if "\r\n" in patch:
             raise PatchError(
@@ -288,11 +303,17 @@ def apply_patch(
             ) from exc
         raise
     for path in changed:
-        _check_inside(workspace, path)
+        check_inside(workspace, path)
     return changed
 
 
-def _path_safety(path: str) -> str | None:
+def run_git_apply(workspace: Path, patch: str, strip: int) -> None:
+    """`git apply` the patch in `workspace` (PatchError with git's message when it fails)."""
+    _git(workspace, ["apply", "--whitespace=nowarn", f"-p{strip}", "-"], patch)
+
+
+def path_safety(path: str) -> str | None:
+    """Why no patch, trusted or not, may touch `path` (None when it may)."""
     pure = PurePosixPath(path)
     if pure.is_absolute() or ".." in pure.parts or "\0" in path:
         return f"{path}: the path must stay inside the repository"
@@ -301,14 +322,15 @@ def _path_safety(path: str) -> str | None:
     return None
 
 
-def _check_inside(workspace: Path, path: str) -> None:
+def check_inside(workspace: Path, path: str) -> None:
+    """PatchError when `path` resolves outside `workspace` (through a symbolic link)."""
     root = os.path.realpath(workspace)
     target = os.path.realpath(os.path.join(root, path))
     if os.path.commonpath([root, target]) != root:
         raise PatchError(f"{path}: resolves outside the repository (through a symbolic link)")
 
 
-def _git_numstat(workspace: Path, patch: str, strip: int) -> list[str]:
+def git_numstat(workspace: Path, patch: str, strip: int) -> list[str]:
     """The paths git itself reads out of the patch (it does not apply anything here)."""
     out = _git(workspace, ["apply", "--numstat", "-z", f"-p{strip}", "-"], patch)
     paths: list[str] = []
