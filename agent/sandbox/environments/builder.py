@@ -1,10 +1,10 @@
 """Build an environment image from its spec, once per hash, and remember failures.
 
-Steps: the release's base image (base.py), then one build container with the network
-(container.py) that copies the repository to /work and runs, as root: apt packages, the
-repository's requirements file, pinned pip packages (so their pins win), pre-install commands,
-the repository's own install, the test runner's
-packages (last, so the task's pytest wins), ooda's tools into /opt/ooda-tools. Files the
+Steps: the release's base image (base.py) with the spec's Debian packages as a layer shared by
+every environment that asks for the same ones (aptlayer.py), then one build container with the
+network (container.py) that copies the repository to /work and runs, as root: the repository's
+requirements file, pinned pip packages (so their pins win), pre-install commands, the
+repository's own install, the test runner's packages (last, so the task's pytest wins), ooda's tools into /opt/ooda-tools. Files the
 install created inside the repository (egg-info, compiled extensions, generated version files)
 are kept as /opt/ooda-env/overlay.tar and on the host under envs/<hash>/overlay, because the
 workspace mounted at /work at verification time hides the build's /work; an editable install
@@ -36,7 +36,7 @@ import docker.errors
 from ooda.agent.contracts.errors import InfraError
 from ooda.agent.sandbox import image
 from ooda.agent.sandbox.docker import image as docker_image
-from ooda.agent.sandbox.environments import base, causes, container, hostconfig
+from ooda.agent.sandbox.environments import aptlayer, base, causes, container, hostconfig
 from ooda.agent.sandbox.environments.spec import EnvSpec, image_tag, spec_hash
 from ooda.agent.sandbox.image import locked
 
@@ -95,17 +95,16 @@ def env_dir(digest: str) -> Path:
     return image.ooda_home() / "envs" / digest
 
 
-def build_script(spec: EnvSpec, host: hostconfig.HostConfig, with_repo: bool) -> str:
-    """The shell script the build container runs (sh -e, as root, in /work)."""
+def build_script(spec: EnvSpec, host: hostconfig.HostConfig, with_repo: bool,
+                 apt_done: bool = False) -> str:
+    """The shell script the build container runs (sh -e, as root, in /work); `apt_done`:
+    it starts from an image that has the spec's Debian packages (aptlayer.py)."""
     q = shlex.quote
     pip = "python3 -m pip install -q"
     lines = [f"mkdir -p {ENV_DIR_IN_IMAGE} {TOOLS_DIR}"]
     lines.append(f"find /work -mindepth 1 -printf '%P\\0' > {ENV_DIR_IN_IMAGE}/input.lst")
-    if spec.apt:
-        apt_opts = " ".join(f"-o {q(o)}" for o in host.apt_options)
-        lines.append(f"apt-get {apt_opts} update -q")
-        lines.append(f"apt-get {apt_opts} install -q -y --no-install-recommends "
-                     + " ".join(q(p) for p in spec.apt))
+    if spec.apt and not apt_done:
+        lines.append(aptlayer.apt_script(spec.apt, host).rstrip("\n"))
     if with_repo and spec.requirements:
         tests = " elif ".join(f"[ -f {q(f)} ]; then {pip} -r {q(f)}; " for f in spec.requirements)
         lines.append(f"if {tests}fi")
@@ -220,13 +219,20 @@ def ensure_env(
         failed()
         (directory / "failure.txt").unlink(missing_ok=True)
         base_image = base.ensure_base_image(client, release, log)
+        if spec.apt:
+            try:
+                base_image = aptlayer.ensure_apt_layer(client, base_image, spec.apt, log)
+            except InfraError as exc:
+                _record_failure(directory, str(exc), str(exc))
+                raise EnvBuildError(digest, str(exc), directory / "build.log") from exc
         host = hostconfig.host_config(
             remote_only=any(k == "PIP_UPLOADED_PRIOR_TO" for k, _ in spec.build_env))
         with_repo = repo is not None and spec.install is not None
         upload = ("/work", container.tar_of(repo)) if with_repo and repo is not None else None
         log(f"building environment {tag} on {release.name} (Python {release.python})")
         outcome = container.run_script(
-            client, base_image, build_script(spec, host, with_repo), host,
+            client, base_image, build_script(spec, host, with_repo, apt_done=bool(spec.apt)),
+            host,
             env=dict(spec.build_env), upload=upload, commit_as=tag,
             labels={"ooda.env": digest}, timeout_s=timeout_s,
         )

@@ -1,0 +1,25 @@
+"""agent/sandbox/environments/aptlayer.py: an environment's Debian packages become one image
+layer per base image and package set, which the environment's own build then skips."""
+
+from __future__ import annotations
+
+from ooda.agent.sandbox.environments import aptlayer, builder, hostconfig
+from ooda.agent.sandbox.environments.spec import EnvSpec
+
+
+def test_one_layer_per_base_and_package_set_whatever_the_order() -> None:
+    one = aptlayer.layer_tag("ooda-env-base:bullseye-1", ["gcc", "git", "gcc"])
+    assert one == aptlayer.layer_tag("ooda-env-base:bullseye-1", ["git", "gcc"])
+    assert one.startswith("ooda-env-apt:")
+    assert one != aptlayer.layer_tag("ooda-env-base:bookworm-1", ["gcc", "git"])
+    assert one != aptlayer.layer_tag("ooda-env-base:bullseye-1", ["gcc"])
+
+
+def test_the_environment_build_installs_the_packages_only_without_the_layer() -> None:
+    host = hostconfig.HostConfig()
+    spec = EnvSpec(python="3.9", apt=("build-essential", "git"), pip=("six",))
+    with_layer = builder.build_script(spec, host, with_repo=False, apt_done=True)
+    alone = builder.build_script(spec, host, with_repo=False)
+    assert "install -q -y --no-install-recommends" not in with_layer
+    assert "--no-install-recommends build-essential git" in alone
+    assert "rm -rf /var/lib/apt/lists/*" in aptlayer.apt_script(spec.apt, host)
