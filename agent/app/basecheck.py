@@ -36,7 +36,7 @@ def check_base(verifier: TaskVerifier, given: Task) -> list[str]:
                 "check its spelling (`pytest --collect-only -q` lists the ids)"
             )
         return [i for i in given.fail_to_pass
-                if (nodes := match_id(i, outcomes)) and all(outcomes[n] == "passed" for n in nodes)]
+                if (nodes := match_id(i, outcomes, ids)) and all(outcomes[n] == "passed" for n in nodes)]
     if task.test_cmd and not task.fail_to_pass:
         try:
             verifier.run_base_tests(task.test_cmd, timeout_s=timeout)

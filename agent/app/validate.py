@@ -66,8 +66,9 @@ def _check(task: Task, verifier: TaskVerifier) -> Validation:
         outcomes = verifier.run_base_tests()
     except (TestRunError, ValueError) as exc:
         return Validation(task.id, "environment", f"the tests do not run: {_line(exc)}")
+    listed = [*task.fail_to_pass, *task.pass_to_pass]
     broken_p2p = [t for t in task.pass_to_pass
-                  if not (nodes := match_id(t, outcomes))
+                  if not (nodes := match_id(t, outcomes, listed))
                   or any(outcomes[n] != "passed" for n in nodes)]
     if broken_p2p:  # tests that should pass do not, before any change: the environment's fault
         more = f" (and {len(broken_p2p) - 1} more)" if len(broken_p2p) > 1 else ""
@@ -75,7 +76,7 @@ def _check(task: Task, verifier: TaskVerifier) -> Validation:
                           f"PASS_TO_PASS {broken_p2p[0]}{more} does not pass on the base")
     problems = []
     for test_id in task.fail_to_pass:
-        nodes = match_id(test_id, outcomes)
+        nodes = match_id(test_id, outcomes, listed)
         if not nodes or outcomes.get(test_id) == "missing":
             problems.append(f"FAIL_TO_PASS {test_id} not found")
         elif all(outcomes[n] == "passed" for n in nodes):

@@ -300,8 +300,9 @@ class TaskVerifier:
     def _remember_passed_before(self, outcomes: dict[str, str]) -> None:
         """Note which pass_to_pass ids this base run showed passing (for the feedback)."""
         passed = set(self._passed_before or ())
+        listed = [*self.task.fail_to_pass, *self.task.pass_to_pass]
         for test_id in self.task.pass_to_pass:
-            nodes = match_id(test_id, outcomes)
+            nodes = match_id(test_id, outcomes, listed)
             if nodes and all(outcomes[n] == "passed" for n in nodes):
                 passed.add(normalize_id(test_id))
         self._passed_before = passed

@@ -66,3 +66,22 @@ def test_an_id_with_newlines_in_its_parameter_matches_pytests_escaped_node_id() 
     swebench = 'tests/t.py::T::test_f[\n    "a {:c}".format(None)\n    ]'
     node = 'tests/t.py::T::test_f[\\n    "a {:c}".format(None)\\n    ]'
     assert match_id(swebench, [node, "tests/t.py::T::test_g"]) == [node]
+
+
+def test_a_rewritten_parameter_stands_for_the_one_parametrization_no_other_id_claims() -> None:
+    """pylint-7080 lists `test_stdin[/mymodule.py]` for a parameter that holds the checkout's
+    absolute path; its sibling `[mymodule.py-mymodule-mymodule.py]` matches exactly."""
+    run = {
+        "tests/test_self.py::TestRunTC::test_stdin[/work/tests/mymodule.py-mymodule-"
+        "/work/tests/mymodule.py]": "passed",
+        "tests/test_self.py::TestRunTC::test_stdin[mymodule.py-mymodule-mymodule.py]": "passed",
+        "tests/test_self.py::TestRunTC::test_other": "passed",
+    }
+    odd = "tests/test_self.py::TestRunTC::test_stdin[/mymodule.py]"
+    plain = "tests/test_self.py::TestRunTC::test_stdin[mymodule.py-mymodule-mymodule.py]"
+    assert match_id(odd, run) == []  # alone, it names nothing
+    assert match_id(odd, run, [odd, plain]) == [next(iter(run))]
+    assert match_id(plain, run, [odd, plain]) == [plain]
+    # two parametrizations left for one unmatched id: which one it was cannot be told
+    more = {**run, "tests/test_self.py::TestRunTC::test_stdin[x-y-z]": "failed"}
+    assert match_id(odd, more, [odd, plain]) == []

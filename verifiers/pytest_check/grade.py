@@ -35,13 +35,14 @@ def grade(fail_to_pass: Sequence[str], pass_to_pass: Sequence[str], run: TestRun
     """Each required id with its outcome: the worst of the nodes it stands for."""
     graded: list[Graded] = []
     seen: set[str] = set()
+    listed = [*fail_to_pass, *pass_to_pass]
     for kind, ids in (("fail_to_pass", fail_to_pass), ("pass_to_pass", pass_to_pass)):
         for raw in ids:
             test_id = normalize_id(raw)
             if test_id in seen:
                 continue
             seen.add(test_id)
-            nodes = match_id(test_id, run.outcomes)
+            nodes = match_id(test_id, run.outcomes, listed)
             if not nodes:
                 graded.append(Graded(test_id, kind, "missing", test_id))
                 continue

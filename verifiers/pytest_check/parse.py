@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -203,16 +203,31 @@ def split_outcomes(outcomes: Mapping[str, str]) -> tuple[list[str], list[str]]:
 # --------------------------------------------------------------------------- grading
 
 
-def match_id(test_id: str, outcomes: Iterable[str]) -> list[str]:
+def match_id(test_id: str, outcomes: Iterable[str], listed: Collection[str] = ()) -> list[str]:
     """The node ids of a run that `test_id` stands for.
 
     A file (or directory) id stands for every test in it; a function id also for each of its
-    parametrizations; a class id for its methods. When the id's file failed to be collected,
-    that collection error stands for it."""
+    parametrizations; a class id for its methods. A parametrized id that matches none of its
+    function's parametrizations (SWE-bench's lists hold ids whose parameters were rewritten:
+    `test_stdin[/mymodule.py]` for a parameter holding the harness's checkout path) stands
+    for the parametrizations no other id of `listed` (the task's lists) claims, when there
+    are exactly as many of those as listed ids of that function that match none. When the
+    id's file failed to be collected, that collection error stands for it."""
     test_id = normalize_id(test_id)
     nodes = list(outcomes)
     if "::" not in test_id:
         return [n for n in nodes if _within(n.split("::", 1)[0], test_id)]
+    hits = _direct(test_id, nodes)
+    if not hits and listed and "[" in _last_part(test_id):
+        hits = _unclaimed(test_id, nodes, listed)
+    if not hits:
+        file = test_id.split("::", 1)[0]
+        hits = [n for n in nodes if n == file]
+    return hits
+
+
+def _direct(test_id: str, nodes: list[str]) -> list[str]:
+    """The nodes `test_id` names itself (exactly, as a prefix, cut or truncated)."""
     last = _last_part(test_id)
     if truncated(test_id):
         # SWE-bench cuts long parametrized ids (`test_x[cliapp.factory-`): every
@@ -228,10 +243,22 @@ def match_id(test_id: str, outcomes: Iterable[str]) -> list[str]:
     ]
     if not hits and test_id.endswith("]"):
         hits = _cut_and_closed(test_id, nodes)
-    if not hits:
-        file = test_id.split("::", 1)[0]
-        hits = [n for n in nodes if n == file]
     return hits
+
+
+def _unclaimed(test_id: str, nodes: list[str], listed: Collection[str]) -> list[str]:
+    function = test_id.partition("[")[0]
+    params = [n for n in nodes if n.startswith(function + "[")]
+    siblings = {normalize_id(i) for i in listed if normalize_id(i).startswith(function + "[")}
+    siblings.add(test_id)
+    claimed: set[str] = set()
+    unmatched = 0
+    for sibling in siblings:
+        found = _direct(sibling, params)
+        claimed.update(found)
+        unmatched += not found
+    left = [n for n in params if n not in claimed]
+    return left if left and len(left) == unmatched else []
 
 
 def _cut_and_closed(test_id: str, nodes: list[str]) -> list[str]:

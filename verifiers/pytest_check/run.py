@@ -315,7 +315,7 @@ def run_tests(
         )
     outcomes = dict(run.outcomes)
     for test_id in wanted:
-        if not match_id(test_id, outcomes):
+        if not match_id(test_id, outcomes, wanted):
             outcomes[test_id] = "missing"
     return outcomes
 

@@ -207,7 +207,8 @@ def graded_tests(task: Task, verdict: Verdict) -> dict[str, dict[str, list[str]]
             outcomes.update({str(k): str(v) for k, v in found.items()})
     graded: dict[str, dict[str, list[str]]] = {}
     for key, ids in (("FAIL_TO_PASS", task.fail_to_pass), ("PASS_TO_PASS", task.pass_to_pass)):
-        passed = [i for i in ids if (nodes := match_id(i, outcomes))
+        listed = [*task.fail_to_pass, *task.pass_to_pass]
+        passed = [i for i in ids if (nodes := match_id(i, outcomes, listed))
                   and all(outcomes[n] == "passed" for n in nodes)]
         graded[key] = {"success": passed, "failure": [i for i in ids if i not in passed]}
     return graded
