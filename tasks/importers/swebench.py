@@ -20,6 +20,7 @@ the `.jsonl` directly and exports each repo only while its task runs (`materiali
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -33,7 +34,12 @@ from typing import Any
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.support.git import first_line, git
 from ooda.tasks.importers.common import check_dest, select, toml_list, toml_str
-from ooda.tasks.importers.swebench_env import environment_table, environment_toml, usable_ids
+from ooda.tasks.importers.swebench_env import (
+    environment_table,
+    environment_toml,
+    usable_ids,
+    with_conda_packages,
+)
 from ooda.tasks.loader import Task, VerifierOptions
 
 REQUIRED_KEYS = (
@@ -291,8 +297,19 @@ def materialize(inst: Instance, repos_dir: Path, workdir: Path) -> Task:
     """Export the instance's repo at base_commit into `workdir`/repo (replacing `workdir`)."""
     if workdir.exists():
         shutil.rmtree(workdir)
-    export_repo(clone_for(inst, repos_dir), inst.base_commit, workdir / "repo")
-    return instance_task(inst, workdir / "repo")
+    clone = clone_for(inst, repos_dir)
+    export_repo(clone, inst.base_commit, workdir / "repo")
+    return instance_task(with_clone_facts(inst, clone), workdir / "repo")
+
+
+def with_clone_facts(inst: Instance, clone: Path) -> Instance:
+    """`inst` with what its environment reads from the clone: the optional packages of a
+    conda environment file at environment_setup_commit (swebench_env.with_conda_packages)."""
+    if inst.environment is None or inst.version is None:
+        return inst
+    table = with_conda_packages(inst.environment, inst.repo, inst.version, clone,
+                                inst.environment_setup_commit or inst.base_commit)
+    return dataclasses.replace(inst, environment=table)
 
 
 def task_toml(inst: Instance) -> str:
@@ -367,11 +384,13 @@ def import_swebench(
 def _write_task(inst: Instance, repos_dir: Path, root: Path) -> Path:
     if root.exists():
         shutil.rmtree(root)
+    clone = clone_for(inst, repos_dir)
     try:
-        export_repo(clone_for(inst, repos_dir), inst.base_commit, root / "repo")
+        export_repo(clone, inst.base_commit, root / "repo")
     except UsageError:
         shutil.rmtree(root, ignore_errors=True)  # no half-written task directory
         raise
+    inst = with_clone_facts(inst, clone)
     files = {
         "task.toml": task_toml(inst),
         "ISSUE.md": _with_newline(inst.problem_statement),

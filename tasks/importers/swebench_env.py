@@ -5,6 +5,8 @@
   version without a spec, or a runner ooda cannot grade yet (verifiers/runners.py);
 - `usable_ids`: SWE-bench's lists hold the odd junk id (`[100%]`, pytest's progress column cut
   into the list); those are dropped, with the reason, so one never fails collection for all;
+- `with_conda_packages`: the table with the optional packages of the repository's conda
+  environment file, for specs that name one (read from the clone at export);
 - `environment_toml`: the table as TOML text.
 """
 
@@ -12,11 +14,13 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from ooda.agent.sandbox.environments import swebench as specs
 from ooda.tasks.environment import environment_of
 from ooda.tasks.importers.common import toml_list, toml_str
+from ooda.tasks.importers.swebench_conda import env_file_packages
 
 _PYTEST_ID = re.compile(r"^[^\s\[\]:][^\s]*?(?:::.+)?$", re.DOTALL)
 """A pytest id: a path (not starting with `[` or `:`), optionally `::` and the rest."""
@@ -30,6 +34,23 @@ def environment_table(repo: str, version: str, where: str) -> dict[str, Any]:
     table: dict[str, Any] = {k: v for k, v in data.items() if v is not None}
     environment_of(table, where)  # the runner must be one ooda grades
     return table
+
+
+def with_conda_packages(table: dict[str, Any], repo: str, version: str, clone: Path,
+                        commit: str) -> dict[str, Any]:
+    """`table` with `optional`: the packages of the repository's conda environment file at
+    `commit` (the harness reads it at environment_setup_commit) that the spec does not pin
+    already, when the spec names such a file (swebench_conda.py)."""
+    paths = specs.conda_env_files(repo, version)
+    if not paths:
+        return table
+    pinned = {_name(p) for p in table.get("pip", ())}
+    found = [p for p in env_file_packages(clone, commit, paths) if _name(p) not in pinned]
+    return {**table, "optional": found} if found else table
+
+
+def _name(spec: str) -> str:
+    return re.split(r"[\s<>=!~;\[]", spec, maxsplit=1)[0].lower().replace("_", "-")
 
 
 def usable_ids(ids: list[str], kind: str = "pytest") -> tuple[list[str], list[str]]:

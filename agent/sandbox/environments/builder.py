@@ -110,6 +110,8 @@ def build_script(spec: EnvSpec, host: hostconfig.HostConfig, with_repo: bool,
         lines.append(f"if {tests}fi")
     if spec.pip:
         lines.append(f"{pip} " + " ".join(q(p) for p in spec.pip))
+    if spec.optional:
+        lines.append(optional_script(spec))
     lines += list(spec.pre_install)
     if with_repo and spec.install:
         lines.append(spec.install)
@@ -127,6 +129,20 @@ def build_script(spec: EnvSpec, host: hostconfig.HostConfig, with_repo: bool,
     lines.append("apt-get clean; rm -rf /var/lib/apt/lists/* /root/.cache /tmp/*")
     lines.append(f"chmod -R a+rX /usr/local {ENV_DIR_IN_IMAGE} {TOOLS_DIR}")
     return "\n".join(lines) + "\n"
+
+
+def optional_script(spec: EnvSpec) -> str:
+    """Install the spec's optional packages under its pins: all at once, or, when that fails
+    (one of them has no release for this Python), each alone, skipping those that fail."""
+    q = shlex.quote
+    pins = "".join(f"{p}\n" for p in spec.pip if "==" in p)
+    names = " ".join(q(p) for p in spec.optional)
+    return "\n".join([
+        f"printf %s {q(pins)} > /tmp/ooda-pins.txt",
+        f"python3 -m pip install -q -c /tmp/ooda-pins.txt {names} || "
+        f"for p in {names}; do python3 -m pip install -q -c /tmp/ooda-pins.txt \"$p\" "
+        "|| echo \"ooda: optional package $p not installed\"; done",
+    ])
 
 
 def _record_failure(directory: Path, cause: str, log: str) -> None:

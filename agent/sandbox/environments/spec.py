@@ -66,6 +66,10 @@ class EnvSpec:
     """Debian packages (build tools, C libraries) installed first."""
     pip: tuple[str, ...] = ()
     """pip requirement specs with pins, installed before the repository."""
+    optional: tuple[str, ...] = ()
+    """pip specs installed after `pip` (whose pins constrain them), each allowed to fail: a
+    repository's optional test dependencies (a conda environment file's), whose absence only
+    makes their tests skip."""
     pre_install: tuple[str, ...] = ()
     """Shell commands run (as root, in the repository) after the pip packages, before the
     repository's install (as SWE-bench orders them)."""
@@ -90,6 +94,8 @@ class EnvSpec:
         """The spec as JSON-ready data (the inverse of from_dict)."""
         data = asdict(self)
         data["build_env"] = dict(self.build_env)
+        if not self.optional:
+            del data["optional"]  # specs without it keep the hash they had before it existed
         return data
 
     @classmethod
@@ -116,6 +122,7 @@ class EnvSpec:
             release=_opt_str(data, "release", where),
             apt=_strs(data, "apt", where),
             pip=_strs(data, "pip", where),
+            optional=_strs(data, "optional", where),
             pre_install=_strs(data, "pre_install", where),
             requirements=_strs(data, "requirements", where),
             install=_opt_str(data, "install", where) if "install" in data else DEFAULT_INSTALL,

@@ -105,6 +105,14 @@ def _overrides(repo: str) -> dict[str, Any]:
     return tomllib.loads(path.read_text(encoding="utf-8"))
 
 
+def conda_env_files(repo: str, version: str) -> tuple[str, ...]:
+    """The conda environment files (first that exists) whose packages the harness installs
+    for `repo` at `version`; () when its spec names none."""
+    if not raw(repo, version).get("conda_env"):
+        return ()
+    return tuple(_data()["repos"][repo].get("conda_env_files", ()))
+
+
 def split_eval_commands(commands: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(the commands that change the system: run in the build, those that only export a
     variable: run before the tests), in their order (see the module docstring)."""
