@@ -263,5 +263,6 @@ def ensure_env(
         (directory / "plugins.txt").unlink(missing_ok=True)
         plugins = installed_plugins(client, tag, directory)
         seconds = time.monotonic() - started
+        (directory / "build.json").write_text(json.dumps({"seconds": round(seconds, 1)}) + "\n")
         log(f"environment {tag} built in {seconds:.0f} s")
         return BuiltEnv(tag, digest, release.name, directory / "overlay", True, seconds, plugins)
