@@ -11,7 +11,7 @@ from pathlib import Path
 from ooda.agent.app.evaluate.options import EvalOptions
 from ooda.agent.app.evaluate.records import remove_path
 from ooda.agent.contracts.errors import UsageError
-from ooda.tasks.importers.swebench import check_commits, materialize, read_instances
+from ooda.tasks.importers.swebench import materialize, missing_commits, read_instances
 from ooda.tasks.loader import Task, load_taskset
 
 
@@ -62,18 +62,24 @@ def _swebench_refs(options: EvalOptions, work_dir: Path) -> list[TaskRef]:
     if not options.repos_dir.is_dir():
         raise UsageError(f"--repos-dir {options.repos_dir}: not a directory")
     instances = read_instances(options.taskset, options.only)
-    check_commits(instances, options.repos_dir)
+    problems = missing_commits(instances, options.repos_dir)  # such a task is an error alone
     repos_dir = options.repos_dir
     refs = []
     for inst in instances:
         where = work_dir / inst.instance_id
         refs.append(TaskRef(
             inst.instance_id,
-            load=functools.partial(materialize, inst, repos_dir, where),
+            load=functools.partial(_unexportable, problems[inst.instance_id])
+            if inst.instance_id in problems
+            else functools.partial(materialize, inst, repos_dir, where),
             release=functools.partial(remove_path, where),
             has_gold=True,
         ))
     return refs
+
+
+def _unexportable(reason: str) -> Task:
+    raise UsageError(reason)
 
 
 def _check_only(ids: Sequence[str], only: Sequence[str] | None) -> list[str]:
