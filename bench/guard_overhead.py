@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""bench/guard_overhead: what verifiers/pytest_check/guard.py costs over plain pytest.
+"""bench/guard_overhead: what the pytest guard (verifiers/pytest_check/guard/) costs over plain
+pytest.
 
 A repository of N small tests (three passing asserts each: ints, a nested dict, approx) runs
-under plain `python -m pytest` and under the guard as ooda launches it (assertion-pass hook on,
-so every passing comparison is probed; code identity and the profile check per test). Prints
-the best of R wall times of each and their ratio. With --against FILE, a second guard (e.g. an
-older version: `git show REV:verifiers/pytest_check/guard.py > old.py`) is timed too.
+under plain `python -m pytest` and under the guard as ooda launches it (installed by
+`run.install_guard`; assertion-pass hook on, so every passing comparison is probed; code
+identity and the profile check per test). Prints the best of R wall times of each and their
+ratio. With --against PATH, a second guard is timed too: an older single-file guard
+(`git show REV:verifiers/pytest_check/guard.py > old.py`) or an older guard package
+(`git archive REV verifiers/pytest_check/guard | tar -x -C old`, then old/verifiers/pytest_check/guard).
 
-    bench/guard_overhead.py [--tests N] [--repeat R] [--against OLD_GUARD.py]
+    bench/guard_overhead.py [--tests N] [--repeat R] [--against OLD_GUARD.py|OLD_GUARD_DIR]
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-GUARD = Path(__file__).resolve().parents[1] / "verifiers" / "pytest_guard.py"
+from ooda.verifiers.pytest_check.run import GUARD_LAUNCHER as LAUNCHER
+from ooda.verifiers.pytest_check.run import GUARD_PACKAGE
+
+GUARD = Path(__file__).resolve().parents[1] / "verifiers" / "pytest_check" / "guard"
 
 
 def make_repo(root: Path, count: int) -> None:
@@ -49,10 +55,17 @@ def timed(cmd: list[str], cwd: Path) -> float:
 
 
 def guard_cmd(guard: Path, repo: Path) -> list[str]:
+    """The guard's command line, the guard installed in repo/.ooda: a package directory as ooda
+    installs it (its launcher next to it), or a single-file guard as older versions were."""
     directory = repo / ".ooda"
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir()
-    shutil.copy(guard, directory / "guard.py")
+    if guard.is_dir():
+        package = directory / GUARD_PACKAGE
+        shutil.copytree(guard, package, ignore=shutil.ignore_patterns("__pycache__"))
+        (directory / "guard.py").write_text(LAUNCHER)
+    else:
+        shutil.copy(guard, directory / "guard.py")
     (directory / "config.json").write_text(json.dumps({"changed_files": []}))
     return [
         sys.executable, "-s", "-B", str(directory / "guard.py"), str(directory / "record.json"),

@@ -30,7 +30,7 @@ from ooda.agent.support import fstree
 
 PLUGINS_VAR = "OODA_PYTEST_PLUGINS"
 """The container's variable naming the pytest plugins the guard loads with `-p`
-(verifiers/pytest_check/guard.py reads it before any repository code runs)."""
+(the guard, verifiers/pytest_check/guard/, reads it before any repository code runs)."""
 
 
 @dataclass(frozen=True)

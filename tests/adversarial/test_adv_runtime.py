@@ -101,11 +101,15 @@ CHEATS = {
         ["JUnit report"],  # disagrees with pytest, or (caught mid-write) unreadable
     ),
     "guard_itself_patched": (
-        "import sys\nguard = sys.modules['__main__']\n"
-        "if hasattr(guard, 'Guard'):\n"
-        "    guard.Guard.good = lambda self, nodeid: True\n"
-        "    guard._exit = lambda code: None",
-        ["Guard.good was replaced"],
+        "import sys\n"
+        "for key, module in list(sys.modules.items()):\n"
+        "    if key == '__main__' or 'guard' in key:\n"
+        "        for name in ('Records', 'Guard'):\n"
+        "            if hasattr(getattr(module, name, None), 'good'):\n"
+        "                getattr(module, name).good = lambda self, nodeid: True\n"
+        "        if hasattr(module, '_exit'):\n"
+        "            module._exit = lambda code: None",
+        ["Records.good was replaced"],
     ),
     "report_class_patched": (
         "import _pytest.reports\n_pytest.reports.TestReport.passed = property(lambda self: True)",

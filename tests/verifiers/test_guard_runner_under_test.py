@@ -1,6 +1,6 @@
 """The guard on a repository that is pytest itself (pytest-dev/pytest, src layout): its own
 pytest runs its suite, so pytest's modules and hooks count as the repository's, not as
-tampering; any other repository keeps the image's pytest (verifiers/pytest_check/guard.py)."""
+tampering; any other repository keeps the image's pytest (verifiers/pytest_check/guard/)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ooda.verifiers.pytest_check import guard
+from ooda.verifiers.pytest_check.guard import toolchain
 
 
 def _package(root: Path, name: str) -> None:
@@ -23,9 +23,9 @@ def test_a_repository_providing_pytest_under_src_owns_it(
     (tmp_path / "src" / "pytest.py").write_text("")
     monkeypatch.chdir(tmp_path)
     names = {"pytest", "_pytest", "pluggy", "iniconfig"}
-    assert guard.repository_own(names, []) == {"pytest", "_pytest"}
+    assert toolchain.repository_own(names, []) == {"pytest", "_pytest"}
     # a candidate that changed the runner's entry module does not make it the repository's
-    assert guard.repository_own(names, ["src/pytest.py"]) == {"_pytest"}
+    assert toolchain.repository_own(names, ["src/pytest.py"]) == {"_pytest"}
 
 
 def test_any_other_repository_owns_none_of_the_runner(
@@ -33,4 +33,4 @@ def test_any_other_repository_owns_none_of_the_runner(
 ) -> None:
     _package(tmp_path / "src", "demo")
     monkeypatch.chdir(tmp_path)
-    assert guard.repository_own({"pytest", "_pytest", "pluggy"}, []) == set()
+    assert toolchain.repository_own({"pytest", "_pytest", "pluggy"}, []) == set()

@@ -1,6 +1,6 @@
 """The pytest stage: run (in the sandbox, under the guard), parse (the JUnit report), grade (per
-the SPEC) and the verifier that joins them; guard.py is the program that runs inside the
-sandbox and integrity.py checks its record on the host. Callers import from here."""
+the SPEC) and the verifier that joins them; guard/ is the program (a package) that runs inside
+the sandbox and integrity.py checks its record on the host. Callers import from here."""
 
 from ooda.verifiers.pytest_check.grade import Graded, grade
 from ooda.verifiers.pytest_check.parse import (

@@ -7,7 +7,7 @@ Two sources, both independent of what pytest's JUnit report says:
   `pkg/testing.py`, modules named like pytest or the standard library at the top level) are fingerprinted before and after the run; the code
   under test creating, changing or deleting any of them is tampering (and would otherwise
   reach a later run in the same workspace);
-- the guard's record (verifiers/pytest_check/guard.py): what pytest really observed per test,
+- the guard's record (verifiers/pytest_check/guard/): what pytest really observed per test,
   the tampering the guard saw in the process, and the exit code pytest.main returned; it is
   cross-checked with the JUnit report and the process's exit code.
 """

@@ -1,8 +1,8 @@
 """Running pytest in the sandbox under the guard, and what a run yields (per-test outcomes
 from its JUnit XML report, parsed by parse.py; graded by grade.py).
 
-Pinned runner: pytest starts under verifiers/pytest_check/guard.py (`python3 -s -B`: no user
-site, no bytecode), with plugin autoload off, PYTEST_ADDOPTS empty and the cache plugin off; the
+Pinned runner: pytest starts under the guard, verifiers/pytest_check/guard/ (`python3 -s -B`: no
+user site, no bytecode), with plugin autoload off, PYTEST_ADDOPTS empty and the cache plugin off; the
 configuration files come from the trusted base (the edit policy). The report is written inside
 the workspace (`.ooda/junit-<random>.xml`, a directory no patch may touch, emptied before each
 run). The guard's own record of the run and a fingerprint of the files that decide how tests
@@ -97,20 +97,51 @@ def _reset_report_dir(workspace: Path) -> Path:
     return directory
 
 
+GUARD_PACKAGE = "_ooda_guard"
+"""The guard's package name inside the sandbox (its modules import one another relatively)."""
+GUARD_LAUNCHER = f"""\
+\"\"\"Starts ooda's pytest guard: the package {GUARD_PACKAGE}/ next to this file.\"\"\"
+import sys
+
+from {GUARD_PACKAGE}.main import main
+
+main(sys.argv[1:])
+"""
+
+
 @functools.cache
-def _guard_source() -> str:
-    # read by path, not imported: importing it would import pytest on the host (~0.1 s of
-    # every ooda start-up) for a script that only ever runs inside the sandbox
-    return Path(__file__).with_name("guard.py").read_text(encoding="utf-8")
+def _guard_sources() -> dict[str, str]:
+    # read by path, not imported: importing them would import pytest on the host (~0.1 s of
+    # every ooda start-up) for a program that only ever runs inside the sandbox
+    package = Path(__file__).with_name("guard")
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted(package.glob("*.py"))}
+
+
+def install_guard(directory: Path, name: str) -> str:
+    """Write the guard into `directory` (a report directory no patch may touch): its package
+    as `_ooda_guard/` and the launcher script `name`, which runs it with the package found next
+    to it (the script's directory is first on sys.path). Returns `name`."""
+    package = directory / GUARD_PACKAGE
+    package.mkdir(exist_ok=True)
+    for module, text in _guard_sources().items():
+        (package / module).write_text(text, encoding="utf-8")
+    (directory / name).write_text(GUARD_LAUNCHER, encoding="utf-8")
+    _own_like(package, directory)  # the sandbox user may empty .ooda/, as before the split
+    return name
+
+
+def _own_like(path: Path, model: Path) -> None:
+    """Give `path` (not followed) `model`'s owner when running as root."""
+    info = model.stat()
+    if os.geteuid() == 0 and (info.st_uid, info.st_gid) != (0, 0):
+        os.chown(path, info.st_uid, info.st_gid, follow_symlinks=False)
 
 
 def _report_dir(workspace: Path) -> Path:
     """A fresh .ooda/, owned like the workspace root (the sandbox user writes its reports)."""
     directory = _reset_report_dir(workspace)
     directory.mkdir(mode=0o755)
-    info = workspace.stat()
-    if os.geteuid() == 0 and (info.st_uid, info.st_gid) != (0, 0):
-        os.chown(directory, info.st_uid, info.st_gid)
+    _own_like(directory, workspace)
     return directory
 
 
@@ -133,7 +164,7 @@ def run_pytest(
     name = f"junit-{nonce}.xml"
     workdir = sandbox.workdir.rstrip("/") or "/"
     in_dir = PurePosixPath(workdir) / REPORT_DIR
-    (directory / f"guard-{nonce}.py").write_text(_guard_source(), encoding="utf-8")
+    install_guard(directory, f"guard-{nonce}.py")
     config = {"changed_files": list(changed_files)}
     (directory / f"guard-{nonce}.json").write_text(json.dumps(config), encoding="utf-8")
     args = list(args)

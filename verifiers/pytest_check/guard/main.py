@@ -1,0 +1,69 @@
+"""The guard's entry point: RECORD CONFIG PYTEST_ARGS... Preload the toolchain, snapshot the
+machinery, run pytest with the Guard plugin, write the record to a file created before the
+run, and end the process with `os._exit` (atexit handlers of the code under test never run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import NoReturn
+
+import pytest
+
+from . import toolchain
+from .legacy import LegacyGuard
+from .plugin import NEW_WRAPPERS, Guard
+from .snapshot import snapshot
+
+_exit = os._exit  # saved before the code under test could replace them
+_write = os.write
+_dumps = json.dumps
+
+REWRITE_NOTICE = "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning"
+
+
+def main(argv: list[str]) -> NoReturn:
+    """RECORD CONFIG PYTEST_ARGS...: run pytest, write the record, end the process."""
+    record_path, config_path, *pytest_args = argv
+    with open(config_path, encoding="utf-8") as handle:
+        config = json.load(handle)
+    fd = os.open(record_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    changed = [os.path.normpath(p) for p in config.get("changed_files", [])]
+    names = toolchain.toolchain_modules()
+    # pytest-dev/pytest tests pytest: its own pytest runs them, as the harness runs them (the
+    # runner is then the code under test; docs/SECURITY.md says what that leaves open)
+    own = toolchain.repository_own(names, changed)
+    names -= own
+    # the plugins the task's environment names or has installed (the container's own
+    # variable, set by the host at launch): loaded explicitly, as plugin autoload stays off
+    plugins = [p for p in os.environ.get("OODA_PYTEST_PLUGINS", "").split(",") if p]
+    preloaded = toolchain.image_plugins(plugins)
+    toolchain.preload(names, preloaded)
+    guard = (Guard if NEW_WRAPPERS else LegacyGuard)(changed, snapshot())
+    guard.toolchain = names
+    guard.runner_packages = own & {"pytest", "_pytest"}
+    sys.path[0] = os.getcwd()  # as `python -m pytest` has it (not the launcher's directory)
+    pytest_args = [word for p in plugins for word in ("-p", p)] + pytest_args
+    if preloaded and hasattr(pytest, "PytestAssertRewriteWarning"):
+        # pytest says a preloaded plugin's asserts cannot be rewritten; a suite with
+        # `filterwarnings = error` (astropy) would make that an error before any test
+        pytest_args = ["-W", REWRITE_NOTICE, *pytest_args]
+    try:
+        exit_code = int(pytest.main(pytest_args, plugins=[guard]))
+    except BaseException as exc:  # SystemExit & co. escaping pytest: the run did not finish
+        guard.problem(f"the test run was ended by {type(exc).__name__} from the code under test")
+        exit_code = 3
+    guard.reference = guard.baseline  # pytest undid its own changes when it unconfigured
+    guard.check("after pytest returned")
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:
+            pass
+    data = _dumps(guard.records.record(exit_code, guard.problems)).encode("utf-8")
+    while data:
+        data = data[_write(fd, data) :]
+    _exit(exit_code)

@@ -1,0 +1,90 @@
+"""What must come from the image, not the workspace: pytest, its built-in plugins, the
+distributions pytest requires and the image's own plugins are imported before the workspace
+joins sys.path, so that no module of the repository (or of the candidate) can stand in for one
+of them. A repository that *is* one of them (pytest-dev/pytest) keeps its own.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import re
+from collections.abc import Sequence
+
+from . import probes
+
+WATCHED_PACKAGES = ("pytest", "_pytest", "pluggy")
+_REQUIREMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def preload(toolchain: set[str], plugins: Sequence[str] = ()) -> None:
+    """Import pytest's built-in plugins, the `toolchain` packages and the image's `plugins` now
+    (from the image: the workspace is not on sys.path yet), so that the snapshot covers them
+    (a plugin that patches pytest on import is not mistaken for tampering) and no module in
+    the workspace can stand in for one that pytest would only import later."""
+    import _pytest.config
+
+    names = [*_pytest.config.essential_plugins, *_pytest.config.default_plugins]
+    for name in names:
+        try:
+            importlib.import_module(f"_pytest.{name}")
+        except Exception:  # a plugin this pytest lacks or cannot load: pytest will say
+            continue
+    for name in [*sorted(toolchain), *plugins]:
+        try:
+            importlib.import_module(name)
+        except Exception:  # an optional dependency not installed (colorama, exceptiongroup)
+            continue
+    probes.install()
+
+
+def image_plugins(names: Sequence[str]) -> list[str]:
+    """The plugin modules among `names` that live in the image, not in the workspace (a
+    repository's own plugin is candidate code: pytest loads it later, with `-p`)."""
+    work = os.getcwd() + os.sep
+    found = []
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name.split(".", 1)[0])
+        except Exception:
+            continue
+        origin = getattr(spec, "origin", None) or ""
+        locations = list(getattr(spec, "submodule_search_locations", None) or [])
+        if spec is not None and not any(str(p).startswith(work) for p in [origin, *locations]):
+            found.append(name)
+    return found
+
+
+def toolchain_modules() -> set[str]:
+    """Top-level module names of pytest, pluggy and the distributions pytest requires."""
+    names = set(WATCHED_PACKAGES)
+    try:
+        requires = importlib.metadata.distribution("pytest").requires or []
+        owners = importlib.metadata.packages_distributions()
+    except Exception:
+        return names
+    wanted = {_canonical(m.group(0)) for r in requires if (m := _REQUIREMENT.match(r))}
+    for module, dists in owners.items():
+        if module.isidentifier() and any(_canonical(d) in wanted for d in dists):
+            names.add(module)
+    return names
+
+
+def repository_own(names: set[str], changed: list[str]) -> set[str]:
+    """The names that the repository itself provides at its top level (cwd), in files the
+    candidate did not change: the repository *is* that package (pygments, say, or pytest
+    itself, at the top or under src/), and its tests must import it, not the image's copy."""
+    own = set()
+    for name in names:
+        for top in ("", "src"):
+            for rel in (f"{name}.py", os.path.join(name, "__init__.py")):
+                rel = os.path.join(top, rel)
+                if os.path.isfile(rel) and os.path.normpath(rel) not in changed:
+                    own.add(name)
+    return own
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
