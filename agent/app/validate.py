@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from ooda.agent.contracts.errors import InfraError
-from ooda.agent.contracts.protocols import SandboxBackend
+from ooda.agent.contracts.protocols import SandboxBackend, Verdict
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task, is_task_dir, load_task, load_taskset
 from ooda.verifiers.pytest_check import TestRunError, match_id
@@ -34,6 +34,9 @@ class Validation:
     task_id: str
     status: Status
     detail: str = ""
+    base_problems: list[str] = field(default_factory=list)
+    """FAIL_TO_PASS ids that pass (or are missing) on the unpatched code, whatever the status:
+    a patch that changes nothing those tests see would resolve the task."""
 
 
 def validate_tasks(path: Path, backend: SandboxBackend,
@@ -67,13 +70,6 @@ def _check(task: Task, verifier: TaskVerifier) -> Validation:
     except (TestRunError, ValueError) as exc:
         return Validation(task.id, "environment", f"the tests do not run: {_line(exc)}")
     listed = [*task.fail_to_pass, *task.pass_to_pass]
-    broken_p2p = [t for t in task.pass_to_pass
-                  if not (nodes := match_id(t, outcomes, listed))
-                  or any(outcomes[n] != "passed" for n in nodes)]
-    if broken_p2p:  # tests that should pass do not, before any change: the environment's fault
-        more = f" (and {len(broken_p2p) - 1} more)" if len(broken_p2p) > 1 else ""
-        return Validation(task.id, "environment",
-                          f"PASS_TO_PASS {broken_p2p[0]}{more} does not pass on the base")
     problems = []
     for test_id in task.fail_to_pass:
         nodes = match_id(test_id, outcomes, listed)
@@ -81,14 +77,30 @@ def _check(task: Task, verifier: TaskVerifier) -> Validation:
             problems.append(f"FAIL_TO_PASS {test_id} not found")
         elif all(outcomes[n] == "passed" for n in nodes):
             problems.append(f"FAIL_TO_PASS {test_id} passes already")
+    broken_p2p = [t for t in task.pass_to_pass
+                  if not (nodes := match_id(t, outcomes, listed))
+                  or any(outcomes[n] != "passed" for n in nodes)]
+    gold = None
+    if task.gold_patch is not None:
+        gold = verifier.verify(task.gold_patch)
+    if broken_p2p:  # tests that should pass do not, before any change: the environment's fault
+        more = f" (and {len(broken_p2p) - 1} more)" if len(broken_p2p) > 1 else ""
+        return Validation(task.id, "environment",
+                          f"PASS_TO_PASS {broken_p2p[0]}{more} does not pass on the base"
+                          + _gold_note(gold), problems)
     if problems:
-        return Validation(task.id, "base", "; ".join(problems))
-    if task.gold_patch is None:
+        return Validation(task.id, "base", "; ".join(problems) + _gold_note(gold), problems)
+    if gold is None:
         return Validation(task.id, "valid", "base ok; no gold patch")
-    verdict = verifier.verify(task.gold_patch)
-    if verdict.status != "passed":
-        return Validation(task.id, "gold", verdict.reason)
+    if gold.status != "passed":
+        return Validation(task.id, "gold", gold.reason)
     return Validation(task.id, "valid", "")
+
+
+def _gold_note(gold: Verdict | None) -> str:
+    if gold is None:
+        return ""
+    return "; gold resolves" if gold.status == "passed" else f"; gold fails too: {gold.reason}"
 
 
 def _line(exc: BaseException) -> str:

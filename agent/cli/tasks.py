@@ -68,17 +68,25 @@ def tasks_validate(
         raise UsageError(f"{path}: not a directory")
     backend = open_backend(sandbox.value if sandbox else None)
     try:
-        results = validate_tasks(path, backend, report=lambda v: print(
-            f"{v.status.upper():11} {v.task_id}" + (f": {v.detail}" if v.detail else ""),
-            flush=True))
+        results = validate_tasks(path, backend, report=_say_validation)
     finally:
         backend.close()
     counts = {s: sum(1 for r in results if r.status == s)
               for s in ("valid", "environment", "base", "gold")}
     print(f"{counts['valid']} of {len(results)} valid; broken environment: "
           f"{counts['environment']}; base lists wrong: {counts['base']}; "
-          f"gold fails: {counts['gold']}")
+          f"gold fails: {counts['gold']}; FAIL_TO_PASS passing before any change in "
+          f"{sum(1 for r in results if r.base_problems)}")
     raise SystemExit(0 if counts["valid"] == len(results) else 1)
+
+
+def _say_validation(v: Any) -> None:
+    """A task's line, and a BASE line when its FAIL_TO_PASS ids pass (or are missing) on the
+    unpatched code but another finding decided its status."""
+    print(f"{v.status.upper():11} {v.task_id}" + (f": {v.detail}" if v.detail else ""),
+          flush=True)
+    if v.base_problems and v.status != "base":
+        print(f"{'BASE':11} {v.task_id}: " + "; ".join(v.base_problems), flush=True)
 
 
 def _import(kind: ImportKind, src: Path, dest: Path, only: list[str] | None, overwrite: bool,

@@ -294,7 +294,8 @@ def test_tasks_validate_tells_a_broken_environment_from_a_wrong_task(
                and "MarkupSafe==0.0.996" in line for line in lines), lines
     assert any(line.startswith("BASE") and "wrong-task" in line and "passes already" in line
                for line in lines), lines
-    assert lines[-1].startswith("1 of 3 valid; broken environment: 1; base lists wrong: 1")
+    assert lines[-1].startswith("1 of 3 valid; broken environment: 1; base lists wrong: 1;")
+    assert lines[-1].endswith("FAIL_TO_PASS passing before any change in 1")
 
 
 @pytest.mark.docker
