@@ -13,7 +13,7 @@ from ooda.agent.support.textsafe import printable
 COLORS = {
     "resolved": "#2e7d32", "passed": "#2e7d32", "unresolved": "#c62828", "failed": "#c62828",
     "error": "#ef6c00", "invalid_edit": "#8e24aa", "timeout": "#6d4c41", "cancelled": "#9e9e9e",
-    "generation": "#1565c0", "verification": "#f9a825", "queueing": "#9e9e9e",
+    "first_token": "#90caf9", "generation": "#1565c0", "verification": "#f9a825", "queueing": "#9e9e9e",
     "line": "#1565c0", "grid": "#e0e0e0", "axis": "#616161",
 }
 

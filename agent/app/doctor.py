@@ -1,8 +1,9 @@
 """`ooda doctor`: check this machine and say what to do about each problem (pure reporting).
 
 Checks: the Docker engine answers, the sandbox image is there, bubblewrap works, the rootfs
-is built, the model endpoint answers GET {base}/models, an API key is set. Nothing here
-changes the machine; the CLI prints the list.
+is built, the model endpoint answers GET {base}/models, one short streaming request and two at
+once come back whole (agent/app/doctor_stream.py), an API key is set. Nothing here changes the
+machine; the CLI prints the list.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from ooda.agent.contracts.errors import InfraError
+from ooda.agent.models.endpoint import LOCAL_API_KEY, is_loopback
 from ooda.agent.sandbox import image
 from ooda.agent.sandbox.bwrap import bwrap_problem
 from ooda.agent.sandbox.docker.image import image_exists
@@ -72,14 +74,14 @@ def _bwrap_checks() -> list[Check]:
     ]
 
 
-def _endpoint_check(base_url: str | None = None) -> Check:
+def _endpoint_check(base_url: str | None = None) -> tuple[Check, list[str]]:
     base = (base_url or os.environ.get("OPENAI_BASE_URL", "")).rstrip("/")
     if not base:
         return Check("model endpoint", False, "none given (OPENAI_BASE_URL is not set): "
                      "needed only for a real model; --model replay and --model gold run "
                      "offline",
                      "export OPENAI_BASE_URL=http://HOST:PORT/v1 (or `ooda doctor --base-url "
-                     "URL`) to check one", optional=True)
+                     "URL`) to check one", optional=True), []
     request = urllib.request.Request(f"{base}/models")
     key = os.environ.get("OPENAI_API_KEY")
     if key:
@@ -90,31 +92,45 @@ def _endpoint_check(base_url: str | None = None) -> Check:
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
             return Check("model endpoint", False, f"{base} rejected the key (HTTP {exc.code})",
-                         "check OPENAI_API_KEY")
+                         "check OPENAI_API_KEY"), []
         return Check("model endpoint", exc.code < 500, f"{base}/models answered HTTP {exc.code}",
-                     "" if exc.code < 500 else "the server is failing: check its logs")
+                     "" if exc.code < 500 else "the server is failing: check its logs"), []
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return Check("model endpoint", False, f"{base} unreachable: {reason}",
-                     "start the server, or fix OPENAI_BASE_URL (or doctor's --base-url)")
+                     "start the server, or fix OPENAI_BASE_URL (or doctor's --base-url)"), []
     try:
         models = [m.get("id", "?") for m in json.loads(body).get("data", [])]
     except (ValueError, AttributeError):
         models = []
     listed = f"; models: {', '.join(map(str, models[:5]))}" if models else ""
-    return Check("model endpoint", True, f"{base} answers{listed}")
+    return Check("model endpoint", True, f"{base} answers{listed}"), [str(m) for m in models]
 
 
-def _key_check(endpoint_given: bool) -> Check:
+def _key_check(endpoint_given: bool, base_url: str | None = None) -> Check:
     if os.environ.get("OPENAI_API_KEY"):
         return Check("api key", True, "OPENAI_API_KEY is set")
+    base = base_url or os.environ.get("OPENAI_BASE_URL")
+    if base and is_loopback(base):
+        return Check("api key", True, "not needed: the endpoint is on this machine (ooda sends "
+                     f"{LOCAL_API_KEY!r}; set OPENAI_API_KEY if the server wants its own)")
     return Check("api key", False, "OPENAI_API_KEY is not set",
                  "export OPENAI_API_KEY=... (any value for a local server that ignores it)",
                  optional=not endpoint_given)
 
 
-def diagnose(base_url: str | None = None) -> list[Check]:
+def diagnose(base_url: str | None = None, model: str | None = None, *,
+             stream: bool = True) -> list[Check]:
     """Every check, in the order the CLI prints them (`base_url`: the endpoint to check,
-    default $OPENAI_BASE_URL)."""
+    default $OPENAI_BASE_URL; `model`: the model to stream from, default the first listed;
+    `stream`: send the streaming requests when the endpoint answers)."""
     given = bool(base_url or os.environ.get("OPENAI_BASE_URL"))
-    return [*_docker_checks(), *_bwrap_checks(), _endpoint_check(base_url), _key_check(given)]
+    endpoint, listed = _endpoint_check(base_url)
+    streams: list[Check] = []
+    if stream and endpoint.ok and given:
+        from ooda.agent.app.doctor_stream import stream_checks  # talks to the model
+
+        base = (base_url or os.environ.get("OPENAI_BASE_URL", "")).rstrip("/")
+        streams = stream_checks(base, model, listed)
+    return [*_docker_checks(), *_bwrap_checks(), endpoint, *streams,
+            _key_check(given, base_url)]

@@ -111,19 +111,27 @@ def cost(tokens: Mapping[str, int], price_prompt: float | None,
 def attempt_stats(attempts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Per-task figures from its attempts.jsonl records.
 
-    n / c for pass@k, the seconds spent generating (t_generated - t_start) and verifying
-    (t_verified - t_generated, summed over attempts; the attempts overlap in time), the
-    seconds the verifiers themselves ran, and the stage where the last failed attempt failed.
+    n / c for pass@k; the seconds spent waiting for the first token (t_start to
+    t_first_token: a request slot in ooda, the endpoint's queue, its prompt processing; the
+    whole wait of an attempt that got no token), generating (t_first_token, else t_start, to
+    t_generated) and verifying (t_generated to t_verified), summed over attempts (they
+    overlap in time); the seconds the verifiers themselves ran, and the stage where the last
+    failed attempt failed.
     """
     n = sum(1 for a in attempts if a.get("status") in VERIFIED_STATUSES)
     c = sum(1 for a in attempts if a.get("status") == "passed")
-    generation = verification = verifier_run = 0.0
+    waiting = generation = verification = verifier_run = 0.0
     for a in attempts:
-        start, generated = a.get("t_start_s"), a.get("t_generated_s")
-        verified = a.get("t_verified_s")
-        if isinstance(start, int | float) and isinstance(generated, int | float):
-            generation += max(0.0, generated - start)
-            if isinstance(verified, int | float):
+        start, first = _number(a.get("t_start_s")), _number(a.get("t_first_token_s"))
+        generated, verified = _number(a.get("t_generated_s")), _number(a.get("t_verified_s"))
+        if start is not None and first is not None:
+            waiting += max(0.0, first - start)
+        elif start is not None and generated is None and verified is not None \
+                and a.get("status") in ("error", "timeout"):
+            waiting += max(0.0, verified - start)  # no token ever came
+        if start is not None and generated is not None:
+            generation += max(0.0, generated - (first if first is not None else start))
+            if verified is not None:
                 verification += max(0.0, verified - generated)
         if a.get("duplicate_of") is None:
             for v in a.get("verifiers") or []:
@@ -132,11 +140,17 @@ def attempt_stats(attempts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "n": n,
         "c": c,
         **answer_formats(attempts),
+        "first_token_s": round(waiting, 3),
         "generation_s": round(generation, 3),
         "verification_s": round(verification, 3),
         "verifier_run_s": round(verifier_run, 3),
         "last_failed_verifier": last_failed_stage(attempts),
+        "tokens_estimated": any(a.get("tokens_estimated") for a in attempts),
     }
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
 
 
 def answer_formats(attempts: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
@@ -194,6 +208,7 @@ def summarize(
     tokens = {
         "prompt": sum(int((r.get("tokens") or {}).get("prompt", 0)) for r in results),
         "completion": sum(int((r.get("tokens") or {}).get("completion", 0)) for r in results),
+        "estimated": any((r.get("tokens") or {}).get("estimated") for r in results),
     }
     ttfp = [float(r["time_to_first_pass_s"]) for r in resolved
             if isinstance(r.get("time_to_first_pass_s"), int | float)]
@@ -234,14 +249,16 @@ def summarize(
 
 
 def time_breakdown(results: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Candidate-seconds summed over tasks: generating (t_generated - t_start), verifiers
-    running, and queueing (the rest of t_verified - t_generated: waiting for a verification
-    slot or for a duplicate's original, sandbox and workspace setup). Candidates overlap in
-    time, so the sum exceeds the wall-clock time."""
+    """Candidate-seconds summed over tasks: waiting for the first token, generating (from the
+    first token), verifiers running, and queueing (the rest of t_verified - t_generated:
+    waiting for a verification slot or for a duplicate's original, sandbox and workspace
+    setup). Candidates overlap in time, so the sum exceeds the wall-clock time."""
+    waiting = sum(float(r.get("first_token_s", 0.0)) for r in results)
     generation = sum(float(r.get("generation_s", 0.0)) for r in results)
     running = sum(float(r.get("verifier_run_s", 0.0)) for r in results)
     window = sum(float(r.get("verification_s", 0.0)) for r in results)
     return {
+        "first_token": round(waiting, 3),
         "generation": round(generation, 3),
         "verification": round(running, 3),
         "queueing": round(max(0.0, window - running), 3),

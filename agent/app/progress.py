@@ -20,6 +20,7 @@ from rich.text import Text
 from ooda.agent.app.charts import human_tokens, money
 from ooda.agent.core.loop import Attempt
 from ooda.agent.support.reasons import headline
+from ooda.agent.support.text import CHARS_PER_TOKEN
 from ooda.agent.support.textsafe import printable
 
 STATE_STYLE = {
@@ -33,14 +34,15 @@ STATE_STYLE = {
     "error": "bold red",
 }
 FINAL = ("passed", "failed", "invalid_edit", "timeout", "error")
-CHARS_PER_TOKEN = 4
-"""Streamed text is counted at about four characters a token until the endpoint's count
-arrives with the answer's end."""
+# streamed text is counted at CHARS_PER_TOKEN until the endpoint's count arrives at its end
 
 
-def tokens_phrase(sent: int, received: int, cost: float | None) -> str:
-    """`tokens 6.7k sent, 611 received, cost $0.0034` (the cost only when priced)."""
-    text = f"tokens {human_tokens(sent)} sent, {human_tokens(received)} received"
+def tokens_phrase(sent: int, received: int, cost: float | None, estimated: bool = False) -> str:
+    """`tokens 6.7k sent, 611 received, cost $0.0034` (the cost only when priced; `tokens ~6.7k
+    sent, ~611 received (estimated)` when the endpoint counted none)."""
+    about = "~" if estimated else ""
+    text = f"tokens {about}{human_tokens(sent)} sent, {about}{human_tokens(received)} received"
+    text += " (estimated: the endpoint sent no counts)" if estimated else ""
     return text + (f", cost {money(cost)}" if cost is not None else "")
 
 

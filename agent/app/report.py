@@ -47,8 +47,8 @@ def _cards(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     return cards
 
 
-BREAKDOWN = {"generation": "generation", "verification": "verifiers running",
-             "queueing": "queueing & setup"}
+BREAKDOWN = {"first_token": "waiting for the first token", "generation": "generation",
+             "verification": "verifiers running", "queueing": "queueing & setup"}
 """Legend labels of the time breakdown."""
 
 

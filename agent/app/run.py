@@ -20,7 +20,7 @@ from ooda.agent.app.basecheck import check_base
 from ooda.agent.app.progress import RunProgress
 from ooda.agent.contracts.defaults import DEFAULTS
 from ooda.agent.contracts.errors import InfraError, UsageError
-from ooda.agent.contracts.protocols import Model, SandboxBackend
+from ooda.agent.contracts.protocols import EndpointReport, Model, SandboxBackend
 from ooda.agent.core.loop import Loop, LoopConfig, RunResult
 from ooda.agent.core.runlog import RunLog, new_run_id
 from ooda.agent.core.schedule import DEFAULT_BUDGET_BELOW, ModelSchedule, Price, Tier
@@ -53,8 +53,16 @@ class RunOptions:
     """Feedback rounds at most."""
     time_budget_s: float = DEFAULTS.time_budget_s
     """Wall-clock budget for the whole task."""
-    max_tokens: int | None = None
+    token_budget: int | None = None
     """Token budget for the whole run (prompt + completion)."""
+    max_tokens: int | None = DEFAULTS.max_tokens
+    """Completion tokens one answer may take (lowered to what the context window leaves)."""
+    context_window: int | None = None
+    """The model's context window in tokens; None: learned from the endpoint."""
+    request_timeout_s: float | None = None
+    """Longest time one model request may take; None: only the time budget bounds it."""
+    max_prose_tokens: int = DEFAULTS.max_prose_tokens
+    """Stop an answer that streams this many tokens of prose before any edit (0: never)."""
     select: Literal["first", "best"] = "first"
     """Stop at the first passing candidate, or pick the best of a round."""
     sandbox: str | None = None
@@ -104,8 +112,9 @@ class RunOptions:
             raise UsageError(f"--rounds must be at least 1 (got {self.rounds})")
         if self.time_budget_s <= 0:
             raise UsageError(f"--time-budget must be positive (got {self.time_budget_s})")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise UsageError(f"--max-tokens must be positive (got {self.max_tokens})")
+        if self.token_budget is not None and self.token_budget < 1:
+            raise UsageError(f"--token-budget must be positive (got {self.token_budget})")
+        self._validate_model_limits()
         if self.concurrency < 1 or self.verify_concurrency < 1:
             raise UsageError("--concurrency and --verify-concurrency must be at least 1")
         if self.sandbox not in (None, "auto", "docker", "bwrap", "local"):
@@ -118,6 +127,23 @@ class RunOptions:
                 "--model gold, or --model replay for the scripted offline demo"
             )
         self._validate_escalation()
+
+    def _validate_model_limits(self) -> None:
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise UsageError(f"--max-tokens must be positive (got {self.max_tokens})")
+        if self.max_tokens is not None and self.max_tokens > MAX_ANSWER_TOKENS:
+            raise UsageError(
+                f"--max-tokens caps each answer, as in OpenAI's API, and {self.max_tokens:,} is "
+                f"more than models answer at once; for a token budget of the whole run (what "
+                f"--max-tokens meant before), use --token-budget {self.max_tokens}")
+        if self.context_window is not None and self.context_window < 1:
+            raise UsageError(f"--context-window must be positive (got {self.context_window})")
+        if self.request_timeout_s is not None and self.request_timeout_s <= 0:
+            raise UsageError(
+                f"--request-timeout must be positive (got {self.request_timeout_s:g})")
+        if self.max_prose_tokens < 0:
+            raise UsageError(
+                f"--max-prose-tokens must not be negative (got {self.max_prose_tokens})")
 
     def _validate_escalation(self) -> None:
         names = [n.strip() for n in (self.model or "").split(",")]
@@ -137,6 +163,11 @@ class RunOptions:
             raise UsageError(f"--escalate-below must be in [0, 1) (got {self.escalate_below})")
         if self.escalate_key_env and not os.environ.get(self.escalate_key_env):
             raise UsageError(f"--escalate-key-env: ${self.escalate_key_env} is not set")
+
+
+MAX_ANSWER_TOKENS = 131_072
+"""The largest `--max-tokens` taken: above it, the value is surely a run's budget (its meaning
+before it capped each answer)."""
 
 
 class Prestarted(Protocol):
@@ -166,6 +197,9 @@ def model_spec(options: RunOptions) -> ModelSpec:
         temperature=options.temperature,
         concurrency=options.concurrency,
         replay_tokens_per_s=options.replay_tokens_per_s,
+        max_tokens=options.max_tokens,
+        context_window=options.context_window,
+        request_timeout_s=options.request_timeout_s,
     )
 
 
@@ -181,6 +215,8 @@ def escalation_spec(options: RunOptions) -> ModelSpec | None:
         temperature=options.temperature,
         concurrency=options.concurrency,
         replay_tokens_per_s=options.replay_tokens_per_s,
+        max_tokens=options.max_tokens,
+        request_timeout_s=options.request_timeout_s,
     )
 
 
@@ -230,7 +266,8 @@ def run_task(
         samples=1 if gold else options.samples,
         rounds=1 if gold else options.rounds,
         time_budget_s=options.time_budget_s,
-        max_tokens=options.max_tokens,
+        token_budget=options.token_budget,
+        max_prose_tokens=options.max_prose_tokens,
         select=options.select,
         verify_concurrency=options.verify_concurrency,
     )
@@ -254,6 +291,8 @@ def run_task(
             passing_before = check_base(verifier, given)
         if passing_before and show_progress and console is not None:
             console.print(markup_safe(_passing_before_line(passing_before)), highlight=False)
+        if show_progress and console is not None:
+            _say_notices(model, console)
         schedule = schedule_for(options, model, strong)
         progress = (RunProgress(task.id, options.time_budget_s, options.rounds, console,
                                 (options.price_prompt, options.price_completion))
@@ -272,6 +311,14 @@ def run_task(
             log.write_summary(result.summary)
         return result, log
     raise AssertionError("unreachable")
+
+
+def _say_notices(model: Model, console: Console) -> None:
+    """Print what the model client adapts to (requests at once, the context window) as it
+    happens, one `note:` line each."""
+    if isinstance(model, EndpointReport) and model.on_notice is None:
+        model.on_notice = lambda text: console.print(f"[yellow]note:[/yellow] {markup_safe(text)}",
+                                                     highlight=False)
 
 
 PASSING_BEFORE = "fail_to_pass_passing_before"

@@ -18,14 +18,18 @@ import typer
 from ooda.agent.cli.options import (
     BaseUrlOpt,
     BudgetOpt,
+    ContextWindowOpt,
     EnvironmentOpt,
     JsonOpt,
+    MaxProseTokensOpt,
     MaxTokensOpt,
     NoMypyOpt,
     NoRuffOpt,
+    RequestTimeoutOpt,
     RoundsOpt,
     SamplesOpt,
     SandboxOpt,
+    TokenBudgetOpt,
     VerifierTimeoutOpt,
     options_from,
 )
@@ -96,7 +100,11 @@ def ci(
     no_ruff: NoRuffOpt = False,
     no_mypy: NoMypyOpt = False,
     verifier_timeout: VerifierTimeoutOpt = None,
-    max_tokens: MaxTokensOpt = None,
+    max_tokens: MaxTokensOpt = DEFAULTS.max_tokens,
+    token_budget: TokenBudgetOpt = None,
+    context_window: ContextWindowOpt = None,
+    request_timeout: RequestTimeoutOpt = None,
+    max_prose_tokens: MaxProseTokensOpt = DEFAULTS.max_prose_tokens,
     environment: EnvironmentOpt = "auto",
 ) -> None:
     """Suggest a verified fix for a failing CI job (and post it to the pull request)."""
@@ -127,8 +135,10 @@ def ci(
     )
     run_options = options_from(
         model=model, base_url=base_url, samples=samples, rounds=rounds,
-        time_budget=time_budget, sandbox=sandbox, max_tokens=max_tokens,
+        time_budget=time_budget, sandbox=sandbox, token_budget=token_budget,
         runs_dir=runs_dir if runs_dir is not None else out / "runs", environment=environment,
+        max_tokens=max_tokens, context_window=context_window, request_timeout=request_timeout,
+        max_prose_tokens=max_prose_tokens,
     )
     console = make_console()
     outcome = run_ci(options, run_options, console=console, show_progress=not json_out,

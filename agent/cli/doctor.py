@@ -1,4 +1,5 @@
-"""`ooda doctor`: check the machine (Docker engine, image, bubblewrap, endpoint), say what to do.
+"""`ooda doctor`: check the machine (Docker engine, image, bubblewrap, endpoint, a test stream
+from the model), say what to do.
 
 Exit 0 when everything a run needs is there; a missing endpoint is a note (the offline
 `--model replay` and `--model gold` need none), not a failure."""
@@ -14,6 +15,10 @@ from ooda.agent.cli.options import BaseUrlOpt
 
 def doctor(
     base_url: BaseUrlOpt = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", envvar="OODA_MODEL",
+        help="The model to send the test streams to (default: the first the endpoint lists).")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable, on stdout.")
                         ] = False,
 ) -> None:
@@ -23,7 +28,7 @@ def doctor(
 
     from ooda.agent.app.doctor import diagnose
 
-    checks = diagnose(base_url)
+    checks = diagnose(base_url, model)
     failed = [c for c in checks if not c.ok and not c.optional]
     if json_out:
         print(json.dumps({"ok": not failed, "checks": [dataclasses.asdict(c) for c in checks]},

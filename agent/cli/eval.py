@@ -23,11 +23,16 @@ from ooda.agent.cli.escalation import (
 )
 from ooda.agent.cli.options import (
     BaseUrlOpt,
+    ContextWindowOpt,
+    MaxProseTokensOpt,
+    MaxTokensOpt,
+    RequestTimeoutOpt,
     RoundsOpt,
     SamplesOpt,
     SandboxOpt,
     SelectName,
     TemperatureOpt,
+    TokenBudgetOpt,
     is_quiet,
     options_from,
 )
@@ -96,9 +101,11 @@ def eval_command(
         float | None,
         typer.Option("--price-completion", help="Dollars per 1M completion tokens."),
     ] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", help="Token budget per task.")
-    ] = None,
+    max_tokens: MaxTokensOpt = DEFAULTS.max_tokens,
+    token_budget: TokenBudgetOpt = None,
+    context_window: ContextWindowOpt = None,
+    request_timeout: RequestTimeoutOpt = None,
+    max_prose_tokens: MaxProseTokensOpt = DEFAULTS.max_prose_tokens,
     select: Annotated[
         SelectName, typer.Option(help="'first' stops at the first pass; 'best' picks among a "
                                  "round.")
@@ -141,8 +148,10 @@ def eval_command(
 
     run_options = options_from(
         model=model, base_url=base_url, samples=samples, rounds=rounds,
-        time_budget=time_budget, sandbox=sandbox, runs_dir=runs_dir, max_tokens=max_tokens,
+        time_budget=time_budget, sandbox=sandbox, runs_dir=runs_dir, token_budget=token_budget,
         select=select, temperature=temperature, verify_concurrency=verify_concurrency,
+        max_tokens=max_tokens, context_window=context_window, request_timeout=request_timeout,
+        max_prose_tokens=max_prose_tokens,
     )
     options = EvalOptions(
         taskset=taskset,

@@ -58,7 +58,31 @@ VerifierTimeoutOpt = Annotated[
     float | None, typer.Option("--verifier-timeout", help="Seconds per verifier run.")
 ]
 MaxTokensOpt = Annotated[
-    int | None, typer.Option("--max-tokens", help="Token budget for the whole run.")
+    int,
+    typer.Option("--max-tokens", help="Completion tokens one answer may take, as in OpenAI's "
+                 "API (lowered to what the model's context window leaves). Before, this was "
+                 "the whole run's budget: that is --token-budget now."),
+]
+TokenBudgetOpt = Annotated[
+    int | None,
+    typer.Option("--token-budget", help="Prompt plus completion tokens for the whole task."),
+]
+ContextWindowOpt = Annotated[
+    int | None,
+    typer.Option("--context-window", help="The model's context window in tokens (default: "
+                 "learned from the endpoint's model listing or its error for a prompt too "
+                 "long); prompts and answers are fitted to it."),
+]
+RequestTimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--request-timeout", help="Seconds one model request may take, first token "
+                 "included; the answer so far is kept (default: only --time-budget)."),
+]
+MaxProseTokensOpt = Annotated[
+    int,
+    typer.Option("--max-prose-tokens", help="Stop an answer that streams this many tokens of "
+                 "prose without beginning an edit (0: never; a leading <think> block does not "
+                 "count)."),
 ]
 SelectOpt = Annotated[
     SelectName,
@@ -109,7 +133,7 @@ def options_from(
     time_budget: float,
     sandbox: SandboxName | None,
     runs_dir: Path,
-    max_tokens: int | None,
+    token_budget: int | None,
     select: SelectName = SelectName.first,
     temperature: float = DEFAULTS.temperature,
     concurrency: int = DEFAULTS.concurrency,
@@ -117,6 +141,10 @@ def options_from(
     price_prompt: float | None = None,
     price_completion: float | None = None,
     environment: str | None = None,
+    max_tokens: int = DEFAULTS.max_tokens,
+    context_window: int | None = None,
+    request_timeout: float | None = None,
+    max_prose_tokens: int = DEFAULTS.max_prose_tokens,
 ) -> RunOptions:
     """The run's options from the command line's values (`ooda run`, `eval` and `ci` alike;
     RunOptions.validate checks them)."""
@@ -128,7 +156,11 @@ def options_from(
         samples=samples,
         rounds=rounds,
         time_budget_s=time_budget,
+        token_budget=token_budget,
         max_tokens=max_tokens,
+        context_window=context_window,
+        request_timeout_s=request_timeout,
+        max_prose_tokens=max_prose_tokens,
         select=select.value,
         sandbox=sandbox.value if sandbox else None,
         runs_dir=runs_dir,

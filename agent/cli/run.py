@@ -22,9 +22,11 @@ from ooda.agent.cli.escalation import (
 from ooda.agent.cli.options import (
     BaseUrlOpt,
     BudgetOpt,
+    ContextWindowOpt,
     EnvironmentOpt,
     FailToPassOpt,
     JsonOpt,
+    MaxProseTokensOpt,
     MaxTokensOpt,
     ModelOpt,
     NoMypyOpt,
@@ -32,6 +34,7 @@ from ooda.agent.cli.options import (
     PassToPassOpt,
     PriceCompletionOpt,
     PricePromptOpt,
+    RequestTimeoutOpt,
     RoundsOpt,
     RunsDirOpt,
     SamplesOpt,
@@ -39,6 +42,7 @@ from ooda.agent.cli.options import (
     SelectName,
     SelectOpt,
     TemperatureOpt,
+    TokenBudgetOpt,
     VerifierTimeoutOpt,
     is_quiet,
     options_from,
@@ -76,7 +80,11 @@ def run(
     no_ruff: NoRuffOpt = False,
     no_mypy: NoMypyOpt = False,
     verifier_timeout: VerifierTimeoutOpt = None,
-    max_tokens: MaxTokensOpt = None,
+    max_tokens: MaxTokensOpt = DEFAULTS.max_tokens,
+    token_budget: TokenBudgetOpt = None,
+    context_window: ContextWindowOpt = None,
+    request_timeout: RequestTimeoutOpt = None,
+    max_prose_tokens: MaxProseTokensOpt = DEFAULTS.max_prose_tokens,
     select: SelectOpt = SelectName.first,
     temperature: TemperatureOpt = DEFAULTS.temperature,
     concurrency: Annotated[
@@ -127,10 +135,12 @@ def run(
         task.verifiers.timeout_s = verifier_timeout
     options = options_from(
         model=model, base_url=base_url, samples=samples, rounds=rounds,
-        time_budget=time_budget, sandbox=sandbox, runs_dir=runs_dir, max_tokens=max_tokens,
+        time_budget=time_budget, sandbox=sandbox, runs_dir=runs_dir, token_budget=token_budget,
         select=select, temperature=temperature, concurrency=concurrency,
         verify_concurrency=verify_concurrency, price_prompt=price_prompt,
-        price_completion=price_completion, environment=environment,
+        price_completion=price_completion, environment=environment, max_tokens=max_tokens,
+        context_window=context_window, request_timeout=request_timeout,
+        max_prose_tokens=max_prose_tokens,
     )
     set_escalation(
         options, escalate_to=escalate_to, escalate_base_url=escalate_base_url,
@@ -241,7 +251,8 @@ def _print_run_result(
         f"{markup_safe(summary['reason'])} — "
         f"{summary['attempts']} attempts, {summary['rounds_used']} round(s), "
         f"{summary['wall_s']:.1f}s, "
-        + tokens_phrase(summary["tokens"]["prompt"], summary["tokens"]["completion"], dollars)
+        + tokens_phrase(summary["tokens"]["prompt"], summary["tokens"]["completion"], dollars,
+                        bool(summary["tokens"].get("estimated")))
     )
     if patch:
         console.print(Syntax(printable(patch), "diff", theme="ansi_dark"))

@@ -33,8 +33,24 @@ def serve(
                      "repeat; replay.jsonl lines with a \"model\" go only to it) "
                      "[default: replay]."),
     ] = None,
+    like: Annotated[
+        str, typer.Option("--like", metavar="openai|llama-cpp-python|ollama|vllm",
+                          help="Behave like this server with its defaults: llama-cpp-python "
+                          "generates one answer at a time, cuts a stream when another request "
+                          "waits, has a 2,048-token window and sends no usage "
+                          "(docs/LOCAL_MODELS.md).")
+    ] = "openai",
+    slots: Annotated[
+        int | None, typer.Option(help="Answers generated at once; others wait (0: no "
+                                 "limit) [default: as --like says].")
+    ] = None,
+    context_window: Annotated[
+        int | None, typer.Option(help="The served model's context window in tokens (0: no "
+                                 "limit) [default: as --like says].")
+    ] = None,
 ) -> None:
     """Serve scripted answers over an OpenAI-compatible API (tests, demos, benchmarks)."""
+    from ooda.agent.models.replay_behaviour import behaviour_for
     from ooda.agent.models.server import parse_served, serve_forever
 
     for p in replay:
@@ -49,4 +65,5 @@ def serve(
         faults=faults.split(",") if faults else None,
         answer_as=answer_as,
         served=[parse_served(m) for m in served_model] if served_model else None,
+        behaviour=behaviour_for(like, slots=slots, context_window=context_window),
     )

@@ -20,6 +20,11 @@ class Defaults:
     """Sampling temperature."""
     concurrency: int = 8
     """Model requests in flight at once (ooda run)."""
+    max_tokens: int = 4096
+    """Completion tokens one answer may take (lowered to what the context window leaves)."""
+    max_prose_tokens: int = 2048
+    """An answer that streams this many tokens of prose with no edit begun is stopped (0: never;
+    a leading <think> block is not counted)."""
     verify_concurrency: int = 2
     """Candidates verified at once."""
     escalate_below: float = 0.25

@@ -16,3 +16,24 @@ class InfraError(Exception):
 class SandboxBroken(InfraError):
     """The sandbox itself stopped working mid-command (engine gone, container killed): never the
     candidate's fault, so the verdict is an infrastructure error, not a failure."""
+
+
+class GenerationError(Exception):
+    """A model's answer that could not be had whole (the endpoint kept failing, a deadline or
+    timeout passed mid-stream): carries the text that did arrive, which is kept, never lost."""
+
+    def __init__(self, message: str, partial: str = "") -> None:
+        super().__init__(message)
+        self.partial = partial
+        """Text received before the failure (possibly empty)."""
+
+
+class ContextOverflow(UsageError):
+    """A prompt that does not fit the model's context window with room for an answer: never
+    sent again as it is (the loop may shorten a feedback conversation; a first prompt that does
+    not fit is bad input, exit 2)."""
+
+    def __init__(self, message: str, *, window: int, prompt_tokens: int | None = None) -> None:
+        super().__init__(message)
+        self.window = window
+        self.prompt_tokens = prompt_tokens

@@ -28,6 +28,12 @@ class Completion:
     stopped_early: bool = False
     """True when on_text asked to stop: the text is incomplete."""
     finish_reason: str | None = None
+    """The endpoint's word on how the answer ended ("stop", "length", …); None when the
+    stream was stopped early."""
+    tokens_estimated: bool = False
+    """True when the token counts are estimates (the endpoint sent no usage)."""
+    t_request: float | None = None
+    """When the request that gave this answer was sent (after any wait for a request slot)."""
 
 
 class Model(Protocol):
@@ -44,6 +50,19 @@ class Model(Protocol):
     ) -> Completion:
         """Answer before `deadline` (time.monotonic()); `on_text` sees the text so far and
         may return False to stop the stream early."""
+        ...
+
+
+@runtime_checkable
+class EndpointReport(Protocol):
+    """A model on an endpoint that adapts to it (requests at once, context window) and says
+    what it adapted to: `notices` one line each, `report()` for run.json's `endpoint`."""
+
+    notices: list[str]
+    on_notice: Callable[[str], None] | None
+
+    def report(self) -> dict[str, object]:
+        """Where the endpoint is and what was learned of it (JSON values only)."""
         ...
 
 
@@ -198,6 +217,8 @@ class Verdict:
     feedback: str = ""
     """Bounded text for the model: the patch problem or the failing verifier's summary."""
     changed_files: list[str] = field(default_factory=list)
+    kind: str | None = None
+    """For an invalid edit: the reason in a word or two ("test_file", "does_not_apply", …)."""
 
 
 # --------------------------------------------------------------------------- patch verifier

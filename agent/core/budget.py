@@ -9,13 +9,15 @@ import time
 class Budget:
     """Tracks the deadline of a run (time.monotonic()) and the tokens spent so far."""
 
-    def __init__(self, time_budget_s: float, max_tokens: int | None = None) -> None:
+    def __init__(self, time_budget_s: float, token_budget: int | None = None) -> None:
         self.started = time.monotonic()
         self.budget_s = time_budget_s
         self.deadline = self.started + time_budget_s
-        self.max_tokens = max_tokens
+        self.token_budget = token_budget
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.estimated = False
+        """Some of the counts are estimates (an endpoint that sends no usage)."""
         self._lock = threading.Lock()
 
     def elapsed(self) -> float:
@@ -33,13 +35,14 @@ class Budget:
         """A monotonic timestamp as seconds since the run began (None stays None)."""
         return None if t is None else round(t - self.started, 3)
 
-    def add_tokens(self, prompt: int, completion: int) -> None:
+    def add_tokens(self, prompt: int, completion: int, *, estimated: bool = False) -> None:
         with self._lock:
             self.prompt_tokens += prompt
             self.completion_tokens += completion
+            self.estimated = self.estimated or (estimated and prompt + completion > 0)
 
     def tokens_exhausted(self) -> bool:
-        if self.max_tokens is None:
+        if self.token_budget is None:
             return False
         with self._lock:
-            return self.prompt_tokens + self.completion_tokens >= self.max_tokens
+            return self.prompt_tokens + self.completion_tokens >= self.token_budget

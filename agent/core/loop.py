@@ -22,8 +22,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Literal
 
 from ooda.agent import edits
-from ooda.agent.contracts.errors import InfraError, UsageError
-from ooda.agent.contracts.protocols import Model, PatchVerifier
+from ooda.agent.contracts.errors import ContextOverflow, GenerationError, InfraError, UsageError
+from ooda.agent.contracts.protocols import Completion, EndpointReport, Model, PatchVerifier
 from ooda.agent.core import normalize, prompts, selection
 from ooda.agent.core.budget import Budget
 from ooda.agent.core.records import (
@@ -37,7 +37,7 @@ from ooda.agent.core.records import (
 from ooda.agent.core.runlog import RunLog
 from ooda.agent.core.schedule import ModelSchedule, Tier, digest, per_model
 from ooda.agent.core.stream import RepoView, stream_watcher
-from ooda.agent.support.text import one_line, valid_utf8
+from ooda.agent.support.text import estimate_tokens, one_line, valid_utf8
 from ooda.tasks.loader import Task
 
 __all__ = ["Attempt", "AttemptStatus", "Loop", "LoopConfig", "ProgressHook", "RunResult"]
@@ -66,7 +66,7 @@ class Loop:
         self.log = log
         self.config = config
         self.progress = progress or (lambda attempt, state: None)
-        self.budget = Budget(config.time_budget_s, config.max_tokens)
+        self.budget = Budget(config.time_budget_s, config.token_budget)
         # Leave time to tear sandboxes down before the hard deadline.
         self.work_deadline = self.budget.deadline - min(2.0, 0.05 * config.time_budget_s)
         self.stop = threading.Event()
@@ -136,9 +136,9 @@ class Loop:
     def _budget_left(self) -> float:
         """The fraction of the budget left: the smaller of time and tokens."""
         left = self.budget.remaining() / self.config.time_budget_s
-        if self.config.max_tokens:
+        if self.config.token_budget:
             used = self.budget.prompt_tokens + self.budget.completion_tokens
-            left = min(left, 1 - used / self.config.max_tokens)
+            left = min(left, 1 - used / self.config.token_budget)
         return left
 
     def _plan_round(self, round_no: int, parents: list[Attempt | None]) -> list[Attempt]:
@@ -199,30 +199,28 @@ class Loop:
             return
         self.progress(attempt, "generating")
         try:
-            completion = self._tier(attempt).model.complete(
-                attempt.messages,
-                deadline=self.work_deadline,
-                on_text=stream_watcher(self.stop, attempt, self.repo.reader_for(attempt)),
-            )
-        except (InfraError, UsageError) as exc:
-            self.fatal = exc
-            self.stop.set()
-            self._finish(attempt, "error", str(exc))
+            completion = self._complete(attempt)
+        except ContextOverflow as exc:
+            if attempt.parent is None:  # the first prompt, the same for every candidate
+                self._fatal(attempt, exc)
+            else:
+                self._finish(attempt, "error", f"generation: {exc}")
             return
-        except TimeoutError as exc:
-            self._finish(attempt, "timeout", f"generation: {exc}")
+        except (InfraError, UsageError) as exc:
+            self._fatal(attempt, exc)
             return
         except Exception as exc:  # endpoint errors end this candidate, not the run
-            self._finish(attempt, "error", f"generation failed: {one_line(exc, with_type=True)}")
+            if isinstance(exc, GenerationError):
+                self._keep_answer(attempt, exc.partial)  # what arrived is kept, never lost
+            if isinstance(exc, TimeoutError):
+                self._finish(attempt, "timeout", f"generation: {exc}")
+            else:
+                why = one_line(exc, with_type=not isinstance(exc, GenerationError))
+                self._finish(attempt, "error", f"generation failed: {why}")
             return
-        attempt.answer = completion.text
-        attempt.t_first_token = completion.t_first_token
-        attempt.t_generated = completion.t_done or time.monotonic()
-        attempt.prompt_tokens = completion.prompt_tokens
-        attempt.completion_tokens = completion.completion_tokens
-        self.budget.add_tokens(completion.prompt_tokens, completion.completion_tokens)
-        self.log.write_attempt_file(attempt.attempt_id, "answer.md", completion.text)
+        self._keep_answer(attempt, completion.text, completion)
         if completion.stopped_early and attempt.reason:
+            attempt.invalid_kind = attempt.invalid_kind or "hopeless_edit"
             self._finish(attempt, "invalid_edit", attempt.reason, feedback=attempt.reason)
             return
         if self.stop.is_set() or completion.stopped_early:
@@ -235,6 +233,51 @@ class Loop:
             self._copy_verdict(attempt, original)
             return
         self._verify(attempt)
+
+    def _complete(self, attempt: Attempt) -> Completion:
+        """The attempt's answer; a feedback conversation too long for the model's window is
+        shortened to its last exchange and sent once more."""
+        model = self._tier(attempt).model
+        watch = stream_watcher(self.stop, attempt, self.repo.reader_for(attempt),
+                               self.config.max_prose_tokens)
+        try:
+            return model.complete(attempt.messages, deadline=self.work_deadline, on_text=watch)
+        except ContextOverflow:
+            shorter = selection.trim_history(attempt.messages, keep_exchanges=1)
+            if attempt.parent is None or len(shorter) == len(attempt.messages):
+                raise
+            attempt.messages = shorter
+            return model.complete(shorter, deadline=self.work_deadline, on_text=watch)
+
+    def _keep_answer(self, attempt: Attempt, text: str,
+                     completion: Completion | None = None) -> None:
+        """Record an answer, whole (`completion`) or the part that arrived before a failure
+        (its tokens then estimated), and count its tokens."""
+        if completion is None and not text:
+            return
+        attempt.answer = text
+        if completion is not None:
+            attempt.prompt_tokens = completion.prompt_tokens
+            attempt.completion_tokens = completion.completion_tokens
+            attempt.tokens_estimated = completion.tokens_estimated
+            attempt.finish_reason = completion.finish_reason
+            attempt.t_request = completion.t_request
+            attempt.t_first_token = completion.t_first_token
+            attempt.t_generated = completion.t_done or time.monotonic()
+        else:
+            attempt.prompt_tokens = sum(estimate_tokens(m["content"]) for m in attempt.messages)
+            attempt.completion_tokens = estimate_tokens(text)
+            attempt.tokens_estimated = True
+            attempt.t_generated = time.monotonic()
+        self.budget.add_tokens(attempt.prompt_tokens, attempt.completion_tokens,
+                               estimated=attempt.tokens_estimated)
+        self.log.write_attempt_file(attempt.attempt_id, "answer.md", text)
+
+    def _fatal(self, attempt: Attempt, exc: InfraError | UsageError) -> None:
+        """An error every candidate would meet: it ends the run."""
+        self.fatal = exc
+        self.stop.set()
+        self._finish(attempt, "error", str(exc))
 
     def _make_patch(self, attempt: Attempt) -> bool:
         read_base = self.repo.read_base
@@ -280,6 +323,7 @@ class Loop:
             self._finish(attempt, "cancelled", f"duplicate of {original.attempt_id}, not verified")
             return
         attempt.verdict = original.verdict
+        attempt.invalid_kind = original.invalid_kind
         same = "identical to" if attempt.patch_sha256 == original.patch_sha256 else (
             "the same code up to formatting as"
         )
@@ -305,6 +349,8 @@ class Loop:
                     verdict_only=attempt.round >= self.config.rounds,  # no round learns from it
                 )
             attempt.verdict = verdict
+            if verdict.status == "invalid_edit":
+                attempt.invalid_kind = verdict.kind or "patch_rejected"
             self._finish(attempt, verdict.status, verdict.reason, feedback=verdict.feedback)
         except InfraError as exc:  # the sandbox is broken for every candidate
             self.fatal = exc
@@ -360,8 +406,10 @@ class Loop:
             "tokens": {
                 "prompt": self.budget.prompt_tokens,
                 "completion": self.budget.completion_tokens,
+                "estimated": self.budget.estimated,
             },
             "time_to_first_pass_s": self.budget.since_start(winner.t_verified) if winner else None,
+            "endpoint": self.model.report() if isinstance(self.model, EndpointReport) else None,
             # the backend of agent/verify's TaskVerifier; PatchVerifier does not require one
             "sandbox": getattr(getattr(self.verifier, "backend", None), "name", None),
             "fail_to_pass": list(self.task.fail_to_pass),

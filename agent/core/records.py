@@ -30,8 +30,10 @@ class LoopConfig:
     """Feedback rounds at most."""
     time_budget_s: float = DEFAULTS.time_budget_s
     """Hard wall-clock deadline for the whole task: generation, verification and clean-up."""
-    max_tokens: int | None = None
+    token_budget: int | None = None
     """Prompt plus completion tokens for the whole run; None for no limit."""
+    max_prose_tokens: int = DEFAULTS.max_prose_tokens
+    """Stop an answer that streams this many tokens of prose before any edit (0: never)."""
     select: Literal["first", "best"] = "first"
     """"first": stop at the first passing candidate; "best": finish the round and pick."""
     verify_concurrency: int = DEFAULTS.verify_concurrency
@@ -62,9 +64,16 @@ class Attempt:
     feedback: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    tokens_estimated: bool = False
+    """The counts are estimates (~4 characters a token): the endpoint sent none."""
+    finish_reason: str | None = None
+    """How the endpoint said the answer ended ("stop", "length", …); None when it was cut or
+    stopped early."""
     streamed_chars: int = 0
     """Characters of the answer received so far (while it streams; for the live display)."""
     t_start: float | None = None
+    t_request: float | None = None
+    """When the request that gave the answer was sent (after any wait for a request slot)."""
     t_first_token: float | None = None
     t_generated: float | None = None
     t_verified: float | None = None
@@ -129,11 +138,14 @@ def attempt_record(
         "parent_id": a.parent_id,
         "model": a.model or model_name,
         "t_start_s": since(a.t_start),
+        "t_request_s": since(a.t_request),
         "t_first_token_s": since(a.t_first_token),
         "t_generated_s": since(a.t_generated),
         "t_verified_s": since(a.t_verified),
         "prompt_tokens": a.prompt_tokens,
         "completion_tokens": a.completion_tokens,
+        "tokens_estimated": a.tokens_estimated,
+        "finish_reason": a.finish_reason,
         "patch_sha256": a.patch_sha256,
         "duplicate_of": a.duplicate_of,
         "status": a.status,

@@ -1,6 +1,6 @@
 """Reading an answer while it streams: the files each attempt sees (the task's repo with its
-parent's edits) and the on_text hook that stops a stream once the run is over or the answer's
-edits can no longer apply.
+parent's edits) and the on_text hook that stops a stream once the run is over, the answer's
+edits can no longer apply, or it has talked too long without beginning one.
 
 Apart from the loop because it is the one part that runs on the model client's thread, once
 per arriving chunk: it must stay cheap (only newly completed lines are scanned).
@@ -17,9 +17,14 @@ from pathlib import Path
 from ooda.agent import edits
 from ooda.agent.core import prompts
 from ooda.agent.core.records import Attempt
+from ooda.agent.support.text import CHARS_PER_TOKEN, estimate_tokens
 
 _REPLACE_LINE = re.compile(r"^[ \t]*>{5,9} ?REPLACE\b.*\n", re.MULTILINE)
 """A completed end-of-block line (the forms agent/edits/__init__.py accepts)."""
+
+
+PROSE_CHECK_EVERY = 256
+"""Characters between two looks at an answer's prose (each look reads the whole answer)."""
 
 
 class RepoView:
@@ -59,21 +64,37 @@ class RepoView:
 
 
 def stream_watcher(
-    stop: threading.Event, attempt: Attempt, read: Callable[[str], str | None]
+    stop: threading.Event, attempt: Attempt, read: Callable[[str], str | None],
+    max_prose_tokens: int = 0,
 ) -> Callable[[str], bool]:
-    """on_text hook: stop a stream once `stop` is set or its edits cannot apply (the reason
-    goes into attempt.reason).
+    """on_text hook: stop a stream once `stop` is set, its edits cannot apply, or it has
+    streamed `max_prose_tokens` (~4 characters each; 0: no limit) of prose with no edit begun
+    (the reason goes into attempt.reason, its kind into attempt.invalid_kind).
 
     The answer is re-parsed only when another `>>>>>>> REPLACE` line is complete (its
     newline has arrived: edits.partial_answer_is_hopeless ignores an unfinished last line),
-    and only the newly completed lines are scanned for it."""
+    and only the newly completed lines are scanned for it; prose is looked at once the answer
+    is long enough to hold the limit, and only until an edit begins."""
     scanned = 0
+    editing = max_prose_tokens <= 0
+    prose_checked = max_prose_tokens * CHARS_PER_TOKEN - PROSE_CHECK_EVERY
 
     def keep_going(text: str) -> bool:
-        nonlocal scanned
+        nonlocal scanned, editing, prose_checked
         attempt.streamed_chars = len(text)  # the live display counts tokens from it
         if stop.is_set():
             return False
+        if not editing and len(text) >= prose_checked + PROSE_CHECK_EVERY:
+            prose_checked = len(text)
+            # all but the last few characters: a fence may be arriving there
+            prose = edits.prose_before_edits(text[: len(text) - 8])
+            editing = prose is None
+            if prose is not None and estimate_tokens(prose) >= max_prose_tokens:
+                attempt.reason = (f"stopped while streaming: {estimate_tokens(prose):,} tokens "
+                                  "of prose and no edit begun; answer with SEARCH/REPLACE "
+                                  "blocks")
+                attempt.invalid_kind = "prose_only"
+                return False
         end = text.rfind("\n") + 1
         if end <= scanned:
             return True
@@ -83,6 +104,7 @@ def stream_watcher(
             problem = edits.partial_answer_is_hopeless(text, read)
             if problem:
                 attempt.reason = f"stopped while streaming: {problem}"
+                attempt.invalid_kind = "hopeless_edit"
                 return False
         return True
 

@@ -20,6 +20,8 @@ the answer's length; text no file can hold (NUL, lone surrogates) is an EditErro
 
 from __future__ import annotations
 
+import re
+
 from ooda.agent.edits.base import (
     Context,
     EditError,
@@ -46,6 +48,7 @@ __all__ = [
     "make_patch",
     "parse_edits",
     "partial_answer_is_hopeless",
+    "prose_before_edits",
 ]
 
 FormatClass = type[SearchReplace] | type[UnifiedDiff] | type[WholeFile] | type[Definitions]
@@ -142,3 +145,20 @@ def partial_answer_is_hopeless(answer_so_far: str, read_file: ReadFile) -> str |
     except EditError as err:
         return str(err)
     return None
+
+
+_EDIT_BEGUN = re.compile(r"^[ \t]*(?:```|~~~|<{5,9} ?SEARCH|--- |\+\+\+ |@@ |diff --git )",
+                         re.MULTILINE)
+"""A line that begins an edit in any accepted format: a fence, a SEARCH line, a diff header."""
+_THINKING = re.compile(r"\A\s*<think>.*?(?:</think>|\Z)", re.DOTALL)
+
+
+def prose_before_edits(answer_so_far: str) -> str | None:
+    """The prose an answer has streamed before any edit begins (a leading <think> block left
+    out), or None once an edit has begun. For stopping an answer that talks and never edits:
+    callers should look at completed lines only, as a fence's first characters may still be
+    arriving."""
+    text = _THINKING.sub("", answer_so_far, count=1)
+    if _EDIT_BEGUN.search(text):
+        return None
+    return text

@@ -14,6 +14,7 @@ Models sit below tasks, so a task is seen through `TaskAnswers` (ooda.tasks.load
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Protocol
 from ooda.agent.contracts.defaults import DEFAULTS
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.protocols import Model
+from ooda.agent.models.endpoint import DEFAULT_BASE_URL
 from ooda.agent.models.gold import GoldModel
 
 
@@ -41,6 +43,12 @@ class ModelSpec:
     """Requests in flight at once through the model."""
     replay_tokens_per_s: float = 0.0
     """"replay" only: simulated generation speed (0 = instant)."""
+    max_tokens: int | None = DEFAULTS.max_tokens
+    """Completion tokens one answer may take (fitted to the context window)."""
+    context_window: int | None = None
+    """The model's context window in tokens; None: learned from the endpoint."""
+    request_timeout_s: float | None = None
+    """Longest time one request may take; None: only the deadline."""
 
 
 class TaskAnswers(Protocol):
@@ -88,6 +96,9 @@ def _replay(
             api_key=LOCAL_API_KEY,
             temperature=spec.temperature,
             concurrency=spec.concurrency,
+            max_tokens=spec.max_tokens,
+            context_window=spec.context_window,
+            request_timeout_s=spec.request_timeout_s,
         )
         yield OpenAIModel(config)
 
@@ -104,10 +115,22 @@ def _openai(
         api_key=spec.api_key,
         temperature=spec.temperature,
         concurrency=spec.concurrency,
+        max_tokens=spec.max_tokens,
+        context_window=spec.context_window,
+        request_timeout_s=spec.request_timeout_s,
     )
     model = OpenAIModel(config)
     model.check_reachable()
     yield model
+
+
+def endpoint_of(name: str | None, base_url: str | None) -> str | None:
+    """Where a model of this name is served, as a run records it: the URL given, else
+    $OPENAI_BASE_URL, else OpenAI's API; None for the stand-ins ("gold", and "replay", whose
+    bundled endpoint lives only as long as the run)."""
+    if name in (None, "gold", "replay"):
+        return None
+    return base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
 
 
 MODELS: dict[str, ModelFactory] = {"gold": _gold, "replay": _replay, "openai": _openai}

@@ -9,17 +9,19 @@ used without the HTTP machinery.
 from __future__ import annotations
 
 import ipaddress
-import math
 import os
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ooda.agent.contracts.defaults import DEFAULTS
 from ooda.agent.contracts.errors import UsageError
+from ooda.agent.support.text import estimate_tokens
+
+__all__ = ["DEFAULT_BASE_URL", "LOCAL_API_KEY", "ModelConfig", "estimate_tokens",
+           "is_loopback", "resolve_endpoint"]
 
 LOCAL_API_KEY = "ooda-local"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-CHARS_PER_TOKEN = 4
 
 
 @dataclass
@@ -34,9 +36,14 @@ class ModelConfig:
     """API key; None: $OPENAI_API_KEY, else "ooda-local" for a loopback endpoint."""
     temperature: float = DEFAULTS.temperature
     """Sampling temperature (diversity across the N parallel samples)."""
-    max_tokens: int | None = 4096
-    """Cap on completion tokens per answer; None: the endpoint's default."""
-    request_timeout_s: float = 120.0
+    max_tokens: int | None = DEFAULTS.max_tokens
+    """Cap on completion tokens per answer (lowered to what the context window leaves);
+    None: the endpoint's default."""
+    context_window: int | None = None
+    """The model's context window in tokens, when the user knows it (else learned)."""
+    request_timeout_s: float | None = None
+    """Longest time one request may take, first token included; None: only the deadline."""
+    idle_timeout_s: float = 120.0
     """Longest wait for the endpoint's next bytes (connect, first token, between chunks)."""
     max_retries: int = 6
     """Retries after the first attempt for transient failures (429, 5xx, broken streams)."""
@@ -46,7 +53,8 @@ class ModelConfig:
     """First wait before a retry without Retry-After; doubles each time, capped at 8 s."""
 
 
-def _is_loopback(base_url: str) -> bool:
+def is_loopback(base_url: str) -> bool:
+    """Whether the endpoint is on this machine (then no API key is needed)."""
     host = (urlsplit(base_url).hostname or "").lower()
     if host == "localhost" or host.endswith(".localhost"):
         return True
@@ -62,7 +70,7 @@ def resolve_endpoint(base_url: str | None, api_key: str | None) -> tuple[str | N
     url = base_url or os.environ.get("OPENAI_BASE_URL") or None
     key = api_key or os.environ.get("OPENAI_API_KEY") or None
     if key is None:
-        if url is not None and _is_loopback(url):
+        if url is not None and is_loopback(url):
             key = LOCAL_API_KEY
         else:
             where = url or DEFAULT_BASE_URL
@@ -71,8 +79,3 @@ def resolve_endpoint(base_url: str | None, api_key: str | None) -> tuple[str | N
                 "--base-url / OPENAI_BASE_URL at a local endpoint such as `ooda serve`"
             )
     return url, key
-
-
-def estimate_tokens(text: str) -> int:
-    """A rough token count: ~4 characters a token."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN)

@@ -4,16 +4,23 @@ Built on the `openai` SDK (imported lazily: it takes over half a second to impor
 and agent/startup/prestart.py warm it ahead) with the SDK's own retries off; `tenacity` retries
 instead (the rules: agent/models/retry.py), so that no wait ever crosses the caller's deadline.
 Not retried: other 4xx (`ModelError`). Every attempt refused at connect time -> `InfraError`
-(exit 3). Deadline reached -> `ModelDeadline`.
+(exit 3). Deadline reached -> `ModelDeadline`, with the text received.
 
-One `OpenAIModel` may be shared by many threads; a bounded semaphore caps its requests in
-flight (`ModelConfig.concurrency`), taken per attempt and released while waiting to retry.
+Local servers as they come (docs/LOCAL_MODELS.md):
+- requests in flight follow the endpoint's capacity (agent/models/capacity.py): a stream cut
+  without a finish_reason while others run lowers the limit and is sent again, no retry spent;
+- each request's answer cap is fitted to the model's context window (agent/models/context.py),
+  learned from `--context-window`, `GET /v1/models` or the endpoint's own error; a prompt that
+  does not fit is `ContextOverflow`, never sent again;
+- a stream that comes back empty while no other request runs is asked again once without
+  streaming (max_tokens=1) to read the endpoint's real error (llama-cpp-python answers a prompt
+  too long for its window with an empty 200 stream, and a 400 saying so when not streaming).
+What the client adapted is said once each (`notices`) and reported (`report()`).
 """
 
 from __future__ import annotations
 
 import logging
-import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +31,14 @@ import tenacity
 
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import Completion
+from ooda.agent.models.capacity import AdaptiveLimit, Slot
+from ooda.agent.models.context import (
+    ContextWindow,
+    looks_truncated,
+    message_chars,
+    overflow_facts,
+    window_from_listing,
+)
 from ooda.agent.models.endpoint import (
     DEFAULT_BASE_URL,
     LOCAL_API_KEY,
@@ -31,6 +46,7 @@ from ooda.agent.models.endpoint import (
     estimate_tokens,
     resolve_endpoint,
 )
+from ooda.agent.models.http_client import tls_context, warm_http_client
 from ooda.agent.models.retry import (
     ModelDeadline,
     ModelError,
@@ -43,6 +59,7 @@ from ooda.agent.models.retry import (
     root_cause,
     status_message,
 )
+from ooda.agent.models.streaming import read_stream
 
 if TYPE_CHECKING:
     import openai
@@ -64,58 +81,36 @@ whole surface from here."""
 
 log = logging.getLogger(__name__)
 
+MAX_RESENDS = 16
+"""Times one answer may be sent again for the endpoint's capacity or a refitted answer cap
+before a cut stream counts as a failed attempt."""
+
+CAPACITY_NOTICE = (
+    "the endpoint ends streams without a finish_reason while other requests are in flight: it "
+    "serves fewer at once (llama-cpp-python's server does so by default, --interrupt_requests; "
+    "`--concurrency 1` avoids it); ooda lowers its requests at once and sends the cut ones again")
+
 
 @dataclass
 class ModelCompletion(Completion):
     """A Completion with what the client knows about how it ended."""
 
-    stopped_early: bool = False
-    """True when `on_text` returned False and the stream was closed before its end."""
-    finish_reason: str | None = None
-    """The endpoint's finish_reason ("stop", "length", …); None when stopped early."""
     attempts: int = 1
-    """HTTP requests it took, retries included."""
-    usage_estimated: bool = False
-    """True when the token counts are estimates (~4 characters a token), not the endpoint's."""
+    """HTTP requests it took, retries and capacity re-sends included."""
 
 
-
-_warmed = False
-_tls: ssl.SSLContext | None = None
-_tls_lock = threading.Lock()
-
-
-def tls_context() -> ssl.SSLContext:
-    """The TLS settings of every client in this process, as the SDK's HTTP library builds them
-    by default (SSL_CERT_FILE/SSL_CERT_DIR honoured): built once, since building them loads the
-    CA bundle (~25 ms a client)."""
-    global _tls
-    with _tls_lock:
-        if _tls is None:
-            import httpx2
-
-            _tls = httpx2.create_ssl_context()
-        return _tls
+class _SendAgain(Exception):
+    """Send the same request again at once: the endpoint's capacity or the answer cap changed
+    (not a failed attempt)."""
 
 
-def warm_http_client() -> None:
-    """Import the `openai` SDK and what its first chat request loads (the HTTP stack, the chat
-    resources: about a second on a small machine) so that the real client starts quickly:
-    agent/startup/prestart.py does this in a thread at start-up, the daemon (agent/startup/daemon.py) once for
-    all its commands."""
-    global _warmed
-    if _warmed:
-        return
-    import openai
+@dataclass
+class _Tries:
+    """What one answer's requests have met so far."""
 
-    client = openai.OpenAI(
-        api_key="warm-up",
-        base_url="http://127.0.0.1:9/v1",
-        http_client=openai.DefaultHttpxClient(verify=tls_context()),
-    )
-    _ = client.chat.completions  # imported on first use
-    client.close()
-    _warmed = True
+    resent: int = 0
+    probed: bool = False
+    refits: int = 0
 
 
 class OpenAIModel:
@@ -133,7 +128,13 @@ class OpenAIModel:
         self._key = key
         self.base_url = url or DEFAULT_BASE_URL
         """The endpoint actually used."""
-        self._slots = threading.BoundedSemaphore(config.concurrency)
+        self._limit = AdaptiveLimit(config.concurrency)
+        self.window = ContextWindow(config.context_window, "--context-window")
+        self.notices: list[str] = []
+        """What the client adapted to, one line each, in order."""
+        self.on_notice: Callable[[str], None] | None = None
+        """Called with each new notice (the live display prints it)."""
+        self._notice_lock = threading.Lock()
         self._client: openai.OpenAI | None = None
         self._client_lock = threading.Lock()
         self._stream_options = True
@@ -146,7 +147,7 @@ class OpenAIModel:
                 kwargs: dict[str, Any] = {
                     "api_key": self._key,
                     "max_retries": 0,
-                    "timeout": self.config.request_timeout_s,
+                    "timeout": self.config.idle_timeout_s,
                 }
                 if self._url is not None:
                     kwargs["base_url"] = self._url
@@ -154,16 +155,37 @@ class OpenAIModel:
                 self._client = openai.OpenAI(**kwargs)
             return self._client
 
+    def notice(self, text: str) -> None:
+        """Say `text` once (`notices`, the on_notice hook, the log with -v)."""
+        with self._notice_lock:
+            if text in self.notices:
+                return
+            self.notices.append(text)
+        log.info("%s: %s", self.base_url, text)
+        if self.on_notice is not None:
+            self.on_notice(text)
+
+    def report(self) -> dict[str, Any]:
+        """What run.json keeps of the endpoint: where, its window, requests in flight."""
+        return {
+            "base_url": self.base_url,
+            "context_window": self.window.report(),
+            "max_tokens": self.config.max_tokens,
+            "concurrency": self._limit.report(),
+            "notices": list(self.notices),
+        }
+
     # ---------------------------------------------------------------- reachability
 
     def check_reachable(self, timeout_s: float = 5.0) -> None:
         """InfraError when the endpoint cannot be reached at all (refused, DNS, no answer
-        within timeout_s). Any HTTP answer, even 404 or 401, counts as reachable."""
+        within timeout_s). Any HTTP answer, even 404 or 401, counts as reachable. The model
+        listing's context window, when it states one, is learned here."""
         import openai
 
         client = self._get_client()
         try:
-            client.models.list(timeout=timeout_s)
+            page = client.models.list(timeout=timeout_s)
         except openai.APIStatusError:
             return
         except openai.APITimeoutError:
@@ -174,6 +196,21 @@ class OpenAIModel:
             raise InfraError(f"endpoint {self.base_url} unreachable: {root_cause(err)}") from None
         except Exception as err:  # an odd /models body still means something answered
             log.debug("GET /models answered oddly: %s", err)
+            return
+        try:
+            entries = [m.model_dump() for m in page.data]
+        except Exception:  # noqa: BLE001 - a listing we cannot read states nothing
+            return
+        self.learn_from_listing(entries)
+
+    def learn_from_listing(self, entries: list[dict[str, Any]]) -> None:
+        """Take the context window from `GET /models` entries: the entry of this model, or
+        the only one listed (a local server serving one model under its own alias)."""
+        mine = [e for e in entries if e.get("id") == self.name] or (
+            entries if len(entries) == 1 else [])
+        window = window_from_listing(mine[0]) if mine else None
+        if window is not None and self.window.learn(window, f"listed by {self.base_url}/models"):
+            log.info("%s: context window %d tokens (model listing)", self.base_url, window)
 
     # ---------------------------------------------------------------- completion
 
@@ -189,16 +226,20 @@ class OpenAIModel:
         closes the stream and returns what arrived, with `stopped_early=True`."""
         client = self._get_client()
         failures: list[BaseException] = []
+        tries = _Tries()
         max_attempts = self.config.max_retries + 1
 
         def attempt() -> ModelCompletion:
-            try:
-                result = self._attempt(client, messages, deadline, on_text)
-            except BaseException as err:
-                failures.append(err)
-                raise
-            result.attempts = len(failures) + 1
-            return result
+            while True:
+                try:
+                    result = self._attempt(client, messages, deadline, on_text, tries)
+                except _SendAgain:
+                    continue
+                except BaseException as err:
+                    failures.append(err)
+                    raise
+                result.attempts = len(failures) + tries.resent + tries.refits + 1
+                return result
 
         def should_retry(exc: BaseException) -> bool:
             return retryable(exc) and time.monotonic() < deadline
@@ -222,7 +263,7 @@ class OpenAIModel:
         )
         try:
             return retrying(attempt)
-        except ModelError:
+        except (ModelError, UsageError):
             raise
         except Exception as err:
             import openai
@@ -239,12 +280,14 @@ class OpenAIModel:
 
         n = len(failures)
         tries = f"{n} attempt{'s' if n != 1 else ''}"
+        partial = err.partial if isinstance(err, StreamBroken) else ""
         if failures and all(is_connect_error(f) for f in failures):
             return InfraError(
                 f"endpoint {self.base_url} unreachable after {tries}: {root_cause(err)}"
             )
         if retryable(err) and (n < max_attempts or time.monotonic() >= deadline):
-            return ModelDeadline(f"deadline reached after {tries}; last error: {describe(err)}")
+            return ModelDeadline(
+                f"deadline reached after {tries}; last error: {describe(err)}", partial)
         if isinstance(err, openai.AuthenticationError):  # the same for every sample: bad input
             return UsageError(
                 f"{self.base_url} rejected the API key (HTTP 401: {status_message(err)}); "
@@ -255,8 +298,11 @@ class OpenAIModel:
                 f"HTTP 404 from {self.base_url}: {status_message(err)} "
                 f"(check the model name {self.name!r} and the base URL)"
             )
+        if isinstance(err, StreamBroken):
+            return ModelError(f"gave up after {tries}: {describe(err)} (alone on the endpoint: "
+                              "its log says why; `ooda doctor` sends a test stream)", partial)
         if retryable(err):
-            return ModelError(f"gave up after {tries}: {describe(err)}")
+            return ModelError(f"gave up after {tries}: {describe(err)}", partial)
         return ModelError(f"{self.base_url}: {describe(err)}")
 
     def _attempt(
@@ -265,38 +311,129 @@ class OpenAIModel:
         messages: list[dict[str, str]],
         deadline: float,
         on_text: Callable[[str], bool] | None,
+        tries: _Tries,
     ) -> ModelCompletion:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise ModelDeadline("deadline reached before the request could start")
-        if not self._slots.acquire(timeout=remaining):
+        self.window.answer_cap(messages, self.config.max_tokens)  # no wait for a hopeless one
+        slot = self._limit.acquire(remaining)
+        if slot is None:
             raise ModelDeadline(
-                f"deadline reached waiting for a request slot "
-                f"({self.config.concurrency} already in flight)"
+                f"deadline reached waiting for a request slot ({self._limit.limit} in flight)"
             )
+        released = False
         try:
-            return self._stream_once(client, messages, deadline, on_text)
+            try:
+                result = self._send(client, messages, deadline, on_text, tries)
+            except StreamBroken as err:
+                if not err.partial and not tries.probed and not self._limit.overlapped(slot):
+                    tries.probed = True
+                    self._probe(client, messages, deadline, tries)
+                released = True
+                if self._capacity_cut(slot) and tries.resent < MAX_RESENDS:
+                    tries.resent += 1
+                    raise _SendAgain() from err
+                raise
+            released = True
+            self._limit.release(slot, finished=True)
+            if self._limit.cuts:  # cut streams, and the endpoint answers fine at a lower level
+                self.notice(CAPACITY_NOTICE)
+            return result
         finally:
-            self._slots.release()
+            if not released:
+                self._limit.release(slot)
+
+    def _capacity_cut(self, slot: Slot) -> bool:
+        """Give back the slot of a stream cut short; True when that was the endpoint's
+        capacity speaking (said once a stream then finishes: an endpoint that cuts every
+        stream has another problem)."""
+        return self._limit.release(slot, cut=True)
+
+    def _send(
+        self,
+        client: openai.OpenAI,
+        messages: list[dict[str, str]],
+        deadline: float,
+        on_text: Callable[[str], bool] | None,
+        tries: _Tries,
+    ) -> ModelCompletion:
+        """One streamed request, start to end."""
+        import openai
+
+        max_tokens = self.window.answer_cap(messages, self.config.max_tokens)
+        t_request = time.monotonic()
+        try:
+            stream = self._create(client, messages, deadline, max_tokens)
+        except openai.BadRequestError as err:
+            self._refit(err, messages, tries)
+            raise
+        limit = self.config.request_timeout_s
+        try:
+            read = read_stream(
+                stream, deadline=deadline, on_text=on_text,
+                request_end=t_request + limit if limit else None,
+                connection_errors=(openai.APIConnectionError,),
+            )
+        finally:
+            stream.close()
+        t_done = time.monotonic()
+        usage = read.usage
+        if usage is not None and not read.stopped:
+            prompt_tokens = int(usage.prompt_tokens or 0)
+            completion_tokens = int(usage.completion_tokens or 0)
+            estimated = False
+            chars = message_chars(messages)
+            if looks_truncated(chars, prompt_tokens):
+                self.notice(f"the endpoint counted {prompt_tokens:,} prompt tokens for a prompt "
+                            f"of {chars:,} characters: it drops the start of long prompts (Ollama "
+                            "does past its context length: raise OLLAMA_CONTEXT_LENGTH), so the "
+                            "model does not see the whole task; --context-window N makes ooda "
+                            "fit prompts to N tokens")
+            else:
+                self.window.calibrate(chars, prompt_tokens)
+        else:
+            prompt_tokens = sum(estimate_tokens(str(m.get("content") or "")) for m in messages)
+            completion_tokens = estimate_tokens(read.text)
+            estimated = True
+        return ModelCompletion(
+            text=read.text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            t_first_token=read.t_first_token,
+            t_done=t_done,
+            stopped_early=read.stopped,
+            finish_reason=None if read.stopped else read.finish_reason,
+            tokens_estimated=estimated,
+            t_request=t_request,
+        )
 
     def _create(
-        self, client: openai.OpenAI, messages: list[dict[str, str]], deadline: float
+        self,
+        client: openai.OpenAI,
+        messages: list[dict[str, str]],
+        deadline: float,
+        max_tokens: int | None,
+        *,
+        stream: bool = True,
     ) -> Any:
-        """Open the stream; falls back to no stream_options when the endpoint rejects them."""
+        """Send the request; falls back to no stream_options when the endpoint rejects them."""
         import openai
 
         remaining = max(deadline - time.monotonic(), 0.001)
-        wait = min(self.config.request_timeout_s, remaining)
+        wait = min(self.config.idle_timeout_s, remaining)
+        if self.config.request_timeout_s:
+            wait = min(wait, self.config.request_timeout_s)
         kwargs: dict[str, Any] = {
             "model": self.config.name,
             "messages": messages,
             "temperature": self.config.temperature,
-            "stream": True,
+            "stream": stream,
             "timeout": openai.Timeout(wait, connect=min(wait, 10.0)),
         }
-        if self.config.max_tokens is not None:
-            kwargs["max_tokens"] = self.config.max_tokens
-        if self._stream_options:
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        if stream and self._stream_options:
             kwargs["stream_options"] = {"include_usage": True}
         try:
             return client.chat.completions.create(**kwargs)
@@ -308,65 +445,49 @@ class OpenAIModel:
             del kwargs["stream_options"]
             return client.chat.completions.create(**kwargs)
 
-    def _stream_once(
-        self,
-        client: openai.OpenAI,
-        messages: list[dict[str, str]],
-        deadline: float,
-        on_text: Callable[[str], bool] | None,
-    ) -> ModelCompletion:
+    def _refit(self, err: openai.BadRequestError, messages: list[dict[str, str]],
+               tries: _Tries) -> None:
+        """A 400 about the context: learn the window (and the prompt's real size) from it, then
+        send again with a fitted answer cap (_SendAgain), or raise ContextOverflow when the
+        prompt itself does not fit. Returns for any other 400."""
+        facts = overflow_facts(status_message(err), err.body)
+        if facts is None:
+            return
+        if facts.prompt_tokens:
+            self.window.calibrate(message_chars(messages), facts.prompt_tokens)
+        else:
+            self.window.tighten()
+        if facts.window and self.window.learn(facts.window, "stated by the endpoint's error",
+                                              overrides=True):
+            self.notice(f"context window {facts.window:,} tokens (stated by the endpoint); "
+                        "answers are capped to fit it")
+        if self.window.window is None:
+            return
+        self.window.answer_cap(messages, self.config.max_tokens)
+        if tries.refits < 2:
+            tries.refits += 1
+            raise _SendAgain() from None
+
+    def _probe(self, client: openai.OpenAI, messages: list[dict[str, str]], deadline: float,
+               tries: _Tries) -> None:
+        """The stream came back empty with no other request in flight: ask once more without
+        streaming, for one token, to read the endpoint's real error. Returns when the prompt
+        is fine (the empty stream then counts as a broken one)."""
         import openai
 
-        stream = self._create(client, messages, deadline)
-        text = ""
-        t_first: float | None = None
-        finish: str | None = None
-        usage: Any = None
-        stopped = False
         try:
-            try:
-                for chunk in stream:
-                    if getattr(chunk, "usage", None) is not None:
-                        usage = chunk.usage
-                    if chunk.choices:
-                        choice = chunk.choices[0]
-                        piece = choice.delta.content if choice.delta is not None else None
-                        if piece:
-                            if t_first is None:
-                                t_first = time.monotonic()
-                            text += piece
-                            if on_text is not None and on_text(text) is False:
-                                stopped = True
-                                break
-                        if choice.finish_reason:
-                            finish = choice.finish_reason
-                    if finish is None and time.monotonic() >= deadline:
-                        raise ModelDeadline("deadline reached while the answer streamed", text)
-            except openai.APIConnectionError:
-                if finish is None:
-                    raise
-                # only the usage chunk and [DONE] are missing: keep the answer
-                log.debug("%s: stream broke off after its finish_reason", self.name)
-        finally:
-            stream.close()
-        if not stopped and finish is None:
-            raise StreamBroken("the stream ended without a finish_reason")
-        t_done = time.monotonic()
-        if usage is not None and not stopped:
-            prompt_tokens = int(usage.prompt_tokens or 0)
-            completion_tokens = int(usage.completion_tokens or 0)
-            estimated = False
-        else:
-            prompt_tokens = sum(estimate_tokens(str(m.get("content") or "")) for m in messages)
-            completion_tokens = estimate_tokens(text)
-            estimated = True
-        return ModelCompletion(
-            text=text,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            t_first_token=t_first,
-            t_done=t_done,
-            stopped_early=stopped,
-            finish_reason=None if stopped else finish,
-            usage_estimated=estimated,
-        )
+            response = self._create(client, messages, deadline, 1, stream=False)
+        except openai.BadRequestError as err:
+            self._refit(err, messages, tries)
+            raise ModelError(f"{self.base_url} sent an empty stream; asked without streaming "
+                             f"it says {describe(err)}") from None
+        except openai.APIStatusError as err:
+            if retryable(err):
+                return
+            raise ModelError(f"{self.base_url} sent an empty stream; asked without streaming "
+                             f"it says {describe(err)}") from None
+        except openai.OpenAIError:
+            return
+        usage = getattr(response, "usage", None)
+        if usage is not None and usage.prompt_tokens:
+            self.window.calibrate(message_chars(messages), int(usage.prompt_tokens))

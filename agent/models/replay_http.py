@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ooda.agent.models.replay_behaviour import overflow_message
 from ooda.agent.models.replay_state import Fault, ReplayState, content_text
 
 log = logging.getLogger(__name__)
@@ -28,10 +29,6 @@ CHARS_PER_TOKEN = 4
 
 def _tokens(text: str) -> list[str]:
     return [text[i : i + CHARS_PER_TOKEN] for i in range(0, len(text), CHARS_PER_TOKEN)]
-
-
-def _estimate_tokens(text: str) -> int:
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -179,23 +176,58 @@ class Handler(BaseHTTPRequestHandler):
             self._cut_connection()
             return
         model = str(request.get("model") or "replay")
+        if not state.wait_for_slot():
+            self._cut_connection()
+            return
+        try:
+            self._answer(request, messages, model, fault)
+        finally:
+            state.generating.release()
+
+    def _answer(self, request: dict[str, Any], messages: list[dict[str, Any]], model: str,
+                fault: Fault) -> None:
+        state = self.server.state
+        behaviour = state.behaviour
         _, answer = state.pick_answer(messages, model)
         rate = state.rate_for(model)
         tokens = _tokens(answer)
         finish = "stop"
+        prompt_tokens = behaviour.prompt_tokens([content_text(m.get("content")) for m in messages])
         limit = request.get("max_completion_tokens") or request.get("max_tokens")
-        if isinstance(limit, int) and 0 < limit < len(tokens):
+        limit = limit if isinstance(limit, int) and limit > 0 else None
+        window = behaviour.context_window
+        streamed = bool(request.get("stream"))
+        if window and behaviour.overflow == "truncate" and prompt_tokens >= window:
+            prompt_tokens = window - 1 - (limit or 0) if limit and limit < window // 2 \
+                else window // 2  # Ollama keeps the prompt's end, leaving room to answer
+            with state.lock:
+                state.overflows += 1
+        if window and (prompt_tokens >= window or (
+                not behaviour.fit_answer_cap and prompt_tokens + (limit or 0) > window)):
+            with state.lock:
+                state.overflows += 1
+            if streamed and behaviour.overflow == "empty":
+                self._empty_stream()
+            else:
+                body = {"error": {"message": overflow_message(window, prompt_tokens, limit),
+                                  "type": "invalid_request_error", "param": "messages",
+                                  "code": "context_length_exceeded"}}
+                self._send_json(400, body)
+            return
+        if window:
+            room = window - prompt_tokens
+            limit = min(limit, room) if limit else room
+        if limit is not None and limit < len(tokens):
             tokens, finish = tokens[:limit], "length"
-        prompt_tokens = sum(_estimate_tokens(content_text(m.get("content"))) for m in messages)
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": len(tokens),
             "total_tokens": prompt_tokens + len(tokens),
         }
         ident = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-        if request.get("stream"):
+        if streamed:
             stream_options = request.get("stream_options") or {}
-            include_usage = bool(stream_options.get("include_usage"))
+            include_usage = bool(stream_options.get("include_usage")) and behaviour.stream_usage
             usage_sent = usage if include_usage else None
             self._stream(ident, model, tokens, finish, usage_sent, fault, rate)
         else:
@@ -214,6 +246,29 @@ class Handler(BaseHTTPRequestHandler):
                     "usage": usage,
                 },
             )
+
+    def _empty_stream(self) -> None:
+        """HTTP 200, an event stream with nothing in it (llama-cpp-python's answer to a prompt
+        over its window while streaming)."""
+        self.server.state.count_status(200)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self._write_chunk(b"")
+
+    def _interrupted(self) -> bool:
+        """Another request waits and the endpoint interrupts for it: end this stream now."""
+        state = self.server.state
+        if not state.behaviour.interrupt:
+            return False
+        with state.lock:
+            if state.waiting == 0:
+                return False
+            state.interrupted += 1
+        self._write_chunk(b"data: [DONE]\n\n")
+        self._write_chunk(b"")
+        return True
 
     # ---------------------------------------------------------------- streaming
 
@@ -281,10 +336,14 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self._write_chunk(chunk({"role": "assistant", "content": ""}, None))
+        if self._interrupted():
+            return
         for n, piece in enumerate(self._paced(tokens, rate)):
             if fault.kind == "drop" and n >= 2:
                 break
             self._write_chunk(chunk({"content": piece}, None))
+            if self._interrupted():
+                return
         if fault.kind == "drop" or self.server.state.stopping.is_set():
             self._cut_connection()
             return
@@ -307,6 +366,8 @@ def _listing(name: str, state: ReplayState) -> dict[str, Any]:
     """One model of `GET /v1/models`; a served model with a price lists it (USD per million
     tokens, under "pricing")."""
     entry: dict[str, Any] = {"id": name, "object": "model", "created": 0, "owned_by": "ooda"}
+    if state.behaviour.list_context and state.behaviour.context_window:
+        entry["max_model_len"] = state.behaviour.context_window
     served = state.served.get(name)
     if served is not None:
         entry["pricing"] = {"prompt": served.price_in, "completion": served.price_out}

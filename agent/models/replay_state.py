@@ -21,6 +21,7 @@ from typing import Any
 
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.models.answer_styles import restyle
+from ooda.agent.models.replay_behaviour import Behaviour
 from ooda.agent.models.replay_scripts import Script
 
 TASK_ID_RE = re.compile(r"^\s*Task id:\s*(\S+)\s*$", re.MULTILINE | re.IGNORECASE)
@@ -92,8 +93,17 @@ class ReplayState:
         accept_stream_options: bool,
         answer_as: str = "as-is",
         served: list[ServedModel] | None = None,
+        behaviour: Behaviour | None = None,
     ) -> None:
         self.scripts = scripts
+        self.behaviour = behaviour or Behaviour()
+        self.generating = threading.BoundedSemaphore(self.behaviour.slots or 1 << 20)
+        """Generations at once (Behaviour.slots)."""
+        self.waiting = 0
+        """Chat requests waiting for a generation slot."""
+        self.interrupted = 0
+        """Streams ended early because another request waited."""
+        self.overflows = 0
         self.answer_as = answer_as
         self.restyled = 0
         """Answers rewritten so far ("mixed" alternates its styles by this count)."""
@@ -131,6 +141,19 @@ class ReplayState:
                 if rate > 0 and self.random.random() < rate:
                     return Fault(kind)
         return Fault("ok")
+
+    def wait_for_slot(self) -> bool:
+        """Wait for a generation slot (counted as waiting meanwhile); False when stopping."""
+        with self.lock:
+            self.waiting += 1
+        try:
+            while not self.generating.acquire(timeout=0.05):
+                if self.stopping.is_set():
+                    return False
+            return True
+        finally:
+            with self.lock:
+                self.waiting -= 1
 
     def rate_for(self, model: str) -> float:
         """The token rate of `model` (its own, else the server's)."""
@@ -190,6 +213,9 @@ class ReplayState:
                 "max_in_flight": self.max_in_flight,
                 "status": dict(self.status),
                 "faults": dict(self.injected),
+                "waiting": self.waiting,
+                "interrupted": self.interrupted,
+                "overflows": self.overflows,
             }
 
 

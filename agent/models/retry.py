@@ -19,27 +19,30 @@ from typing import TYPE_CHECKING
 
 import tenacity
 
+from ooda.agent.contracts.errors import GenerationError
+
 if TYPE_CHECKING:
     import openai
 
 MAX_RETRY_AFTER_S = 60.0
 
 
-class ModelError(Exception):
-    """The endpoint refused or kept failing the request; the message is one line."""
+class ModelError(GenerationError):
+    """The endpoint refused or kept failing the request; the message is one line, `partial`
+    the text the last attempt received."""
 
 
 class ModelDeadline(ModelError, TimeoutError):
-    """The deadline passed before a complete answer arrived."""
+    """The deadline (or the request's timeout) passed before a complete answer arrived."""
+
+
+class StreamBroken(Exception):
+    """The stream ended without a finish_reason: retried like a dropped connection (or, while
+    other requests were in flight, sent again as the endpoint's capacity allows)."""
 
     def __init__(self, message: str, partial: str = "") -> None:
         super().__init__(message)
         self.partial = partial
-        """Text received before the deadline (possibly empty)."""
-
-
-class StreamBroken(Exception):
-    """The stream ended without a finish_reason: retried like a dropped connection."""
 
 
 def error_chain(exc: BaseException) -> list[BaseException]:

@@ -13,7 +13,9 @@ For tests and demos it can pace the stream (`ttft_s`, `tokens_per_s`, ~4 charact
 token) and inject faults, in arrival order (`faults`, cycled) or at random (`fault_rate_*`
 with `seed`): "429" (optionally "429:SECONDS", sent as Retry-After / retry-after-ms),
 "500", "drop" (a few chunks, then the connection is cut without [DONE]) and "hang" (no
-answer until the client gives up).
+answer until the client gives up). `behaviour` copies a local server's limits and habits
+(one generation at a time, streams interrupted, a context window: agent/models/
+replay_behaviour.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.models.answer_styles import STYLES
+from ooda.agent.models.replay_behaviour import Behaviour
 from ooda.agent.models.replay_http import HttpServer
 from ooda.agent.models.replay_scripts import Script, load_scripts
 from ooda.agent.models.replay_state import ReplayState, ServedModel, parse_fault, parse_served
@@ -62,6 +65,7 @@ class ReplayServer:
         accept_stream_options: bool = True,
         answer_as: str = "as-is",
         served: list[ServedModel] | None = None,
+        behaviour: Behaviour | None = None,
     ) -> None:
         """`scripts`: replay.jsonl files or directories searched for them. `tokens_per_s`
         0 streams at once. `faults` apply to chat requests in arrival order, cycled.
@@ -69,7 +73,8 @@ class ReplayServer:
         requests carrying stream_options with a 400, like some real endpoints.
         `answer_as`: one of ooda.agent.models.answer_styles.STYLES, how each answer is rewritten.
         `served`: the models listed, each with its own token rate and price (replaces
-        `models`); scripts naming a model are served only to it."""
+        `models`); scripts naming a model are served only to it. `behaviour`: the limits and
+        habits of a local server to copy (agent/models/replay_behaviour.py)."""
         if answer_as not in STYLES:
             raise UsageError(f"unknown answer style {answer_as!r}; use one of "
                              f"{', '.join(STYLES)}")
@@ -92,6 +97,7 @@ class ReplayServer:
             accept_stream_options=accept_stream_options,
             answer_as=answer_as,
             served=served,
+            behaviour=behaviour,
         )
         self._server: HttpServer | None = None
         self._thread: threading.Thread | None = None
@@ -110,7 +116,8 @@ class ReplayServer:
     @property
     def stats(self) -> dict[str, Any]:
         """Counters: requests, chat_requests, in_flight, max_in_flight, status (by code, as
-        strings), faults (injected, by kind)."""
+        strings), faults (injected, by kind), waiting (for a generation slot), interrupted
+        (streams ended for a waiting request), overflows (prompts over the window)."""
         return self._state.snapshot()
 
     @property
@@ -175,6 +182,7 @@ def serve_forever(
     on_ready: Callable[[str], None] | None = None,
     answer_as: str = "as-is",
     served: list[ServedModel] | None = None,
+    behaviour: Behaviour | None = None,
 ) -> None:
     """Serve until interrupted (Ctrl-C). `on_ready(base_url)` is called once listening;
     by default the base URL is printed on standard output."""
@@ -193,6 +201,7 @@ def serve_forever(
         models=models,
         answer_as=answer_as,
         served=served,
+        behaviour=behaviour,
     )
     base_url = server.start()
     if on_ready is not None:

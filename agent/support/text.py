@@ -1,5 +1,6 @@
-"""Small text helpers: one line of an exception for console lines and records, and text made
-valid UTF-8 before it goes back to an endpoint."""
+"""Small text helpers: one line of an exception for console lines and records, text made
+valid UTF-8 before it goes back to an endpoint, and the rough token estimate (~4 characters
+a token) used where an endpoint counts none."""
 
 from __future__ import annotations
 
@@ -23,3 +24,12 @@ def valid_utf8(text: str) -> str:
     """`text` with what UTF-8 cannot encode (lone surrogates) replaced by U+FFFD, so it can be
     sent back to an endpoint (a model's invalid answer stays in the conversation history)."""
     return _SURROGATE.sub("\ufffd", text)
+
+
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count: ~4 characters a token (the figure recorded when an endpoint sends
+    no usage, flagged as estimated)."""
+    return -(-len(text) // CHARS_PER_TOKEN)

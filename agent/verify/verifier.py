@@ -176,9 +176,10 @@ class TaskVerifier:
                 "changes lines the tests' own patch changes; leave those files alone",
                 log_dir,
                 exc.changed,
+                kind="conflicts_with_tests",
             )
         except PatchError as exc:
-            return self._invalid(f"{exc}", log_dir)
+            return self._invalid(f"{exc}", log_dir, kind=exc.kind)
         held: Sandbox | None = sandbox
         try:
             check = self._check(changed)
@@ -239,7 +240,8 @@ class TaskVerifier:
         )
 
     @staticmethod
-    def _invalid(reason: str, log_dir: Path | None, changed: list[str] | None = None) -> Verdict:
+    def _invalid(reason: str, log_dir: Path | None, changed: list[str] | None = None,
+                 *, kind: str) -> Verdict:
         if log_dir is not None:
             (log_dir / "apply.log").write_text(reason + "\n", encoding="utf-8")
         first = reason.strip().splitlines()[0] if reason.strip() else "the patch was rejected"
@@ -249,6 +251,7 @@ class TaskVerifier:
             results=[],
             feedback=clip(reason, FEEDBACK_LIMIT),
             changed_files=changed or [],
+            kind=kind,
         )
 
     # ------------------------------------------------------------------ base tests

@@ -49,7 +49,12 @@ MAX_PATCH_BYTES = 4 * 1024 * 1024
 class PatchError(Exception):
     """A patch that cannot be used: unparseable, against the edit policy, or not applying.
 
-    The message is one or a few lines meant to be shown to the model."""
+    The message is one or a few lines meant to be shown to the model; `kind` names the reason
+    in a word or two for the records (attempts.jsonl's invalid_reason)."""
+
+    def __init__(self, message: str, kind: str = "patch_rejected") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 # --------------------------------------------------------------------------- workspaces
@@ -181,6 +186,18 @@ def protected_reason(path: str) -> str | None:
     return None
 
 
+def path_kind(path: str) -> str:
+    """The invalid_reason of a path the policy refuses: "test_file" for tests and conftest.py,
+    else "protected_file"."""
+    parts = PurePosixPath(path).parts
+    name = parts[-1] if parts else ""
+    if name == "conftest.py" or any(part in TEST_DIRS for part in parts[:-1]) or any(
+        fnmatch.fnmatchcase(name, pattern) for pattern in TEST_FILE_PATTERNS
+    ):
+        return "test_file"
+    return "protected_file"
+
+
 def check_patch_policy(patch: str, protected: Sequence[str] = ()) -> None:
     """Raise PatchError(reason) when a candidate patch may not be applied.
 
@@ -218,7 +235,7 @@ def check_patch_policy(patch: str, protected: Sequence[str] = ()) -> None:
             protected_reason(path) or support_reason(path, protected) or _depth_reason(path)
         )
         if reason:
-            raise PatchError(reason)
+            raise PatchError(reason, path_kind(path))
 
 
 def _depth_reason(path: str) -> str | None:
@@ -292,14 +309,15 @@ def apply_patch(
             else protected_reason(path) or support_reason(path, protected)
         )
         if reason:
-            raise PatchError(reason)
+            raise PatchError(reason, path_kind(path))
         check_inside(workspace, path)
     try:
         run_git_apply(workspace, patch, strip)
     except PatchError as exc:
         if "\r\n" in patch:
             raise PatchError(
-                f"the patch has CRLF (Windows) line endings, which must match the files' own; {exc}"
+                f"the patch has CRLF (Windows) line endings, which must match the files' own; {exc}",
+                exc.kind,
             ) from exc
         raise
     for path in changed:
@@ -360,12 +378,12 @@ def _git(workspace: Path, args: list[str], stdin: str) -> str:
     except FileNotFoundError as exc:
         raise InfraError("git is not installed; it is needed to apply patches") from exc
     except subprocess.TimeoutExpired as exc:
-        raise PatchError("git apply took too long") from exc
+        raise PatchError("git apply took too long", "does_not_apply") from exc
     if proc.returncode != 0:
         message = proc.stderr.decode("utf-8", "replace").strip() or "git apply failed"
         if "No space left on device" in message or "Disk quota exceeded" in message:
             raise InfraError(f"cannot write the workspace {workspace}: {message.splitlines()[0]}")
         if len(message) > GIT_MESSAGE_LIMIT:
             message = message[:GIT_MESSAGE_LIMIT] + " [...]"
-        raise PatchError(f"the patch does not apply: {message}")
+        raise PatchError(f"the patch does not apply: {message}", "does_not_apply")
     return proc.stdout.decode("utf-8", "surrogateescape")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ooda.agent.contracts.defaults import DEFAULTS
 from ooda.agent.contracts.errors import UsageError
 
 if TYPE_CHECKING:
@@ -36,11 +37,18 @@ WORK_DIR = ".work"
 
 
 RESULT_OPTIONS = (
-    "model", "base_url", "samples", "rounds", "time_budget_s", "max_tokens", "select",
-    "temperature", "escalate_to", "escalate_base_url", "escalate_after", "escalate_below",
+    "model", "base_url", "samples", "rounds", "time_budget_s", "token_budget", "max_tokens",
+    "context_window", "max_prose_tokens", "select", "temperature", "escalate_to",
+    "escalate_base_url", "escalate_after", "escalate_below",
 )
 """RunOptions fields that change results: they go into the default eval id's hash and are
 checked when resuming."""
+
+NEWER_OPTIONS = {"token_budget": None, "max_tokens": DEFAULTS.max_tokens,
+                 "context_window": None, "max_prose_tokens": DEFAULTS.max_prose_tokens}
+"""Result options added since evaluations were first fingerprinted, with their defaults: left
+out of the fingerprint at their default, so that earlier evaluations still resume (and give
+the same default eval id)."""
 
 
 @dataclass
@@ -113,7 +121,8 @@ def result_options(run: RunOptions) -> dict[str, Any]:
     return {
         name: getattr(run, name)
         for name in RESULT_OPTIONS
-        if run.escalate_to is not None or not name.startswith("escalate_")
+        if (run.escalate_to is not None or not name.startswith("escalate_"))
+        and (name not in NEWER_OPTIONS or getattr(run, name) != NEWER_OPTIONS[name])
     }
 
 

@@ -62,7 +62,7 @@ from ooda.agent.app.run import Prestarted, RunOptions, clean_leftovers, model_sp
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import Model, SandboxBackend
 from ooda.agent.core.runlog import append_jsonl, write_atomic, write_json_atomic
-from ooda.agent.models import open_model
+from ooda.agent.models import endpoint_of, open_model
 from ooda.agent.sandbox.registry import cleanup_leftovers, open_backend
 from ooda.agent.support.text import one_line
 from ooda.tasks.loader import Task
@@ -211,6 +211,7 @@ def _config(options: EvalOptions, eval_id: str, refs: Sequence[TaskRef]) -> dict
         "fingerprint": fingerprint(options),
         "options": {
             **result_options(options.run),
+            "base_url": endpoint_of(options.run.model, options.run.base_url),
             "sandbox": options.run.sandbox,
             "verify_concurrency": options.run.verify_concurrency,
         },

@@ -193,7 +193,8 @@ def test_eval_writes_results_summary_predictions_report(tmp_path: Path) -> None:
     assert set(s["pass_at_k"]) == {"1", "2"}
     assert s["cost"] == pytest.approx(3 * (100 * 1.0 + 20 * 4.0) / 1e6)
     assert s["candidates_per_solve"] == 3.0
-    assert set(s["time_breakdown_s"]) == {"generation", "verification", "queueing"}
+    assert set(s["time_breakdown_s"]) == {"first_token", "generation", "verification",
+                                          "queueing"}
     preds = lines(out.eval_dir / "predictions.jsonl")
     assert [p["instance_id"] for p in preds] == ids
     assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch", "ooda_resolved"}

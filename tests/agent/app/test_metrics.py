@@ -109,6 +109,7 @@ def test_attempt_stats() -> None:
     stats = metrics.attempt_stats(attempts)
     assert stats["n"] == 5 and stats["c"] == 1
     assert stats["generation_s"] == pytest.approx(1 + 2 + 2 + 1 + 1)
+    assert stats["first_token_s"] == pytest.approx(0.5)  # the error never got a token
     assert stats["verification_s"] == pytest.approx(3 + 4 + 4.5 + 0 + 2)
     assert stats["verifier_run_s"] == pytest.approx(2.6 + 1.1 + 1.5)  # the duplicate ran none
     assert stats["last_failed_verifier"] == "mypy"  # the failure verified last (t=6.5)
@@ -139,13 +140,14 @@ def test_summarize_counts_errors_apart() -> None:
     assert s["resolved_rate"] == pytest.approx(0.4)
     assert set(s["pass_at_k"]) == {"1", "2", "4"}
     assert s["pass_at_k"]["1"] == pytest.approx((0.5 + 1 + 0 + 0) / 4)
-    assert s["tokens"] == {"prompt": 300, "completion": 30}
+    assert s["tokens"] == {"prompt": 300, "completion": 30, "estimated": False}
     assert s["tokens_per_solve"] == pytest.approx(165.0)
     assert s["cost"] == pytest.approx((300 * 1.0 + 30 * 2.0) / 1e6)
     assert s["candidates"] == 12 and s["candidates_per_solve"] == 6.0
     assert s["time_to_first_pass_s"]["p50"] == pytest.approx(4.0)
     assert s["resolved_by_budget"] == [(0.0, 0.0), (2.0, 0.2), (6.0, 0.4)]
-    assert s["time_breakdown_s"] == {"generation": 4.0, "verification": 6.0, "queueing": 2.0}
+    assert s["time_breakdown_s"] == {"first_token": 0.0, "generation": 4.0,
+                                     "verification": 6.0, "queueing": 2.0}
     assert s["last_failed_verifier"] == {"pytest": 1}
     assert s["error_tasks"] == [{"task_id": "d", "reason": ""}]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ooda.agent.contracts.errors import ContextOverflow, GenerationError
 from ooda.agent.contracts.protocols import Completion, Verdict, VerifierResult
 from ooda.agent.core.loop import Loop, LoopConfig
 from ooda.agent.core.runlog import RunLog
@@ -254,6 +255,50 @@ def test_select_best_prefers_smallest_diff(task: Task, tmp_path: Path) -> None:
 def test_token_budget_stops_new_rounds(task: Task, tmp_path: Path) -> None:
     model = FakeModel({1: [WRONG]})
     result, _, summary, _ = run_loop(
-        task, model, FakeVerifier(), tmp_path, samples=1, rounds=5, max_tokens=25
+        task, model, FakeVerifier(), tmp_path, samples=1, rounds=5, token_budget=25
     )
     assert summary["reason"] == "tokens" and summary["rounds_used"] == 1
+
+
+class WindowModel(FakeModel):
+    """A model whose window holds the first prompt and one exchange, no more."""
+
+    def complete(self, messages: list[dict[str, str]], *, deadline: float,
+                 on_text: Callable[[str], bool] | None = None) -> Completion:
+        if len(messages) > 4:
+            raise ContextOverflow("the prompt does not fit", window=100)
+        return super().complete(messages, deadline=deadline, on_text=on_text)
+
+
+def test_a_feedback_conversation_over_the_window_is_shortened(task: Task,
+                                                              tmp_path: Path) -> None:
+    model = WindowModel({1: [WRONG], 2: [WRONG, RIGHT]})  # by the user messages it sees
+    result, _, summary, records = run_loop(task, model, FakeVerifier(), tmp_path, samples=1,
+                                           rounds=3)
+    assert summary["status"] == "passed" and summary["rounds_used"] == 3
+    third = next(a for a in result.attempts if a.round == 3)
+    assert len(third.messages) == 4  # the task, the last answer and its feedback
+
+
+def test_a_first_prompt_over_the_window_ends_the_run(task: Task, tmp_path: Path) -> None:
+    class Tiny(FakeModel):
+        def complete(self, messages: list[dict[str, str]], *, deadline: float,
+                     on_text: Callable[[str], bool] | None = None) -> Completion:
+            raise ContextOverflow("the prompt (~900 tokens) does not fit 200", window=200)
+
+    with pytest.raises(ContextOverflow):
+        run_loop(task, Tiny({1: [RIGHT]}), FakeVerifier(), tmp_path, samples=2, rounds=2)
+
+
+def test_a_partial_answer_is_kept_when_generation_fails(task: Task, tmp_path: Path) -> None:
+    class Breaks(FakeModel):
+        def complete(self, messages: list[dict[str, str]], *, deadline: float,
+                     on_text: Callable[[str], bool] | None = None) -> Completion:
+            raise GenerationError("gave up after 3 attempts", partial="calc.py\n<<<<<<< SEA")
+
+    result, _, summary, records = run_loop(task, Breaks({1: [RIGHT]}), FakeVerifier(), tmp_path,
+                                           samples=1, rounds=1)
+    (attempt,) = result.attempts
+    assert attempt.status == "error" and attempt.answer == "calc.py\n<<<<<<< SEA"
+    assert attempt.completion_tokens == 5 and attempt.tokens_estimated
+    assert summary["tokens"]["estimated"] is True

@@ -88,7 +88,7 @@ def test_complete_streams_text_usage_and_timings(scripts: Path) -> None:
         done = complete(model_for(server.base_url), on_text=lambda t: seen.append(t) or True)
     assert done.text == ANSWER and done.finish_reason == "stop" and done.attempts == 1
     assert done.completion_tokens == 14 and done.prompt_tokens == 5  # ~4 chars a token
-    assert not done.usage_estimated and not done.stopped_early
+    assert not done.tokens_estimated and not done.stopped_early
     assert done.t_first_token is not None and done.t_done is not None
     assert start < done.t_first_token <= done.t_done
     assert len(seen) > 1 and seen[-1] == ANSWER
@@ -97,7 +97,7 @@ def test_complete_streams_text_usage_and_timings(scripts: Path) -> None:
 def test_on_text_false_stops_the_stream_early(scripts: Path) -> None:
     with ReplayServer([scripts], tokens_per_s=1000) as server:
         done = complete(model_for(server.base_url), on_text=lambda t: "=======" not in t)
-    assert done.stopped_early and done.finish_reason is None and done.usage_estimated
+    assert done.stopped_early and done.finish_reason is None and done.tokens_estimated
     assert "=======" in done.text and done.text != ANSWER and ANSWER.startswith(done.text)
 
 
@@ -106,7 +106,7 @@ def test_endpoint_without_stream_options_support(scripts: Path) -> None:
         model = model_for(server.base_url)
         first, second = complete(model), complete(model)
         assert first.text == second.text == ANSWER
-        assert first.usage_estimated and first.completion_tokens == (len(ANSWER) + 3) // 4
+        assert first.tokens_estimated and first.completion_tokens == (len(ANSWER) + 3) // 4
         assert server.stats["status"] == {"400": 1, "200": 2}  # remembered after the first
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import backend_or_skip, open_sandbox, py
 
-from ooda.agent.app.doctor import diagnose
+from ooda.agent.app.doctor import _key_check, diagnose
 from ooda.agent.contracts.errors import InfraError, SandboxBroken, UsageError
 from ooda.agent.contracts.protocols import Sandbox
 from ooda.agent.sandbox import image
@@ -197,15 +197,20 @@ def test_doctor_reports_every_check(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
         checks = {check.name: check for check in diagnose()}
         assert list(checks) == ["docker engine", "sandbox image", "bubblewrap",
-                                "sandbox rootfs", "model endpoint", "api key"]
+                                "sandbox rootfs", "model endpoint", "model stream", "api key"]
         assert checks["model endpoint"].ok and "tiny-coder" in checks["model endpoint"].detail
         assert checks["api key"].ok
+        # this endpoint answers no chat request: the test stream says so
+        assert not checks["model stream"].ok and "tiny-coder" in checks["model stream"].detail
         assert all(check.ok or check.fix for check in checks.values())
         monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
         monkeypatch.delenv("OPENAI_API_KEY")
         checks = {check.name: check for check in diagnose()}
         assert not checks["model endpoint"].ok and "unreachable" in checks["model endpoint"].detail
-        assert not checks["api key"].ok and checks["api key"].fix
+        assert "model stream" not in checks  # nothing to stream from
+        assert checks["api key"].ok and "not needed" in checks["api key"].detail  # loopback
+        remote = _key_check(True, "https://api.example.com/v1")
+        assert not remote.ok and remote.fix
     finally:
         server.shutdown()
         server.server_close()
