@@ -23,6 +23,11 @@ from ooda.agent.sandbox.image import locked
 LAYER_REPO = "ooda-env-apt"
 
 
+class AptFailed(InfraError):
+    """apt itself could not install the packages (the environment cannot be built); a Docker
+    failure on the way is a plain InfraError, never remembered as the environment's."""
+
+
 def layer_tag(base_image: str, packages: Sequence[str]) -> str:
     """`ooda-env-apt:<hash>`: the base image with `packages` installed."""
     text = "\n".join([base_image, *sorted(set(packages))])
@@ -43,8 +48,8 @@ def apt_script(packages: Sequence[str], host: hostconfig.HostConfig) -> str:
 
 def ensure_apt_layer(client: Any, base_image: str, packages: Sequence[str],
                      log: image.Log = image.stderr_log) -> str:
-    """The tag of `base_image` + `packages`, built when missing; InfraError (the one line
-    that says why) when apt cannot install them."""
+    """The tag of `base_image` + `packages`, built when missing; AptFailed (the one line that
+    says why) when apt cannot install them, InfraError when Docker failed."""
     tag = layer_tag(base_image, packages)
     if docker_image.image_exists(client, tag):
         return tag
@@ -56,6 +61,6 @@ def ensure_apt_layer(client: Any, base_image: str, packages: Sequence[str],
         outcome = container.run_script(client, base_image, apt_script(packages, host), host,
                                        commit_as=tag, labels={"ooda.env.apt": "1"})
         if outcome.exit_code != 0:
-            raise InfraError(f"Debian packages for the environment: "
+            raise AptFailed(f"Debian packages for the environment: "
                              f"{causes.cause(outcome.log, outcome.exit_code)}")
         return tag

@@ -238,7 +238,7 @@ def ensure_env(
         if spec.apt:
             try:
                 base_image = aptlayer.ensure_apt_layer(client, base_image, spec.apt, log)
-            except InfraError as exc:
+            except aptlayer.AptFailed as exc:
                 _record_failure(directory, str(exc), str(exc))
                 raise EnvBuildError(digest, str(exc), directory / "build.log") from exc
         host = hostconfig.host_config(
