@@ -45,7 +45,13 @@ def validate_tasks(path: Path, backend: SandboxBackend,
     tasks = [load_task(path)] if is_task_dir(path) else load_taskset(path)
     results = []
     for task in tasks:
-        result = validate_task(task, backend)
+        try:
+            result = validate_task(task, backend)
+        except InfraError:  # a sandbox broke under the task (not its fault): once more
+            try:
+                result = validate_task(task, backend)
+            except InfraError as exc:
+                result = Validation(task.id, "environment", f"infrastructure: {_line(exc)}")
         report(result)
         results.append(result)
     return results
