@@ -10,6 +10,7 @@ wrong: those are the task's faults, the others the machine's.
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,9 @@ from ooda.agent.contracts.protocols import SandboxBackend, Verdict
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task, is_task_dir, load_task, load_taskset
 from ooda.verifiers.pytest_check import TestRunError, match_id
+
+INFRA_RETRY_WAIT_S = 30.0
+"""How long validation waits before trying a task again whose sandbox or engine broke."""
 
 Status = Literal["valid", "environment", "base", "gold"]
 """valid; environment: broken (not built, the tests do not run, or PASS_TO_PASS fails before
@@ -47,10 +51,11 @@ def validate_tasks(path: Path, backend: SandboxBackend,
     for task in tasks:
         try:
             result = validate_task(task, backend)
-        except InfraError:  # a sandbox broke under the task (not its fault): once more
+        except Exception:  # noqa: BLE001 -- the sandbox or the engine broke under the task
+            time.sleep(INFRA_RETRY_WAIT_S)  # (a restarted Docker engine): not its fault, once more
             try:
                 result = validate_task(task, backend)
-            except InfraError as exc:
+            except Exception as exc:  # noqa: BLE001 -- said for this task; the next ones go on
                 result = Validation(task.id, "environment", f"infrastructure: {_line(exc)}")
         report(result)
         results.append(result)

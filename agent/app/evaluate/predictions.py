@@ -33,6 +33,8 @@ from ooda.tasks.loader import Task
 from ooda.verifiers.pytest_check import match_id
 
 Status = Literal["resolved", "unresolved", "empty_patch", "error"]
+INFRA_RETRY_WAIT_S = 30.0
+"""How long before a prediction whose sandbox or engine broke is verified once more."""
 
 
 @dataclass(frozen=True)
@@ -170,9 +172,16 @@ def judge_one(ref: TaskRef, prediction: Prediction, backend: SandboxBackend,
     try:
         if prediction.patch and prediction.patch.strip():
             task = ref.load()
-            judgement = _verify(task, prediction, backend, eval_dir / "logs" / ref.id)
-    except (InfraError, UsageError) as exc:
+            try:
+                judgement = _verify(task, prediction, backend, eval_dir / "logs" / ref.id)
+            except (InfraError, OSError):  # the sandbox or the engine broke: once more
+                time.sleep(INFRA_RETRY_WAIT_S)
+                judgement = _verify(task, prediction, backend, eval_dir / "logs" / ref.id)
+    except (InfraError, UsageError, OSError) as exc:
         judgement = Judgement(ref.id, prediction.model, "error", _line(exc))
+    except Exception as exc:  # noqa: BLE001 -- one prediction's failure never sinks the run
+        judgement = Judgement(ref.id, prediction.model, "error",
+                              f"internal error: {type(exc).__name__}: {_line(exc)}")
     finally:
         ref.release()
     judgement.wall_s = round(time.monotonic() - started, 2)
