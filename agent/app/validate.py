@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ooda.agent.contracts.errors import InfraError
 from ooda.agent.contracts.protocols import SandboxBackend, Verdict
+from ooda.agent.sandbox.environments.builder import EnvBuildError
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task, is_task_dir, load_task, load_taskset
 from ooda.verifiers.pytest_check import TestRunError, match_id
@@ -67,7 +67,7 @@ def validate_task(task: Task, backend: SandboxBackend) -> Validation:
     with tempfile.TemporaryDirectory(prefix="ooda-validate-") as work:
         try:
             verifier = TaskVerifier(task, backend, Path(work), concurrency=1)
-        except InfraError as exc:  # EnvBuildError among them: the cause in one line
+        except EnvBuildError as exc:  # the build itself failed: the cause in one line
             return Validation(task.id, "environment", _line(exc))
         try:
             return _check(task, verifier)
