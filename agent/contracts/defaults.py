@@ -27,6 +27,9 @@ class Defaults:
     a leading <think> block is not counted)."""
     verify_concurrency: int = 2
     """Candidates verified at once."""
+    context_tokens: int = 32_000
+    """Tokens of repository code the first prompt may show (agent/context): a quarter of a
+    128k-token window, leaving room for the rounds of feedback that follow it."""
     escalate_below: float = 0.25
     """With a model to escalate to: escalate once less than this fraction of the budget is
     left (agent/core/schedule.py)."""

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from ooda.agent import edits
 from ooda.agent.contracts.errors import ContextOverflow, GenerationError, InfraError, UsageError
 from ooda.agent.contracts.protocols import Completion, EndpointReport, Model, PatchVerifier
+from ooda.agent.context import Context
 from ooda.agent.core import normalize, prompts, selection
 from ooda.agent.core.budget import Budget
 from ooda.agent.core.records import (
@@ -38,6 +39,7 @@ from ooda.agent.core.runlog import RunLog
 from ooda.agent.core.schedule import ModelSchedule, Tier, digest, per_model
 from ooda.agent.core.stream import RepoView, stream_watcher
 from ooda.agent.support.text import estimate_tokens, one_line, valid_utf8
+from ooda.agent.edits import FileView, Views
 from ooda.tasks.loader import Task
 
 __all__ = ["Attempt", "AttemptStatus", "Loop", "LoopConfig", "ProgressHook", "RunResult"]
@@ -78,6 +80,23 @@ class Loop:
         self.fatal: InfraError | UsageError | None = None
         """An error that every candidate would meet (endpoint down, key rejected): ends the run."""
         self.repo = RepoView(task.repo)
+        self._context: Context | None = None
+
+    @property
+    def context(self) -> Context:
+        """The code the first prompt shows (chosen once, on first use)."""
+        if self._context is None:
+            self._context = prompts.context_for(self.task, self.config.context_tokens)
+        return self._context
+
+    def views_for(self, attempt: Attempt) -> Views:
+        """What the model answering `attempt` saw of the files: the first prompt's views,
+        and whole the files its parent created."""
+        views: dict[str, FileView] = dict(self.context.views())
+        for path in attempt.base_files:
+            if path not in views:
+                views[path] = FileView(path)
+        return views
 
     # ------------------------------------------------------------------ the loop
 
@@ -152,7 +171,7 @@ class Loop:
         for i in range(self.config.samples):
             parent = parents[i % len(parents)]
             if parent is None:
-                messages = prompts.first_prompt(self.task, told=told)
+                messages = prompts.first_prompt(self.task, self.context, told=told)
             else:
                 messages = selection.trim_history(
                     parent.messages
@@ -239,7 +258,7 @@ class Loop:
         shortened to its last exchange and sent once more."""
         model = self._tier(attempt).model
         watch = stream_watcher(self.stop, attempt, self.repo.reader_for(attempt),
-                               self.config.max_prose_tokens)
+                               self.config.max_prose_tokens, self.views_for(attempt))
         try:
             return model.complete(attempt.messages, deadline=self.work_deadline, on_text=watch)
         except ContextOverflow:
@@ -283,7 +302,8 @@ class Loop:
         read_base = self.repo.read_base
         try:
             parsed = edits.parse_edits(
-                attempt.answer, self.repo.reader_for(attempt), self.repo.lister_for(attempt)
+                attempt.answer, self.repo.reader_for(attempt), self.repo.lister_for(attempt),
+                self.views_for(attempt),
             )
             attempt.edit_format = parsed.edit_format
             files = {**attempt.base_files, **parsed.files}

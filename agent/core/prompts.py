@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
+from ooda.agent.context import Context, choose_context
+from ooda.agent.context.tokens import estimate
+from ooda.agent.context.visible import visible_tests
+from ooda.agent.contracts.defaults import DEFAULTS
 from ooda.agent.edits.search_replace import SearchReplace
 from ooda.agent.edits.udiff import UnifiedDiff
 from ooda.tasks.loader import Task
@@ -19,31 +20,42 @@ Think briefly, then give the edits."""
 text lives beside its parser in agent/edits/. Whole files and bare definitions are accepted
 too (docs/EDIT_FORMATS.md) but not asked for: they cost more tokens."""
 
-CONTEXT_BUDGET_CHARS = 60_000
-SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".mypy_cache", ".tox"}
+FRAME_TOKENS = 80
+"""Tokens of the code section's heading and note, on top of the files' own."""
+PARTIAL_NOTE = (
+    "Large files are shown in part: a line `# ... lines A-B not shown ...` stands for lines "
+    "you were not shown. Edit only lines you were shown; to keep elided lines, keep their "
+    "marker line as it is."
+)
 
 
-def first_prompt(
-    task: Task, context_chars: int = CONTEXT_BUDGET_CHARS, *, told: str = ""
-) -> list[dict[str, str]]:
-    """The system and user messages that start a candidate from scratch; `told`: what earlier
-    candidates did and how they failed (agent/core/schedule.digest), shown before the ask."""
+def first_prompt(task: Task, context: Context | None = None, *, told: str = "",
+                 context_tokens: int = DEFAULTS.context_tokens) -> list[dict[str, str]]:
+    """The system and user messages that start a candidate from scratch: the issue, the code
+    `context` shows (agent/context; when not given, chosen so that the whole prompt stays
+    within `context_tokens`), the tests the model may see; `told`: what earlier candidates
+    did and how they failed (agent/core/schedule.digest), shown before the ask."""
+    if context is None:
+        context = context_for(task, context_tokens, told=told)
+    return _messages(task, context, told)
+
+
+def context_for(task: Task, context_tokens: int, *, told: str = "") -> Context:
+    """The code the first prompt shows: what fits in `context_tokens` once the rest of the
+    prompt (instructions, issue, tests) is counted."""
+    rest = sum(estimate(m["content"]) for m in _messages(task, Context(), told))
+    return choose_context(task, max(0, context_tokens - rest - FRAME_TOKENS))
+
+
+def _messages(task: Task, context: Context, told: str) -> list[dict[str, str]]:
     parts = [f"Task id: {task.id}", "", "# Issue", task.statement.strip(), ""]
-    files = relevant_files(task)
-    shown: list[str] = []
-    used = 0
-    for rel in files:
-        try:
-            text = (task.repo / rel).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        if used + len(text) > context_chars:
-            continue
-        used += len(text)
-        shown.append(f"{rel}\n```python\n{text}\n```")
-    if shown:
-        parts += ["# Relevant files (current contents)", "", *shown, ""]
-    tests = task.fail_to_pass or ([task.test_cmd] if task.test_cmd else [])
+    if context.files:
+        parts += ["# Relevant code (current contents)", ""]
+        if any(not f.whole for f in context.files):
+            parts += [PARTIAL_NOTE, ""]
+        parts += [f"{f.path}\n```python\n{f.text}\n```" for f in context.files]
+        parts.append("")
+    tests = visible_tests(task) or ([task.test_cmd] if task.test_cmd else [])
     if tests:
         parts += ["# Tests that must pass after your change", *[f"- {t}" for t in tests], ""]
     if told:
@@ -73,57 +85,3 @@ def feedback_prompt(
         lines += ["", "Other attempts failed like this:", *[f"- {s}" for s in siblings]]
     lines += ["", "Fix it. Answer with SEARCH/REPLACE blocks against the current files."]
     return "\n".join(lines)
-
-
-def relevant_files(task: Task) -> list[str]:
-    """Repo files worth showing: named by the statement or the tests, then the rest, small first."""
-    all_py = sorted(
-        str(p.relative_to(task.repo))
-        for p in task.repo.rglob("*.py")
-        if not SKIP_DIRS.intersection(p.relative_to(task.repo).parts)
-    )
-    test_files = [t.split("::")[0] for t in task.fail_to_pass]
-    mentioned = [f for f in all_py if _mentioned(f, task.statement)]
-    imported = [f for f in all_py if any(_imported_by(task.repo / t, f) for t in test_files)]
-    ordered: list[str] = []
-    for group in (mentioned, imported, [t for t in test_files if t in all_py]):
-        ordered += [f for f in group if f not in ordered]
-    rest = [f for f in all_py if f not in ordered and not _is_test(f)]
-    rest.sort(key=lambda f: (task.repo / f).stat().st_size)
-    return ordered + rest
-
-
-def _mentioned(rel: str, statement: str) -> bool:
-    module = rel[:-3].replace("/", ".")
-    stem = Path(rel).stem
-    return (
-        rel in statement
-        or module in statement
-        or (
-            stem not in {"__init__", "main", "utils"}
-            and re.search(rf"\b{re.escape(stem)}\b", statement) is not None
-        )
-    )
-
-
-def _imported_by(test_path: Path, rel: str) -> bool:
-    try:
-        text = test_path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
-    module = rel[:-3].replace("/", ".").removesuffix(".__init__")
-    last = module.rsplit(".", 1)[-1]
-    pattern = (
-        rf"^\s*(from\s+[\w.]*\b{re.escape(last)}\b\s+import|import\s+[\w.]*\b{re.escape(last)}\b)"
-    )
-    return re.search(pattern, text, re.M) is not None
-
-
-def _is_test(rel: str) -> bool:
-    name = Path(rel).name
-    return (
-        name.startswith("test_")
-        or name.endswith("_test.py")
-        or name == "conftest.py"
-        or bool({"tests", "test"}.intersection(Path(rel).parts))
-    )

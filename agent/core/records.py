@@ -40,6 +40,9 @@ class LoopConfig:
     """Candidates verified at once (verification is CPU-bound)."""
     sibling_digest: bool = True
     """Tell each next-round candidate how its parent's siblings failed."""
+    context_tokens: int = DEFAULTS.context_tokens
+    """The most tokens the first prompt may take, the repository's code it shows included
+    (agent/context fits the code to what is left)."""
 
 
 @dataclass

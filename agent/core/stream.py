@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ooda.agent import edits
-from ooda.agent.core import prompts
+from ooda.agent.context.index import SKIP_DIRS
 from ooda.agent.core.records import Attempt
 from ooda.agent.support.text import CHARS_PER_TOKEN, estimate_tokens
 
@@ -66,6 +66,7 @@ class RepoView:
 def stream_watcher(
     stop: threading.Event, attempt: Attempt, read: Callable[[str], str | None],
     max_prose_tokens: int = 0,
+    views: edits.Views | None = None,
 ) -> Callable[[str], bool]:
     """on_text hook: stop a stream once `stop` is set, its edits cannot apply, or it has
     streamed `max_prose_tokens` (~4 characters each; 0: no limit) of prose with no edit begun
@@ -101,7 +102,7 @@ def stream_watcher(
         completed = _REPLACE_LINE.search(text, scanned, end) is not None
         scanned = end
         if completed:
-            problem = edits.partial_answer_is_hopeless(text, read)
+            problem = edits.partial_answer_is_hopeless(text, read, views)
             if problem:
                 attempt.reason = f"stopped while streaming: {problem}"
                 attempt.invalid_kind = "hopeless_edit"
@@ -116,7 +117,7 @@ def list_repo(root: Path) -> list[str]:
     (an iterative walk: no recursion limit on deep trees)."""
     found: list[str] = []
     for folder, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in prompts.SKIP_DIRS]
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
         rel = Path(folder).relative_to(root)
         found += [(rel / n).as_posix() for n in names]
     return found

@@ -36,12 +36,15 @@ from ooda.agent.edits.definitions import Definitions
 from ooda.agent.edits.scan import REPLACE_RE, Fence, check_text, fences
 from ooda.agent.edits.search_replace import ReplaceBlock, SearchReplace
 from ooda.agent.edits.udiff import DiffBlock, UnifiedDiff
+from ooda.agent.edits.views import FileView, Views
 from ooda.agent.edits.whole_file import WholeFile
 
 __all__ = [
     "FORMATS",
     "ORDER",
     "EditError",
+    "FileView",
+    "Views",
     "ListFiles",
     "ParsedEdits",
     "ReadFile",
@@ -101,15 +104,19 @@ def _apply_explicit(edits: list[ReplaceBlock | DiffBlock], ws: Workspace) -> str
 
 
 def parse_edits(
-    answer: str, read_file: ReadFile, list_files: ListFiles | None = None
+    answer: str,
+    read_file: ReadFile,
+    list_files: ListFiles | None = None,
+    views: Views | None = None,
 ) -> ParsedEdits:
     """Apply the answer's edits (in the first format of ORDER that it uses) to the files
     `read_file` gives and return the resulting patch; `list_files` lets a code block
-    without a path find the one file that defines its functions."""
+    without a path find the one file that defines its functions; `views` says what the
+    model saw of the files it was shown (agent/edits/views.py), None: every file whole."""
     lines = check_text(answer).split("\n")
     blocks = fences(lines)
-    ctx = Context(read_file, list_files)
-    ws = Workspace(read_file)
+    ctx = Context(read_file, list_files, views)
+    ws = Workspace(read_file, views)
     name = _apply_explicit(_explicit(lines, blocks), ws)
     if name is None:
         code = [f for f in blocks if not UnifiedDiff.is_diff(f)]
@@ -122,7 +129,9 @@ def parse_edits(
     return ParsedEdits(patch=make_patch(files, ws.base.get), files=files, edit_format=name)
 
 
-def partial_answer_is_hopeless(answer_so_far: str, read_file: ReadFile) -> str | None:
+def partial_answer_is_hopeless(
+    answer_so_far: str, read_file: ReadFile, views: Views | None = None
+) -> str | None:
     """For streaming early-abort: the reason why the blocks already complete in a partial
     answer cannot apply (a SEARCH that does not match, a bad path), or None.
 
@@ -141,7 +150,7 @@ def partial_answer_is_hopeless(answer_so_far: str, read_file: ReadFile) -> str |
         return None
     prefix = lines[: last + 1] + [""]
     try:
-        _apply_explicit(_explicit(prefix, fences(prefix)), Workspace(read_file))
+        _apply_explicit(_explicit(prefix, fences(prefix)), Workspace(read_file, views))
     except EditError as err:
         return str(err)
     return None

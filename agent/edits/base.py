@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from ooda.agent.edits.views import Views
+
 ReadFile = Callable[[str], str | None]
 """Repo-relative path -> the file's current text, or None when there is no such file."""
 ListFiles = Callable[[], list[str]]
@@ -46,6 +48,8 @@ class Context:
 
     read_file: ReadFile
     list_files: ListFiles | None = None
+    views: Views | None = None
+    """What the model saw of each file it was shown (None: every file as it is)."""
     _listed: list[str] | None = field(default=None, repr=False)
 
     def files(self) -> list[str]:
@@ -301,8 +305,10 @@ def replace_lines(text: str, needle: list[str], new: list[str], what: str,
 class Workspace:
     """The evolving contents of the files the answer touches."""
 
-    def __init__(self, read_file: ReadFile) -> None:
+    def __init__(self, read_file: ReadFile, views: Views | None = None) -> None:
         self._read_file = read_file
+        self.views = views
+        """What the model saw of the files (agent/edits/views.py); None: every file whole."""
         self.base: dict[str, str | None] = {}
         self.current: dict[str, str | None] = {}
         self.order: list[str] = []
@@ -318,6 +324,11 @@ class Workspace:
     def set(self, path: str, content: str) -> None:
         self.get(path)
         self.current[path] = content
+
+    def expand(self, path: str, lines: list[str]) -> list[str]:
+        """`lines` of an edit to `path` with the view's marker lines expanded."""
+        view = self.views.get(path) if self.views else None
+        return view.expand(lines) if view is not None else lines
 
     def changed(self) -> dict[str, str]:
         """Path -> new content of every file that differs from its base."""

@@ -140,7 +140,7 @@ def apply_best(lines: list[str], blocks: list[Fence], ctx: Context) -> tuple[Wor
     first_error: EditError | None = None
     no_op = False
     for cand in candidates(lines, blocks, ctx):
-        ws = Workspace(ctx.read_file)
+        ws = Workspace(ctx.read_file, ctx.views)
         try:
             name = _apply(cand, ws, ctx)
         except EditError as err:
@@ -175,6 +175,11 @@ def _apply(cand: Candidate, ws: Workspace, ctx: Context) -> str | None:
         path = check_path(cand.path, what)
         what = f"{what} ({path})"
         old = ws.get(path)
+        view = ws.views.get(path) if ws.views else None
+        if view is not None and view.answers_whole(list(body)):
+            WholeFile.apply(ws, path, body)  # merged with what the model did not see
+            return WholeFile.name
+        body = ws.expand(path, body)
         if old is None or not path.endswith(".py"):
             WholeFile.apply(ws, path, body)
             return WholeFile.name
@@ -210,6 +215,10 @@ def _apply(cand: Candidate, ws: Workspace, ctx: Context) -> str | None:
     old = ws.get(target)
     if old is None:
         return None
+    expanded = ws.expand(target, body)
+    if expanded != body:
+        block = PyBlock.parse(expanded) or block
+        body = expanded
     what = f"{what} ({target})"
     if Definitions.reads_as_module(block, old):
         WholeFile.apply(ws, target, body)

@@ -134,4 +134,5 @@ An empty SEARCH part on a new path creates that file."""
             raise EditError(
                 f"{what}: {path} does not exist. To create it, leave the SEARCH part empty; "
                 "otherwise check the path (relative to the repository root)", "missing_file")
-        ws.set(path, replace_lines(content, block.search, block.replace, what))
+        search, replace = ws.expand(path, block.search), ws.expand(path, block.replace)
+        ws.set(path, replace_lines(content, search, replace, what))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ooda.agent.edits.base import Workspace, eol, split_lines
+from ooda.agent.edits.base import EditError, Workspace, eol, split_lines
 
 
 class WholeFile:
@@ -35,4 +35,16 @@ class WholeFile:
 
     @classmethod
     def apply(cls, ws: Workspace, path: str, body: list[str]) -> None:
-        ws.set(path, cls.content(body, ws.get(path)))
+        """Set the file to the block; for a file the model saw only in part, apply the block
+        as far as the model saw (agent/edits/views.py); a file it was not shown at all is an
+        EditError."""
+        old = ws.get(path)
+        if ws.views is not None and old is not None:
+            view = ws.views.get(path)
+            if view is None:
+                raise EditError(
+                    f"{path} was not shown to you, so a whole new content for it would replace "
+                    "code you have not read; change it with SEARCH/REPLACE blocks of lines you "
+                    "were shown, or leave it", "unseen_file")
+            body = view.merge_whole(list(body))
+        ws.set(path, cls.content(body, old))

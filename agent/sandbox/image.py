@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ooda.agent.contracts.errors import InfraError
+from ooda.agent.support.home import ooda_home as ooda_home
 
 Log = Callable[[str], None]
 
@@ -47,12 +48,6 @@ TRIM = (
     "usr/share/doc/*", "usr/share/man/*", "usr/share/info/*", "usr/share/locale/*",
 )
 """Globs (relative to the rootfs) debootstrap leaves behind that no verifier needs."""
-
-
-def ooda_home() -> Path:
-    """Where the wheelhouse, root filesystems and locks live ($OODA_HOME, ~/.cache/ooda)."""
-    env = os.environ.get("OODA_HOME")
-    return Path(env) if env else Path.home() / ".cache" / "ooda"
 
 
 def toolchain_pins() -> list[str]:

@@ -1,0 +1,92 @@
+"""What a task's text says about where the change belongs, read without a model: the paths
+it names, the frames of its tracebacks, the dotted names and identifiers it uses (those in
+code — backticks, fenced blocks, calls, tracebacks — apart from those in prose), and its
+terms for lexical retrieval. Standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ooda.agent.context.words import terms
+
+_FRAME = re.compile(r'File "([^"\n]+)", line (\d+)(?:, in ([\w<>.]+))?')
+"""A Python traceback frame."""
+_PYTEST_FRAME = re.compile(r"^([\w./\\-]+\.py):(\d+):(?: in (\w+))?", re.MULTILINE)
+"""pytest's short traceback lines: `pkg/mod.py:12: in func` (or `: AssertionError`)."""
+_PATH = re.compile(r"(?<![\w/.-])(/?(?:[\w.-]+/)*[\w-]+\.py)\b")
+_DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
+_FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.MULTILINE | re.DOTALL)
+_TICKS = re.compile(r"`([^`\n]+)`")
+_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+_PROMPT_LINE = re.compile(r"^\s*(>>>|\.\.\.|In \[\d+\]:|\$) ?", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame of a traceback: the file as printed (maybe absolute), its line, its function."""
+
+    path: str
+    line: int
+    function: str | None
+
+
+@dataclass
+class Clues:
+    """Everything ranking reads from a task's text."""
+
+    paths: list[str] = field(default_factory=list)
+    """Paths to .py files, as written (a suffix of a repository path, or absolute)."""
+    frames: list[Frame] = field(default_factory=list)
+    """Traceback frames, in order (the innermost last)."""
+    dotted: list[str] = field(default_factory=list)
+    """Dotted names (`xr.Dataset.merge`, `sympy.printing.latex`), in order of first use."""
+    code_names: set[str] = field(default_factory=set)
+    """Identifiers that appear in code: backticks, fenced blocks, calls, doctest lines."""
+    prose_names: set[str] = field(default_factory=set)
+    """Other identifiers of the text (words of prose among them)."""
+    terms: list[str] = field(default_factory=list)
+    """The text's terms for lexical retrieval (agent/context/words.py)."""
+
+
+def read_clues(text: str) -> Clues:
+    """The clues of a task statement (or of any text a user gives, such as failing output)."""
+    clues = Clues(terms=terms(text))
+    for match in _FRAME.finditer(text):
+        clues.frames.append(Frame(match.group(1), int(match.group(2)), match.group(3)))
+    for match in _PYTEST_FRAME.finditer(text):
+        clues.frames.append(Frame(match.group(1), int(match.group(2)), match.group(3)))
+    seen_paths: set[str] = set()
+    for match in _PATH.finditer(text.replace("\\", "/")):
+        path = match.group(1)
+        if path not in seen_paths:
+            seen_paths.add(path)
+            clues.paths.append(path)
+    code = _code_parts(text)
+    seen_dotted: set[str] = set()
+    for part in (code, text):
+        for match in _DOTTED.finditer(part):
+            name = match.group(0)
+            if name not in seen_dotted and not name.endswith(".py") and not _is_number(name):
+                seen_dotted.add(name)
+                clues.dotted.append(name)
+    clues.code_names = set(_IDENT.findall(code)) | set(_CALL.findall(text))
+    clues.code_names |= {f.function for f in clues.frames if f.function}
+    clues.prose_names = set(_IDENT.findall(text)) - clues.code_names
+    return clues
+
+
+def _code_parts(text: str) -> str:
+    """The parts of `text` that are code: fenced blocks, backticked spans, doctest and shell
+    lines, traceback lines."""
+    parts = [m.group(2) for m in _FENCE.finditer(text)]
+    parts += [m.group(1) for m in _TICKS.finditer(text)]
+    parts += [line for line in text.splitlines()
+              if _PROMPT_LINE.match(line) or line.lstrip().startswith(("File ", "Traceback"))]
+    return "\n".join(parts)
+
+
+def _is_number(name: str) -> bool:
+    return all(part.isdigit() for part in name.split("."))
