@@ -104,8 +104,13 @@ class RunOptions:
     (tasks/detect_environment.py), "none" keeps ooda's image, else a TOML file holding an
     [environment] table (`ooda run` and `ooda ci`); None: the task's own only (`ooda eval`)."""
 
+    context_tokens: int = DEFAULTS.context_tokens
+    """The most tokens the first prompt may take, the code it shows included (agent/context)."""
+
     def validate(self) -> None:
         """Reject impossible values with a one-line UsageError."""
+        if self.context_tokens < 1:
+            raise UsageError(f"--context-tokens must be positive (got {self.context_tokens})")
         if self.samples < 1:
             raise UsageError(f"--samples must be at least 1 (got {self.samples})")
         if self.rounds < 1:
@@ -270,6 +275,7 @@ def run_task(
         max_prose_tokens=options.max_prose_tokens,
         select=options.select,
         verify_concurrency=options.verify_concurrency,
+        context_tokens=options.context_tokens,
     )
     log = RunLog(options.runs_dir, run_id or new_run_id(task.id))
     with contextlib.ExitStack() as stack:

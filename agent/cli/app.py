@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from ooda.agent.cli import config_cmd, doctor, report, serve, verify
+from ooda.agent.cli import config_cmd, doctor, prompt, report, serve, verify
 from ooda.agent.cli import run as run_cmd
 from ooda.agent.cli import sandbox as sandbox_cmd
 from ooda.agent.cli import tasks as tasks_cmd
@@ -82,6 +82,7 @@ app.command("ci")(ci)
 app.command("report")(report.report_command)
 app.command("run")(run_cmd.run)
 app.command("verify")(verify.verify)
+app.command("prompt")(prompt.prompt)
 app.command("doctor")(doctor.doctor)
 app.command("serve")(serve.serve)
 app.command("config")(config_cmd.config_command)

@@ -18,6 +18,7 @@ import typer
 from ooda.agent.cli.options import (
     BaseUrlOpt,
     BudgetOpt,
+    ContextTokensOpt,
     ContextWindowOpt,
     EnvironmentOpt,
     JsonOpt,
@@ -106,6 +107,7 @@ def ci(
     request_timeout: RequestTimeoutOpt = None,
     max_prose_tokens: MaxProseTokensOpt = DEFAULTS.max_prose_tokens,
     environment: EnvironmentOpt = "auto",
+    context_tokens: ContextTokensOpt = DEFAULTS.context_tokens,
 ) -> None:
     """Suggest a verified fix for a failing CI job (and post it to the pull request)."""
     from ooda.agent.app.ci.outcome import CiOptions
@@ -139,6 +141,7 @@ def ci(
         runs_dir=runs_dir if runs_dir is not None else out / "runs", environment=environment,
         max_tokens=max_tokens, context_window=context_window, request_timeout=request_timeout,
         max_prose_tokens=max_prose_tokens,
+        context_tokens=context_tokens,
     )
     console = make_console()
     outcome = run_ci(options, run_options, console=console, show_progress=not json_out,

@@ -23,6 +23,7 @@ from ooda.agent.cli.escalation import (
 )
 from ooda.agent.cli.options import (
     BaseUrlOpt,
+    ContextTokensOpt,
     ContextWindowOpt,
     MaxProseTokensOpt,
     MaxTokensOpt,
@@ -114,6 +115,7 @@ def eval_command(
     verify_concurrency: Annotated[
         int, typer.Option(help="Candidates verified at once, per task.")
     ] = DEFAULTS.verify_concurrency,
+    context_tokens: ContextTokensOpt = DEFAULTS.context_tokens,
     executor: Annotated[
         str, typer.Option("--executor", help="Where tasks run: 'local' (this process) or "
                           "'ray' (a Ray cluster; pip install 'ooda[ray]'; docs/SCALE.md).")
@@ -152,6 +154,7 @@ def eval_command(
         select=select, temperature=temperature, verify_concurrency=verify_concurrency,
         max_tokens=max_tokens, context_window=context_window, request_timeout=request_timeout,
         max_prose_tokens=max_prose_tokens,
+        context_tokens=context_tokens,
     )
     options = EvalOptions(
         taskset=taskset,

@@ -106,6 +106,14 @@ PricePromptOpt = Annotated[
 PriceCompletionOpt = Annotated[
     float | None, typer.Option("--price-completion", help="Dollars per 1M completion tokens.")
 ]
+ContextTokensOpt = Annotated[
+    int,
+    typer.Option(
+        "--context-tokens",
+        help="Most tokens the first prompt may take, the repository's code it shows included "
+        "(small repositories are shown whole; larger ones ranked and shown in part).",
+    ),
+]
 EnvironmentOpt = Annotated[
     str,
     typer.Option(
@@ -145,6 +153,7 @@ def options_from(
     context_window: int | None = None,
     request_timeout: float | None = None,
     max_prose_tokens: int = DEFAULTS.max_prose_tokens,
+    context_tokens: int = DEFAULTS.context_tokens,
 ) -> RunOptions:
     """The run's options from the command line's values (`ooda run`, `eval` and `ci` alike;
     RunOptions.validate checks them)."""
@@ -170,4 +179,5 @@ def options_from(
         price_prompt=price_prompt,
         price_completion=price_completion,
         environment=environment,
+        context_tokens=context_tokens,
     )

@@ -22,6 +22,7 @@ from ooda.agent.cli.escalation import (
 from ooda.agent.cli.options import (
     BaseUrlOpt,
     BudgetOpt,
+    ContextTokensOpt,
     ContextWindowOpt,
     EnvironmentOpt,
     FailToPassOpt,
@@ -107,6 +108,7 @@ def run(
     price_prompt: PricePromptOpt = None,
     price_completion: PriceCompletionOpt = None,
     environment: EnvironmentOpt = "auto",
+    context_tokens: ContextTokensOpt = DEFAULTS.context_tokens,
 ) -> None:
     """Solve one task: sample candidates, verify them, feed failures back."""
     from ooda.agent.app.metrics import cost
@@ -141,6 +143,7 @@ def run(
         price_completion=price_completion, environment=environment, max_tokens=max_tokens,
         context_window=context_window, request_timeout=request_timeout,
         max_prose_tokens=max_prose_tokens,
+        context_tokens=context_tokens,
     )
     set_escalation(
         options, escalate_to=escalate_to, escalate_base_url=escalate_base_url,

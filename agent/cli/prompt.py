@@ -1,0 +1,61 @@
+"""`ooda prompt`: print exactly what the first request of a run would send (no model call):
+the messages, or with --json {"messages", "tokens", "context": [{"path", "lines"}]}."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ooda.agent.cli.options import ContextTokensOpt, FailToPassOpt, JsonOpt
+from ooda.agent.contracts.defaults import DEFAULTS
+from ooda.agent.contracts.errors import UsageError
+
+
+def prompt(
+    path: Annotated[
+        Path, typer.Argument(help="A task directory (holds task.toml) or a repository.")
+    ],
+    json_out: JsonOpt = False,
+    statement: Annotated[str | None, typer.Option(help="What to do (plain repositories).")] = None,
+    statement_file: Annotated[
+        Path | None, typer.Option(help="File holding what to do (plain repositories).")
+    ] = None,
+    test_cmd: Annotated[
+        str | None, typer.Option(help="Test command (plain repositories), as for `ooda run`.")
+    ] = None,
+    fail_to_pass: FailToPassOpt = None,
+    context_tokens: ContextTokensOpt = DEFAULTS.context_tokens,
+) -> None:
+    """Print the first prompt a run would send for this task (no model is called)."""
+    from ooda.agent.app.prompt import prompt_report
+    from ooda.agent.cli.run import _task
+
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or directory")
+    if statement_file is not None:
+        if statement is not None:
+            raise UsageError("give --statement or --statement-file, not both")
+        try:
+            statement = statement_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read --statement-file {statement_file}: {exc}") from exc
+    if context_tokens < 1:
+        raise UsageError(f"--context-tokens must be positive (got {context_tokens})")
+    task = _task(path, statement, test_cmd, fail_to_pass, None)
+    report = prompt_report(task, context_tokens)
+    if json_out:
+        print(json.dumps(report, indent=2))
+        return
+    for message in report["messages"]:
+        print(f"----- {message['role']} -----")
+        print(message["content"])
+    shown = ", ".join(
+        f"{c['path']}" + ("" if len(c["lines"]) == 1 and c["lines"][0][0] == 1 else
+                          f" ({sum(b - a + 1 for a, b in c['lines'])} lines)")
+        for c in report["context"])
+    print(f"~{report['tokens']} tokens (estimated); code shown: {shown or 'none'}",
+          file=sys.stderr)
