@@ -66,6 +66,16 @@ class EndpointReport(Protocol):
         ...
 
 
+@runtime_checkable
+class KnowsWindow(Protocol):
+    """A model that may know its context window (from the user, or learned from its
+    endpoint): the first prompt's code is fitted to it."""
+
+    def context_window(self) -> int | None:
+        """The window in tokens, None while it is unknown."""
+        ...
+
+
 # --------------------------------------------------------------------------- sandbox
 
 

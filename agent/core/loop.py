@@ -22,9 +22,15 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Literal
 
 from ooda.agent import edits
-from ooda.agent.contracts.errors import ContextOverflow, GenerationError, InfraError, UsageError
-from ooda.agent.contracts.protocols import Completion, EndpointReport, Model, PatchVerifier
 from ooda.agent.context import Context
+from ooda.agent.contracts.errors import ContextOverflow, GenerationError, InfraError, UsageError
+from ooda.agent.contracts.protocols import (
+    Completion,
+    EndpointReport,
+    KnowsWindow,
+    Model,
+    PatchVerifier,
+)
 from ooda.agent.core import normalize, prompts, selection
 from ooda.agent.core.budget import Budget
 from ooda.agent.core.records import (
@@ -38,9 +44,14 @@ from ooda.agent.core.records import (
 from ooda.agent.core.runlog import RunLog
 from ooda.agent.core.schedule import ModelSchedule, Tier, digest, per_model
 from ooda.agent.core.stream import RepoView, stream_watcher
-from ooda.agent.support.text import estimate_tokens, one_line, valid_utf8
 from ooda.agent.edits import FileView, Views
+from ooda.agent.support.text import estimate_tokens, one_line, valid_utf8
 from ooda.tasks.loader import Task
+
+ANSWER_ROOM = 4096
+"""Tokens of the model's window the first prompt leaves for an answer (at most a quarter)."""
+WINDOW_SHARE = 0.85
+"""The context counts ~3.5 characters a token; a window is filled as if ~3 (agent/models)."""
 
 __all__ = ["Attempt", "AttemptStatus", "Loop", "LoopConfig", "ProgressHook", "RunResult"]
 """The records are re-exported: callers take Loop, LoopConfig and its results from here."""
@@ -84,10 +95,22 @@ class Loop:
 
     @property
     def context(self) -> Context:
-        """The code the first prompt shows (chosen once, on first use)."""
+        """The code the first prompt shows (chosen once, on first use), within
+        `context_tokens` and what the fast model's window leaves for an answer."""
         if self._context is None:
-            self._context = prompts.context_for(self.task, self.config.context_tokens)
+            self._context = prompts.context_for(self.task, self.context_tokens())
         return self._context
+
+    def context_tokens(self) -> int:
+        """`context_tokens`, lowered to fit the fast model's window when it is known: the
+        window less room for an answer, in the context's own (less cautious) token count."""
+        budget = self.config.context_tokens
+        model = self.schedule.fast.model
+        window = model.context_window() if isinstance(model, KnowsWindow) else None
+        if window:
+            answer = min(ANSWER_ROOM, window // 4)
+            budget = min(budget, int((window - answer) * WINDOW_SHARE))
+        return max(1, budget)
 
     def views_for(self, attempt: Attempt) -> Views:
         """What the model answering `attempt` saw of the files: the first prompt's views,

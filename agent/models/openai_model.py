@@ -165,6 +165,10 @@ class OpenAIModel:
         if self.on_notice is not None:
             self.on_notice(text)
 
+    def context_window(self) -> int | None:
+        """The model's context window in tokens, when known (contracts.KnowsWindow)."""
+        return self.window.window
+
     def report(self) -> dict[str, Any]:
         """What run.json keeps of the endpoint: where, its window, requests in flight."""
         return {

@@ -72,3 +72,23 @@ def test_a_whole_file_answer_to_a_partial_view_keeps_the_unseen_code(tmp_path: P
     attempt = json.loads((log.dir / "attempts.jsonl").read_text().splitlines()[0])
     assert result.status == "passed", attempt["reason"]
     assert attempt["edit_format"] == "whole_file"
+
+
+class SmallWindowModel(WholeFileModel):
+    def context_window(self) -> int | None:
+        return 3000
+
+
+def test_the_context_fits_the_window_the_model_knows(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for k in range(20):
+        (repo / f"m{k}.py").write_text("\n\n".join(
+            f"def f{k}_{j}(x):\n    return x + {j}\n" for j in range(60)))
+    task = Task(id="t", statement="f3_7 is wrong", repo=repo, fail_to_pass=["t.py"])
+    log = RunLog(tmp_path / "runs", "run1")
+    loop = Loop(task, SmallWindowModel(), OneLineVerifier(), log,  # type: ignore[arg-type]
+                LoopConfig(samples=1, rounds=1, context_tokens=32_000))
+    assert loop.context_tokens() < 3000 * 0.85
+    assert loop.context.tokens <= loop.context_tokens()
+    assert loop.context.files[0].path == "m3.py"
