@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from ooda.agent import edits
 from ooda.agent.context import Context
+from ooda.agent.context.widen import widen
 from ooda.agent.contracts.errors import ContextOverflow, GenerationError, InfraError, UsageError
 from ooda.agent.contracts.protocols import (
     Completion,
@@ -116,10 +117,27 @@ class Loop:
         """What the model answering `attempt` saw of the files: the first prompt's views,
         and whole the files its parent created."""
         views: dict[str, FileView] = dict(self.context.views())
+        for path, lines in attempt.revealed.items():
+            if path in views:
+                views[path] = views[path].reveal(lines)
         for path in attempt.base_files:
             if path not in views:
                 views[path] = FileView(path)
         return views
+
+    def _feedback(self, parent: Attempt, siblings: list[str]) -> tuple[str, dict[str, set[int]]]:
+        """The message a child of `parent` gets: what failed, and the code the failure names
+        that the conversation has not shown yet (agent/context/widen.py); the lines it
+        reveals, with those revealed before."""
+        message = parent.feedback_for_child(siblings)
+        revealed = {path: set(lines) for path, lines in parent.revealed.items()}
+        failure = parent.verdict.feedback if parent.verdict else parent.feedback
+        widening = widen(self.task.repo, self.views_for(parent), failure or "")
+        for path, lines in widening.revealed.items():
+            revealed.setdefault(path, set()).update(lines)
+        if widening.text:
+            message = f"{message}\n\n{widening.text}"
+        return message, revealed
 
     # ------------------------------------------------------------------ the loop
 
@@ -196,12 +214,15 @@ class Loop:
             if parent is None:
                 messages = prompts.first_prompt(self.task, self.context, told=told)
             else:
+                feedback, revealed = self._feedback(parent, siblings)
                 messages = selection.trim_history(
                     parent.messages
                     + [{"role": "assistant", "content": valid_utf8(parent.answer)}]
-                    + [{"role": "user", "content": parent.feedback_for_child(siblings)}]
+                    + [{"role": "user", "content": feedback}]
                 )
             attempt = Attempt(f"r{round_no}c{i + 1}", round_no, parent, messages)
+            if parent is not None:
+                attempt.revealed = revealed
             attempt.model = tier.model.name
             batch.append(attempt)
         with self._lock:

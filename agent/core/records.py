@@ -86,6 +86,9 @@ class Attempt:
     """For an invalid edit: the short name of the reason (EditError.kind)."""
     model: str = ""
     """The name of the model that answered (agent/core/schedule.py picks it per round)."""
+    revealed: dict[str, set[int]] = field(default_factory=dict)
+    """Lines of files shown in part that this attempt's conversation showed later (feedback
+    naming code the first prompt left out, agent/context/widen.py)."""
 
     @property
     def parent_id(self) -> str | None:

@@ -53,6 +53,8 @@ class FileView:
     shown: tuple[str, ...] = ()
     """The lines as shown, markers included (line bodies)."""
     hidden: Mapping[tuple[int, int], tuple[str, ...]] = field(default_factory=dict)
+    revealed: frozenset[int] = frozenset()
+    """Elided lines shown later (in a feedback message): the model has seen them now."""
 
     @property
     def whole(self) -> bool:
@@ -83,7 +85,11 @@ class FileView:
 
     def hidden_lines(self) -> set[int]:
         """The line numbers (1-based) of the base file the model did not see."""
-        return {n for start, end in self.hidden for n in range(start, end + 1)}
+        return {n for start, end in self.hidden for n in range(start, end + 1)} - self.revealed
+
+    def reveal(self, lines: set[int]) -> FileView:
+        """This view once the model has also seen `lines`."""
+        return FileView(self.path, self.shown, self.hidden, self.revealed | frozenset(lines))
 
     def base(self) -> list[str]:
         """The file the view was made of (line bodies)."""

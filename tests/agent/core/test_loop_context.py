@@ -92,3 +92,42 @@ def test_the_context_fits_the_window_the_model_knows(tmp_path: Path) -> None:
     assert loop.context_tokens() < 3000 * 0.85
     assert loop.context.tokens <= loop.context_tokens()
     assert loop.context.files[0].path == "m3.py"
+
+
+class FramesVerifier:
+    """Fails with a traceback through helper `k` (chosen among those not shown)."""
+
+    backend_name = "fake"
+    k = 0
+
+    def verify(self, patch: str, *, log_dir: Path | None = None, deadline: float | None = None,
+               verdict_only: bool = False) -> Verdict:
+        line = 8 + self.k * 4  # the class and two blank lines, then 4 lines a helper
+        trace = ('Traceback (most recent call last):\n  File "/work/geom/shapes.py", line '
+                 f'{line}, in helper_{self.k}\nValueError: bad')
+        return Verdict("failed", "tests failed", [], trace)
+
+
+def test_the_next_round_shows_code_a_failure_names(tmp_path: Path) -> None:
+    repo = tmp_path / "repo" / "geom"
+    repo.mkdir(parents=True)
+    helpers = "\n\n".join(f"def helper_{k}(v):\n    return v * {k}\n" for k in range(200))
+    (repo / "shapes.py").write_text(
+        "class Polygon:\n    def area(self):\n        s = sum(self.cross())\n"
+        "        return s / 2\n\n\n" + helpers)
+    for k in range(5):
+        (repo / f"other{k}.py").write_text(helpers.replace("helper_", f"other{k}_"))
+    task = Task(id="t", statement="Polygon.area is negative for clockwise points",
+                repo=tmp_path / "repo", fail_to_pass=["tests/test_shapes.py"])
+    log = RunLog(tmp_path / "runs", "run1")
+    verifier = FramesVerifier()
+    loop = Loop(task, WholeFileModel(), verifier, log,  # type: ignore[arg-type]
+                LoopConfig(samples=1, rounds=2, context_tokens=2500))
+    shown = loop.context.files[0].text
+    verifier.k = next(k for k in range(199, 0, -1) if f"return v * {k}\n" not in shown + "\n")
+    loop.run()
+    first, second = loop.attempts
+    body = f"def helper_{verifier.k}(v):\n    return v * {verifier.k}"
+    assert body not in first.messages[1]["content"]
+    assert body in second.messages[-1]["content"]
+    assert 8 + verifier.k * 4 in second.revealed["geom/shapes.py"]
