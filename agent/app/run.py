@@ -276,6 +276,7 @@ def run_task(
         select=options.select,
         verify_concurrency=options.verify_concurrency,
         context_tokens=options.context_tokens,
+        context_votes=0 if gold else DEFAULTS.context_votes,  # the reference patch votes not
     )
     log = RunLog(options.runs_dir, run_id or new_run_id(task.id))
     with contextlib.ExitStack() as stack:

@@ -10,6 +10,7 @@ ranked from the task's text (rank.py) and shown in part (present.py).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from ooda.agent.context.clues import read_clues
@@ -24,8 +25,14 @@ MAX_WHOLE_FILES = 200
 """More files than this are never all shown whole, however small."""
 
 
-def choose_context(task: Task, budget: int, *, cache: bool = True) -> Context:
-    """What the first prompt shows of `task.repo` within `budget` tokens."""
+Refine = Callable[[RepoIndex, Ranking], Ranking]
+"""A second opinion on a model-free ranking (the fast model's votes, agent/context/votes.py)."""
+
+
+def choose_context(task: Task, budget: int, *, cache: bool = True,
+                   refine: Refine | None = None) -> Context:
+    """What the first prompt shows of `task.repo` within `budget` tokens; `refine` may
+    re-rank a repository too large to show whole."""
     tests = [t for t in dict.fromkeys(test_file(t) for t in visible_tests(task))
              if (task.repo / t).is_file()]
     whole = _whole_repo(task, tests, budget)
@@ -33,6 +40,8 @@ def choose_context(task: Task, budget: int, *, cache: bool = True) -> Context:
         return whole
     index = load_index(task.repo, cache=cache)
     ranking = rank_task(index, task, tests)
+    if refine is not None:
+        ranking = refine(index, ranking)
     return present(index, ranking, budget, must=tests)
 
 

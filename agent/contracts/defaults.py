@@ -27,6 +27,8 @@ class Defaults:
     a leading <think> block is not counted)."""
     verify_concurrency: int = 2
     """Candidates verified at once."""
+    context_votes: int = 3
+    """Requests to the fast model voting where the change belongs (large repositories)."""
     context_tokens: int = 32_000
     """Tokens of repository code the first prompt may show (agent/context): a quarter of a
     128k-token window, leaving room for the rounds of feedback that follow it."""

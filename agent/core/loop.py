@@ -22,7 +22,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Literal
 
 from ooda.agent import edits
-from ooda.agent.context import Context
+from ooda.agent.context import Context, votes
+from ooda.agent.context.index import RepoIndex
+from ooda.agent.context.rank import Ranking
 from ooda.agent.context.widen import widen
 from ooda.agent.contracts.errors import ContextOverflow, GenerationError, InfraError, UsageError
 from ooda.agent.contracts.protocols import (
@@ -93,14 +95,26 @@ class Loop:
         """An error that every candidate would meet (endpoint down, key rejected): ends the run."""
         self.repo = RepoView(task.repo)
         self._context: Context | None = None
+        self.context_votes: votes.Votes | None = None
+        """What the fast model said about where the change belongs (None: not asked)."""
 
     @property
     def context(self) -> Context:
         """The code the first prompt shows (chosen once, on first use), within
         `context_tokens` and what the fast model's window leaves for an answer."""
         if self._context is None:
-            self._context = prompts.context_for(self.task, self.context_tokens())
+            refine = self._votes if self.config.context_votes > 0 else None
+            self._context = prompts.context_for(self.task, self.context_tokens(),
+                                                refine=refine)
         return self._context
+
+    def _votes(self, index: RepoIndex, ranking: Ranking) -> Ranking:
+        """The fast model's votes on the ranking (its tokens counted like any other)."""
+        found = votes.ask(self.schedule.fast.model, self.task.id, self.task.statement, index,
+                          ranking, self.config.context_votes, self.work_deadline)
+        self.budget.add_tokens(found.prompt_tokens, found.completion_tokens)
+        self.context_votes = found
+        return votes.merged(ranking, found)
 
     def context_tokens(self) -> int:
         """`context_tokens`, lowered to fit the fast model's window when it is known: the
@@ -478,7 +492,18 @@ class Loop:
             "sandbox": getattr(getattr(self.verifier, "backend", None), "name", None),
             "fail_to_pass": list(self.task.fail_to_pass),
             "pass_to_pass": list(self.task.pass_to_pass),
+            "context": self._context_record(),
             **self._escalation(winner),
+        }
+
+    def _context_record(self) -> dict[str, Any] | None:
+        """What the first prompt showed of the repository, and the fast model's votes."""
+        if self._context is None:
+            return None
+        return {
+            "tokens": self._context.tokens,
+            "files": [{"path": f.path, "whole": f.whole} for f in self._context.files],
+            "votes": self.context_votes.record() if self.context_votes else None,
         }
 
     def _escalation(self, winner: Attempt | None) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ooda.agent.context import Context, choose_context
+from ooda.agent.context.choose import Refine
 from ooda.agent.context.tokens import estimate
 from ooda.agent.context.visible import visible_tests
 from ooda.agent.contracts.defaults import DEFAULTS
@@ -40,11 +41,13 @@ def first_prompt(task: Task, context: Context | None = None, *, told: str = "",
     return _messages(task, context, told)
 
 
-def context_for(task: Task, context_tokens: int, *, told: str = "") -> Context:
+def context_for(task: Task, context_tokens: int, *, told: str = "",
+                refine: Refine | None = None) -> Context:
     """The code the first prompt shows: what fits in `context_tokens` once the rest of the
-    prompt (instructions, issue, tests) is counted."""
+    prompt (instructions, issue, tests) is counted; `refine`: a second opinion on the ranking
+    (the fast model's votes)."""
     rest = sum(estimate(m["content"]) for m in _messages(task, Context(), told))
-    return choose_context(task, max(0, context_tokens - rest - FRAME_TOKENS))
+    return choose_context(task, max(0, context_tokens - rest - FRAME_TOKENS), refine=refine)
 
 
 def _messages(task: Task, context: Context, told: str) -> list[dict[str, str]]:

@@ -40,6 +40,9 @@ class LoopConfig:
     """Candidates verified at once (verification is CPU-bound)."""
     sibling_digest: bool = True
     """Tell each next-round candidate how its parent's siblings failed."""
+    context_votes: int = DEFAULTS.context_votes
+    """Requests to the fast model for its votes on where the change belongs, when the
+    repository is too large to show whole (agent/context/votes.py); 0: none."""
     context_tokens: int = DEFAULTS.context_tokens
     """The most tokens the first prompt may take, the repository's code it shows included
     (agent/context fits the code to what is left)."""
