@@ -299,7 +299,7 @@ def run_task(
         if passing_before and show_progress and console is not None:
             console.print(markup_safe(_passing_before_line(passing_before)), highlight=False)
         if show_progress and console is not None:
-            _say_notices(model, console)
+            say_notices(model, console)
         schedule = schedule_for(options, model, strong)
         progress = (RunProgress(task.id, options.time_budget_s, options.rounds, console,
                                 (options.price_prompt, options.price_completion))
@@ -320,7 +320,7 @@ def run_task(
     raise AssertionError("unreachable")
 
 
-def _say_notices(model: Model, console: Console) -> None:
+def say_notices(model: Model, console: Console) -> None:
     """Print what the model client adapts to (requests at once, the context window) as it
     happens, one `note:` line each."""
     if isinstance(model, EndpointReport) and model.on_notice is None:

@@ -58,7 +58,14 @@ from ooda.agent.app.evaluate.records import (
     write_outputs,
 )
 from ooda.agent.app.evaluate.refs import TaskRef, load_refs
-from ooda.agent.app.run import Prestarted, RunOptions, clean_leftovers, model_spec, run_task
+from ooda.agent.app.run import (
+    Prestarted,
+    RunOptions,
+    clean_leftovers,
+    model_spec,
+    run_task,
+    say_notices,
+)
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import Model, SandboxBackend
 from ooda.agent.core.runlog import append_jsonl, write_atomic, write_json_atomic
@@ -148,6 +155,8 @@ def evaluate(
                 stack.callback(backend.close)
             if model is None and options.run.model != "gold":
                 model = stack.enter_context(_shared_model(task_options, refs))
+                if show_progress:
+                    say_notices(model, console)
         _open_dir(eval_dir, config, results, resuming=bool(results) or options.resume)
         state = _State(config, results, previous_wall)
         bar = EvalProgress(console, eval_id, len(refs),
