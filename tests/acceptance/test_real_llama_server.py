@@ -63,16 +63,13 @@ def test_a_run_with_everyones_defaults_loses_no_candidate_to_cut_streams(
     assert all(a["invalid_reason"] for a in attempts if a["status"] == "invalid_edit")
 
 
-def test_a_first_prompt_over_the_window_is_exit_2_in_seconds(server: LlamaServer,
+def test_a_first_prompt_over_the_window_is_exit_2_in_seconds(server: LlamaServer, median: Path,
                                                              tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     statement = tmp_path / "statement.md"
-    statement.write_text("add() subtracts. " + "Some context about the project. " * 400)
-    proc = ooda("-q", "run", str(repo), "--model", server.model, "--base-url", server.base_url,
-                "--statement-file", str(statement), "--test-cmd", "python -c 'import calc'",
-                "--runs-dir", str(tmp_path / "runs"), timeout=120)
+    statement.write_text("median() is wrong for even lengths. " + "Some context. " * 3000)
+    proc = ooda("-q", "run", str(median), "--model", server.model, "--base-url",
+                server.base_url, "--statement-file", str(statement), "--runs-dir",
+                str(tmp_path / "runs"), timeout=300)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert "context window of 2,048 tokens" in line
