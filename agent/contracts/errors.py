@@ -22,10 +22,13 @@ class GenerationError(Exception):
     """A model's answer that could not be had whole (the endpoint kept failing, a deadline or
     timeout passed mid-stream): carries the text that did arrive, which is kept, never lost."""
 
-    def __init__(self, message: str, partial: str = "") -> None:
+    def __init__(self, message: str, partial: str = "",
+                 t_first_token: float | None = None) -> None:
         super().__init__(message)
         self.partial = partial
         """Text received before the failure (possibly empty)."""
+        self.t_first_token = t_first_token
+        """When its first text arrived (time.monotonic()), if any did."""
 
 
 class ContextOverflow(UsageError):

@@ -288,6 +288,7 @@ class Loop:
             return
         except Exception as exc:  # endpoint errors end this candidate, not the run
             if isinstance(exc, GenerationError):
+                attempt.t_first_token = exc.t_first_token
                 self._keep_answer(attempt, exc.partial)  # what arrived is kept, never lost
             if isinstance(exc, TimeoutError):
                 self._finish(attempt, "timeout", f"generation: {exc}")

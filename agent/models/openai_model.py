@@ -285,13 +285,14 @@ class OpenAIModel:
         n = len(failures)
         tries = f"{n} attempt{'s' if n != 1 else ''}"
         partial = err.partial if isinstance(err, StreamBroken) else ""
+        first = err.t_first_token if isinstance(err, StreamBroken) else None
         if failures and all(is_connect_error(f) for f in failures):
             return InfraError(
                 f"endpoint {self.base_url} unreachable after {tries}: {root_cause(err)}"
             )
         if retryable(err) and (n < max_attempts or time.monotonic() >= deadline):
             return ModelDeadline(
-                f"deadline reached after {tries}; last error: {describe(err)}", partial)
+                f"deadline reached after {tries}; last error: {describe(err)}", partial, first)
         if isinstance(err, openai.AuthenticationError):  # the same for every sample: bad input
             return UsageError(
                 f"{self.base_url} rejected the API key (HTTP 401: {status_message(err)}); "
@@ -304,9 +305,10 @@ class OpenAIModel:
             )
         if isinstance(err, StreamBroken):
             return ModelError(f"gave up after {tries}: {describe(err)} (alone on the endpoint: "
-                              "its log says why; `ooda doctor` sends a test stream)", partial)
+                              "its log says why; `ooda doctor` sends a test stream)", partial,
+                              first)
         if retryable(err):
-            return ModelError(f"gave up after {tries}: {describe(err)}", partial)
+            return ModelError(f"gave up after {tries}: {describe(err)}", partial, first)
         return ModelError(f"{self.base_url}: {describe(err)}")
 
     def _attempt(

@@ -40,9 +40,11 @@ class StreamBroken(Exception):
     """The stream ended without a finish_reason: retried like a dropped connection (or, while
     other requests were in flight, sent again as the endpoint's capacity allows)."""
 
-    def __init__(self, message: str, partial: str = "") -> None:
+    def __init__(self, message: str, partial: str = "",
+                 t_first_token: float | None = None) -> None:
         super().__init__(message)
         self.partial = partial
+        self.t_first_token = t_first_token
 
 
 def error_chain(exc: BaseException) -> list[BaseException]:

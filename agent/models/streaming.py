@@ -70,16 +70,18 @@ def read_stream(
             if finish is None:
                 now = time.monotonic()
                 if now >= deadline:
-                    raise ModelDeadline("deadline reached while the answer streamed", text)
+                    raise ModelDeadline("deadline reached while the answer streamed", text,
+                                        t_first)
                 if request_end is not None and now >= request_end:
-                    raise ModelDeadline("the request took longer than --request-timeout", text)
+                    raise ModelDeadline("the request took longer than --request-timeout", text,
+                                        t_first)
     except connection_errors:
         if finish is None:
-            raise StreamBroken(_broken(text, "the connection broke"), text) from None
+            raise StreamBroken(_broken(text, "the connection broke"), text, t_first) from None
         # only the usage chunk and [DONE] are missing: keep the answer
         log.debug("stream broke off after its finish_reason")
     if not stopped and finish is None:
-        raise StreamBroken(_broken(text, "the stream ended"), text)
+        raise StreamBroken(_broken(text, "the stream ended"), text, t_first)
     return StreamRead(text, t_first, finish, usage, stopped)
 
 

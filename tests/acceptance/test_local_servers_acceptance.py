@@ -124,7 +124,7 @@ def test_partial_answers_stopped_at_the_deadline_are_kept(median: Path, tmp_path
     run = only_run(runs)
     timed_out = [a for a in attempts_of(run) if a["status"] == "timeout"]
     assert timed_out and all(a["completion_tokens"] > 0 and a["tokens_estimated"]
-                             for a in timed_out)
+                             and a["t_first_token_s"] is not None for a in timed_out)
     answer = (run / "attempts" / timed_out[0]["attempt_id"] / "answer.md").read_text()
     assert slow.startswith(answer) and len(answer) > 40
 

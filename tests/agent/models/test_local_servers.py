@@ -210,6 +210,7 @@ def test_the_request_timeout_keeps_the_partial_answer(scripts: Path) -> None:
         with pytest.raises(ModelDeadline, match="--request-timeout") as info:
             model.complete(MESSAGES, deadline=time.monotonic() + 30)
     assert info.value.partial and ANSWER.startswith(info.value.partial)
+    assert info.value.t_first_token is not None
 
 
 def test_a_stream_that_keeps_breaking_gives_up_with_its_partial_text(scripts: Path) -> None:
