@@ -112,9 +112,9 @@ def build_script(spec: EnvSpec, host: hostconfig.HostConfig, with_repo: bool,
         lines.append(f"{pip} " + " ".join(q(p) for p in spec.pip))
     if spec.optional:
         lines.append(optional_script(spec))
-    lines += list(spec.pre_install)
+    lines += [_checked(step) for step in spec.pre_install]
     if with_repo and spec.install:
-        lines.append(spec.install)
+        lines.append(_checked(spec.install))
     if spec.runner.packages:
         lines.append(f"{pip} " + " ".join(q(p) for p in spec.runner.packages))
     if spec.tools:
@@ -129,6 +129,13 @@ def build_script(spec: EnvSpec, host: hostconfig.HostConfig, with_repo: bool,
     lines.append("apt-get clean; rm -rf /var/lib/apt/lists/* /root/.cache /tmp/*")
     lines.append(f"chmod -R a+rX /usr/local {ENV_DIR_IN_IMAGE} {TOOLS_DIR}")
     return "\n".join(lines) + "\n"
+
+
+def _checked(step: str) -> str:
+    """A step of the spec that fails the build when it fails: `sh -e` does not stop on a
+    failing command inside an `a && b` list (pylint-7080's `sed ... pyproject.toml && pip
+    install ...` skipped the install and the build 'succeeded' without pytest)."""
+    return f"{{ {step}\n}} || {{ echo 'ooda: this build step failed'; exit 1; }}"
 
 
 def optional_script(spec: EnvSpec) -> str:
