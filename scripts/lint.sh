@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # The static checks CI runs before the tests: the layer contracts (import-linter), ruff and
-# mypy --strict on the project's code. Quiet when all is well.
+# mypy --strict on the project's code, with the tools of ooda's environment (.venv, made by
+# `scripts/setup.sh --dev`). Quiet when all is well.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ -x .venv/bin/python ]; then
+  export PATH="$PWD/.venv/bin:$PATH"
+fi
+for tool in lint-imports ruff mypy; do
+  command -v "$tool" >/dev/null 2>&1 || {
+    echo "lint.sh: $tool is missing: run \`bash scripts/setup.sh --dev\`" >&2
+    exit 1
+  }
+done
 lint-imports --no-cache >/tmp/ooda-lint-imports.log 2>&1 || {
   echo "lint.sh: import-linter found imports against the layers:" >&2
   grep -v '^\s*$' /tmp/ooda-lint-imports.log | tail -n 40 >&2

@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 echo "== ooda run tasks/examples/median --model replay -n 4 --rounds 3 (scripted answers) =="
-ooda run tasks/examples/median --model replay -n 4 --rounds 3 --time-budget 300
+.venv/bin/ooda run tasks/examples/median --model replay -n 4 --rounds 3 --time-budget 300
