@@ -8,6 +8,7 @@ Commands import their machinery lazily so that `ooda --help` and bad input answe
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 import sys
 import tempfile
@@ -62,10 +63,11 @@ def _global_options(
     quiet: Annotated[bool, typer.Option("--quiet", "-q",
                                         help="No live display; results and errors only.")
                      ] = False,
-    show_version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+    show_version: Annotated[bool, typer.Option("--version", "-V", callback=_version,
+                                               is_eager=True,
                                                help="Print ooda's version and exit.")] = False,
 ) -> None:
-    """Global options: they come before the command (`ooda -q run ...`)."""
+    """Global options: anywhere on the line (`ooda -q run ...` or `ooda run ... -q`)."""
     ctx.meta["ooda.quiet"] = quiet
     ctx.meta["ooda.verbose"] = verbose
     if verbose:
@@ -116,7 +118,7 @@ def main(argv: Sequence[str] | None = None, *, prestarted: Prestarted | None = N
         command = click_command()
         names = option_names(command)
         returned = command.main(
-            args=list(argv) if argv is not None else None,
+            args=globals_first(command, list(sys.argv[1:] if argv is None else argv)),
             standalone_mode=False,
             obj=prestarted,
             prog_name="ooda",
@@ -149,9 +151,48 @@ def main(argv: Sequence[str] | None = None, *, prestarted: Prestarted | None = N
         fail(f"internal error: {type(exc).__name__}: {exc} (traceback in {crash})", 3)
 
 
+GLOBAL_FLAGS = re.compile(r"-[qvV]+|--quiet|--verbose|--version")
+
+
+def globals_first(command: Any, argv: list[str]) -> list[str]:
+    """-q, -v and -V where people type them (as uv and ruff take them): anywhere on the line,
+    moved before the command, where click reads its group's options. The value of an option
+    that takes one (`--statement -v`) and everything after `--` stay where they are."""
+    lifted: list[str] = []
+    kept: list[str] = []
+    current = command
+    args = iter(argv)
+    for arg in args:
+        if arg == "--":
+            kept += [arg, *args]
+            break
+        own = _option(current, arg) if current is not command else None
+        if own is None and GLOBAL_FLAGS.fullmatch(arg):
+            lifted.append(arg)
+            continue
+        kept.append(arg)
+        if arg.startswith("-") and "=" not in arg:
+            option = own or _option(current, arg)
+            if option is not None and not (getattr(option, "is_flag", False)
+                                           or getattr(option, "count", False)):
+                kept += itertools.islice(args, option.nargs)
+        elif not arg.startswith("-") and arg in getattr(current, "commands", {}):
+            current = current.commands[arg]
+    return lifted + kept
+
+
+def _option(command: Any, arg: str) -> Any:
+    """The option of `command` that `arg` names, or None."""
+    for param in getattr(command, "params", []):
+        if arg in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ())):
+            return param if getattr(param, "param_type_name", "") == "option" else None
+    return None
+
+
 def _plain_message(message: str) -> str:
     """click's message without the validation library's wording ("Value error, ", "Input
     should be a valid integer, unable to parse ...") or an env var the user did not use."""
+    message = re.sub(r":\n\t", ": ", message).replace(",\n\t", ", ")  # "Choose from:" lists
     message = re.sub(r" \(env var: '[A-Z0-9_]+'\)", "", message)
     message = message.replace("Value error, ", "")
     return re.sub(r"Input should be a valid (\w+), unable to parse string as an? \w+",

@@ -53,13 +53,23 @@ def add_envvars(command: Any) -> None:
             add_envvars(sub)
         return
     for param in command.params:
-        metavar = _metavar(param) if is_option(param) else None
+        metavar = _metavar(param) if is_option(param) else str(param.name).upper()
         if getattr(param, "metavar", None) is None and metavar:
             param.metavar = metavar  # `--model MODEL`, `-n N`: not typer's `<str>`, `<int>`
+        if not is_option(param) and hasattr(param, "get_usage_pieces"):
+            param.get_usage_pieces = _usage_of(param)  # `ooda run [OPTIONS] PATH`
         if is_option(param) and param.envvar is None and not param.hidden \
                 and param.name not in ("help",):
             param.envvar = envvar_of(param)
             param.show_envvar = True
+
+
+def _usage_of(argument: Any) -> Any:
+    """An argument's usage as click, uv or git write it (PATH, [PATH], PATH...), not typer's
+    `{path}`."""
+    name = str(argument.metavar or argument.name).upper()
+    shown = (name if argument.required else f"[{name}]") + ("..." if argument.nargs != 1 else "")
+    return lambda _ctx: [shown]
 
 
 def _metavar(param: Any) -> str | None:

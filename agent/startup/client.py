@@ -23,6 +23,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -81,11 +82,59 @@ def daemon_key(env: dict[str, str] | os._Environ[str] = os.environ) -> str:
                 continue  # task data, not code
             info = path.stat()
             digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
-    for name in sorted(env):
-        if name.startswith(KEY_ENV_PREFIXES) or name in KEY_ENV_NAMES:
-            if name not in ("OODA_DAEMON", "OODA_DAEMON_IDLE_S"):
-                digest.update(f"{name}={env[name]}\0".encode())
+    for name, value in key_variables(env).items():
+        digest.update(f"{name}={value}\0".encode())
     return digest.hexdigest()[:16]
+
+
+def key_variables(env: dict[str, str] | os._Environ[str] = os.environ) -> dict[str, str]:
+    """The variables that take part in the key, by name."""
+    return {
+        name: env[name] for name in sorted(env)
+        if (name.startswith(KEY_ENV_PREFIXES) or name in KEY_ENV_NAMES)
+        and name not in ("OODA_DAEMON", "OODA_DAEMON_IDLE_S")
+    }
+
+
+def fingerprint(env: dict[str, str] | os._Environ[str] = os.environ) -> dict[str, object]:
+    """What a daemon's status says of its key, so that another shell can tell why it does not
+    match: the interpreter, the installation, and each key variable's value as a short hash
+    (the status file holds no value itself)."""
+    return {
+        "python": sys.executable, "package_root": str(PACKAGE_ROOT),
+        "variables": {name: hashlib.sha256(value.encode()).hexdigest()[:12]
+                      for name, value in key_variables(env).items()},
+    }
+
+
+def why_not_mine(status: dict[str, Any]) -> str:
+    """How a daemon's key differs from this process's ("" when it is the same)."""
+    mine = fingerprint()
+    if status.get("python") != mine["python"]:
+        return f"another Python ({status.get('python')})"
+    if status.get("package_root") != mine["package_root"]:
+        return f"another installation ({status.get('package_root')})"
+    theirs: dict[str, str] = status.get("variables") or {}
+    ours: dict[str, str] = mine["variables"]  # type: ignore[assignment]
+    differ = sorted(n for n in set(theirs) | set(ours) if theirs.get(n) != ours.get(n))
+    if differ:
+        return "another environment: " + ", ".join(differ) + (" differs" if len(differ) == 1
+                                                              else " differ")
+    return "other source files (ooda changed since it started)" \
+        if status.get("key") != daemon_key() else ""
+
+
+def all_daemons() -> list[dict[str, Any]]:
+    """The statuses of this user's running daemons, every key (from their status files)."""
+    found = []
+    for path in sorted(runtime_dir().glob("daemon-*.json")):
+        try:
+            status = json.loads(path.read_text())
+            os.kill(int(status["pid"]), 0)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # gone (killed before it could remove its file) or being written
+        found.append(status)
+    return found
 
 
 def paths(key: str) -> dict[str, Path]:
@@ -94,9 +143,22 @@ def paths(key: str) -> dict[str, Path]:
     return {kind: base / f"daemon-{key}.{kind}" for kind in ("sock", "lock", "log", "json")}
 
 
+GLOBAL_FLAG = re.compile(r"-[qvV]+|--quiet|--verbose|--version")
+"""The global options, all flags (agent/cli/app.py moves those after the command before it)."""
+
+
+def command_args(argv: list[str]) -> list[str]:
+    """The command line from the command's name on (`ooda -q run X` → run X)."""
+    start = 0
+    while start < len(argv) and GLOBAL_FLAG.fullmatch(argv[start]):
+        start += 1
+    return argv[start:]
+
+
 def routed(argv: list[str]) -> bool:
     """Whether this command line is one a daemon serves."""
-    return bool(argv) and argv[0] in ROUTED_COMMANDS and not {"-h", "--help"} & set(argv)
+    args = command_args(argv)
+    return bool(args) and args[0] in ROUTED_COMMANDS and not {"-h", "--help"} & set(argv)
 
 
 # --------------------------------------------------------------------------- messages

@@ -27,18 +27,31 @@ def register(app: typer.Typer) -> None:
         app.add_typer(daemon_app, name="daemon")
 
 
+AllOpt = Annotated[bool, typer.Option("--all", help="Every daemon of this user (each "
+                                      "installation and environment), not only this one's.")]
+
+
 @daemon_app.command("status")
-def daemon_status(json_out: JsonOpt = False) -> None:
-    """Say whether a daemon serves this installation and environment (exit 1 if none)."""
+def daemon_status(json_out: JsonOpt = False, every: AllOpt = False) -> None:
+    """Say whether a daemon serves this installation and environment (exit 1 if none); the
+    user's other daemons, started with another environment or installation, are named too."""
     status = daemon_client.control("status")
+    others = [d for d in daemon_client.all_daemons()
+              if status is None or d.get("key") != status.get("key")]
     if json_out:
-        print(json.dumps(status))
-    elif status is None:
-        print("no ooda daemon for this installation and environment")
+        print(json.dumps(([status] if status else []) + others if every else status))
     else:
-        print(f"ooda daemon pid {status['pid']}: {status['served']} command(s) served, "
-              f"{status['running']} running, warm container: {status['warm_container']}")
-    raise SystemExit(0 if status is not None else 1)
+        if status is None:
+            print("no ooda daemon for this installation and environment")
+        else:
+            print(f"ooda daemon pid {status['pid']}: {status['served']} command(s) served, "
+                  f"{status['running']} running, warm container: {status['warm_container']}")
+        for other in others:
+            print(f"another ooda daemon of yours, pid {other['pid']}: "
+                  f"{daemon_client.why_not_mine(other) or 'same key'}")
+        if others:
+            print("(`ooda daemon stop --all` stops them all)")
+    raise SystemExit(0 if status is not None or (every and others) else 1)
 
 
 @daemon_app.command("start")
@@ -60,7 +73,17 @@ def daemon_start(
 
 
 @daemon_app.command("stop")
-def daemon_stop() -> None:
+def daemon_stop(every: AllOpt = False) -> None:
     """Stop the daemon (commands it is running finish first)."""
     status = daemon_client.control("stop")
-    print("stopped" if status is not None else "no ooda daemon was running")
+    stopped = [status] if status is not None else []
+    if every:
+        for other in daemon_client.all_daemons():
+            if status is None or other.get("key") != status.get("key"):
+                answer = daemon_client.control("stop", str(other["key"]))
+                if answer is not None:
+                    stopped.append(answer)
+    if not stopped:
+        print("no ooda daemon was running")
+    else:
+        print("stopped" if len(stopped) == 1 else f"stopped {len(stopped)} daemons")

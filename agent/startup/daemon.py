@@ -245,6 +245,7 @@ class Daemon:
             "pid": os.getpid(), "key": self.key, "served": self.served,
             "running": len(self.workers), "started": self.started, "idle_exit_s": IDLE_S,
             "warm_container": self.warm is not None, "stopping": self.stopping,
+            **client.fingerprint(),
         }
 
     def write_status(self) -> None:

@@ -19,6 +19,12 @@ if TYPE_CHECKING:
     from ooda.agent.sandbox.docker.launch import Launched
 
 
+SPAWN_AFTER = (0, 1)
+"""Exit codes of a command that ran (a patch found, or none within the budget): the next one
+is likely to follow, so a daemon is started for it. Bad input (2), a broken machine (3) or
+Ctrl-C (130) start nothing: the user is still correcting the command line or the machine."""
+
+
 def main() -> NoReturn:
     """The console script's entry point."""
     argv = sys.argv[1:]
@@ -32,7 +38,7 @@ def main() -> NoReturn:
             print("ooda: error: interrupted", file=sys.stderr)
             raise SystemExit(130) from None
     code = run_here()
-    if use_daemon:
+    if use_daemon and code in SPAWN_AFTER:
         with contextlib.suppress(OSError):
             daemon_client.spawn()
             if sys.stderr.isatty():  # say so where a person reads it (issue 15.11)

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ooda.agent.startup.client import command_args
+
 if TYPE_CHECKING:
     from ooda.agent.contracts.protocols import SandboxBackend
     from ooda.agent.sandbox.docker.launch import Launched
@@ -159,9 +161,10 @@ def begin(
     the model is the task's gold patch, and start its first container unless `launched` (the
     daemon's warm one) is given; for any command, `launched` is offered to its run."""
     started = Prestart(leftovers_cleaned=leftovers_cleaned, launched=launched)
-    if argv[:1] != ["run"] or {"-h", "--help"} & set(argv):
+    command = command_args(list(argv))
+    if command[:1] != ["run"] or {"-h", "--help"} & set(argv):
         return started
-    args = argv[1:]
+    args = command[1:]
     if "gold" not in _model_values(args):
         threading.Thread(target=_import_openai, name="ooda-import-openai", daemon=True).start()
     name = guess_sandbox(args)

@@ -142,13 +142,34 @@ def test_ctrl_c_says_where_the_partial_run_is_and_leaves_a_run_json(
 
 
 def test_quiet_hides_the_display_and_verbose_shows_retries(median: Path, tmp_path: Path) -> None:
-    """15.9: -q leaves the result alone; -v shows what the client does (a retried 500)."""
+    """15.9: -q leaves the result alone; -v shows what the client does (a retried 500);
+    27.2: wherever they stand on the line."""
     with ReplayServer([EXAMPLES], faults=["500", "ok"]) as server:
         base_url = server.start()
         common = ("run", str(median), "--model", "m", "--base-url", base_url, "-n", "1",
                   "--rounds", "2", "--runs-dir", str(tmp_path / "runs"))
-        quiet = ooda("-q", *common)
-        verbose = ooda("-v", *common)
+        quiet = ooda(*common, "-q")
+        verbose = ooda(*common[:2], "-v", *common[2:])
     assert quiet.returncode in (0, 1) and "round " not in quiet.stderr
     assert "tokens" in quiet.stderr and "run directory:" in quiet.stderr
     assert "retrying" in verbose.stderr and "round " in verbose.stderr
+
+
+def test_a_patch_of_latin1_files_is_verified_as_its_bytes(tmp_path: Path) -> None:
+    """27.9: a patch is bytes; one of a latin-1 file (not UTF-8) applies as it is."""
+    repo = tmp_path / "legacy"
+    (repo / "tests").mkdir(parents=True)
+    cookie = b"# -*- coding: latin-1 -*-\n"
+    (repo / "names.py").write_bytes(cookie + b"def sign() -> str:\n    return 'Caf\xe9 ferm\xe9'\n")
+    (repo / "tests" / "test_names.py").write_bytes(
+        cookie + b"from names import sign\n\n\ndef test_sign() -> None:\n"
+        b"    assert sign() == 'Caf\xe9 ouvert'\n")
+    patch = tmp_path / "fix.diff"
+    patch.write_bytes(b"--- a/names.py\n+++ b/names.py\n@@ -1,3 +1,3 @@\n " + cookie
+                      + b" def sign() -> str:\n-    return 'Caf\xe9 ferm\xe9'\n"
+                      b"+    return 'Caf\xe9 ouvert'\n")
+    done = ooda("verify", str(repo), "--patch", str(patch), "--test-cmd", "python -m pytest -q",
+                "--json")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert json.loads(done.stdout)["status"] == "passed"
+    assert (repo / "names.py").read_bytes().endswith(b"ferm\xe9'\n")  # the repository: untouched

@@ -92,3 +92,37 @@ def test_doctor_passes_offline_and_takes_base_url() -> None:
     unreachable = ooda("doctor", "--base-url", "http://127.0.0.1:9/v1", "--json")
     endpoint = {c["name"]: c for c in json.loads(unreachable.stdout)["checks"]}["model endpoint"]
     assert unreachable.returncode == 1 and "unreachable" in endpoint["detail"]
+
+
+def test_global_flags_anywhere_on_the_line() -> None:
+    """27.2: -q, -v and -V after the command too, as uv and ruff take them."""
+    from ooda.agent.cli.app import click_command, globals_first
+
+    command = click_command()
+    assert globals_first(command, ["run", "t", "-q", "-vv", "--model", "gold"]) == \
+        ["-q", "-vv", "run", "t", "--model", "gold"]
+    # an option's value, and anything after --, stay where they are
+    assert globals_first(command, ["run", "--statement", "-v", "t", "--", "-q"]) == \
+        ["run", "--statement", "-v", "t", "--", "-q"]
+    assert globals_first(command, ["tasks", "import", "-V"]) == ["-V", "tasks", "import"]
+    late = ooda("run", "/no/such/task", "-q", "-v")
+    assert late.returncode == 2 and "No such option" not in late.stderr
+    assert "/no/such/task" in late.stderr
+    for line in (("-V",), ("doctor", "-V"), ("config", "run", "--version")):
+        shown = ooda(*line)
+        assert shown.returncode == 0 and shown.stdout.startswith("ooda "), line
+
+
+def test_usage_lines_name_arguments_in_capitals_and_a_non_url_is_bad_input() -> None:
+    """27.9: `ooda run [OPTIONS] PATH` (not typer's `{path}`); the choices of a missing
+    argument on its one line; `--base-url notaurl` is bad input (2), not a broken machine."""
+    assert ooda("run", "-h").stdout.startswith("Usage: ooda run [OPTIONS] PATH\n")
+    assert "Usage: ooda tasks import [OPTIONS] KIND SRC DEST" in ooda("tasks", "import", "-h").stdout
+    missing = ooda("tasks", "import")
+    assert missing.returncode == 2
+    assert "Missing argument 'KIND'. Choose from: quixbugs, humanevalfix, swebench" in missing.stderr
+    for args, env in ((("--base-url", "notaurl"), {}), ((), {"OPENAI_BASE_URL": "localhost:8000"})):
+        bad = ooda("run", str(MEDIAN), "--model", "m", *args, env=env)
+        assert bad.returncode == 2, bad.stderr
+        assert "is not an http:// or https:// URL" in bad.stderr
+    assert "OPENAI_BASE_URL 'localhost:8000'" in bad.stderr

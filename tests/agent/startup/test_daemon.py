@@ -400,13 +400,36 @@ def test_idle_daemon_exits_by_itself(daemons: Daemons) -> None:
 
 
 def test_a_command_without_a_daemon_runs_here_and_spawns_one(
-    daemons: Daemons, tmp_path: Path
+    daemons: Daemons, median: Path, tmp_path: Path
 ) -> None:
-    proc = daemons.ooda(*replay_run(str(tmp_path / "no-such-task"), str(tmp_path / "runs")))
-    assert proc.returncode == 2 and proc.stderr.startswith("ooda: error:"), proc.stderr
+    """A command that ran (here a passing run) starts a daemon for the next one; one that
+    failed on bad input starts nothing (27.7: the user is still correcting the line)."""
+    bad = daemons.ooda(*replay_run(str(tmp_path / "no-such-task"), str(tmp_path / "runs")))
+    assert bad.returncode == 2 and bad.stderr.startswith("ooda: error:"), bad.stderr
+    time.sleep(2.0)  # a spawned daemon would have opened its log and lock by now
+    assert daemons_in(daemons.dir) == [] and daemons.status() is None
+    proc = daemons.ooda(*replay_run(str(median), str(tmp_path / "runs")))
+    assert proc.returncode == 0, proc.stderr
     wait_for(daemons.status, 30, "the daemon spawned after the command")
     status = daemons.status()
     assert status is not None and status["served"] == 0
+
+
+def test_status_names_the_daemons_of_another_environment(daemons: Daemons) -> None:
+    """27.7: a daemon started from a shell with other OODA_ variables is not this shell's,
+    and `ooda daemon status` says it runs, and why it is not used; `stop --all` ends it."""
+    other = {"OODA_SAMPLES": "3"}
+    theirs = daemons.start(env=other)
+    here = daemons.ooda("daemon", "status")
+    assert here.returncode == 1
+    assert "no ooda daemon for this installation and environment" in here.stdout
+    assert f"pid {theirs['pid']}: another environment: OODA_SAMPLES differs" in here.stdout
+    assert "3" not in here.stdout.replace(str(theirs["pid"]), "")  # names, never values
+    listed = json.loads(daemons.ooda("daemon", "status", "--all", "--json").stdout)
+    assert [d["pid"] for d in listed] == [theirs["pid"]]
+    stop = daemons.ooda("daemon", "stop", "--all")
+    assert stop.returncode == 0 and "stopped" in stop.stdout
+    wait_for(lambda: not alive(int(theirs["pid"])), 30, "the other daemon to exit")
 
 
 def test_ooda_daemon_0_spawns_nothing(daemons: Daemons, tmp_path: Path) -> None:
@@ -433,6 +456,8 @@ def test_routed_commands() -> None:
     assert not daemon_client.routed(["run", "--help"]) and not daemon_client.routed(["ci", "-h"])
     assert not daemon_client.routed(["doctor"]) and not daemon_client.routed(["daemon", "stop"])
     assert not daemon_client.routed(["serve", "--replay", "run"])
+    assert daemon_client.routed(["-q", "run", "t"]) and daemon_client.routed(["-vV", "eval"])
+    assert not daemon_client.routed(["-q", "doctor"])
 
 
 def test_enabled_unless_turned_off() -> None:
