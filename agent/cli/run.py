@@ -125,7 +125,7 @@ def run(
             statement = statement_file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read --statement-file {statement_file}: {exc}") from exc
-    _check_plain_model(path, model)
+    _check_plain_model(path, model, base_url)
     task = _task(path, statement, test_cmd, fail_to_pass, pass_to_pass)
     if no_ruff:
         task.verifiers.ruff = False
@@ -182,19 +182,21 @@ def run(
     raise SystemExit(0 if result.status == "passed" else 1 if result.status == "failed" else 3)
 
 
-def _check_plain_model(path: Path, model: str | None) -> None:
+def _check_plain_model(path: Path, model: str | None, base_url: str | None) -> None:
     """A plain repository has no reference patch and no scripted answers: say what works
-    there instead of what cannot."""
+    there instead of what cannot (scripted answers served apart, at --base-url, work)."""
     from ooda.tasks.loader import is_task_dir
 
     if is_task_dir(path) or not path.is_dir():
         return
-    if model in ("gold", "replay"):
+    if model == "gold" or (model == "replay" and not base_url):
         what = "a reference patch" if model == "gold" else "scripted answers (replay.jsonl)"
+        serve = ("serve your own with `ooda serve --replay FILE` and pass --base-url URL; "
+                 if model == "replay" else "")
         raise UsageError(
             f"--model {model} needs a task directory with {what}; {path} is a plain "
-            "repository: pass --model NAME with --base-url URL (or OPENAI_BASE_URL), or check "
-            "a patch you have with `ooda verify PATH --patch FILE --test-cmd CMD`"
+            f"repository: {serve}pass --model NAME with --base-url URL (or OPENAI_BASE_URL), "
+            "or check a patch you have with `ooda verify PATH --patch FILE --test-cmd CMD`"
         )
     if not model:
         raise UsageError("no model given: pass --model NAME with --base-url URL (or "

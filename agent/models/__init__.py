@@ -2,7 +2,8 @@
 
 `MODELS` maps a name to its factory: "gold" answers with the task's reference patch,
 "replay" starts the bundled endpoint (agent/models/server.py) over the tasks' scripted
-answers for as long as the model is open, and "openai" (every other name) is a model on an
+answers for as long as the model is open (with a base URL, "replay" is the model of the
+endpoint there, e.g. an `ooda serve` started apart), and "openai" (every other name) is a model on an
 OpenAI-compatible endpoint, checked reachable before use. `ooda run`, `ooda eval` and
 `ooda ci` all open their model here.
 
@@ -145,5 +146,7 @@ def open_model(
     `task`: the task it answers (needed by "gold"; "replay" serves its replay.jsonl). For one
     model over many tasks pass `task=None` and, for "replay", every task's script in
     `replays`."""
-    factory = MODELS.get(spec.name, _openai)
+    factory: ModelFactory = MODELS.get(spec.name, _openai)
+    if spec.name == "replay" and spec.base_url:
+        factory = _openai  # "replay" served apart (`ooda serve --replay ...`) at that URL
     return factory(spec, task, replays)

@@ -66,8 +66,14 @@ def is_loopback(base_url: str) -> bool:
 
 def resolve_endpoint(base_url: str | None, api_key: str | None) -> tuple[str | None, str]:
     """(base URL or None for the OpenAI API, API key) from the arguments and environment;
-    UsageError when no key can be found for a non-local endpoint."""
+    UsageError for a URL that is none, or when no key can be found for a non-local endpoint."""
     url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    if url is not None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:  # bad input, exit 2
+            where = "--base-url" if base_url else "OPENAI_BASE_URL"
+            raise UsageError(f"{where} {url!r} is not an http:// or https:// URL "
+                             "(e.g. http://127.0.0.1:8000/v1)")
     key = api_key or os.environ.get("OPENAI_API_KEY") or None
     if key is None:
         if url is not None and is_loopback(url):

@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ooda.agent.models.replay_behaviour import overflow_message
-from ooda.agent.models.replay_state import Fault, ReplayState, content_text
+from ooda.agent.models.replay_state import Fault, ReplayState, UnknownTask, content_text
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,11 @@ class Handler(BaseHTTPRequestHandler):
                 fault: Fault) -> None:
         state = self.server.state
         behaviour = state.behaviour
-        _, answer = state.pick_answer(messages, model)
+        try:
+            _, answer = state.pick_answer(messages, model)
+        except UnknownTask as err:  # an error status: a client must not take it for an answer
+            self._send_error(404, str(err), "invalid_request_error")
+            return
         rate = state.rate_for(model)
         tokens = _tokens(answer)
         finish = "stop"

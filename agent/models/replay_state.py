@@ -175,7 +175,15 @@ class ReplayState:
         round_ = len(users)
         last_user = content_text(users[-1].get("content")) if users else ""
         if task is None:
-            return "?", "no scripted answer: the prompt has no 'Task id: <id>' line"
+            raise UnknownTask("no scripted answer: the prompt has no 'Task id: <id>' line")
+        if task not in self.scripts:
+            known = ", ".join(sorted(self.scripts)[:5]) + (", ..." if len(self.scripts) > 5
+                                                          else "")
+            raise UnknownTask(
+                f"no scripted answer for task {task!r}: the scripts served here are for "
+                f"{known or 'no task'} (a replay.jsonl answers the task named by its lines' "
+                '"task", else by its folder)'
+            )
         matching = [
             s
             for s in self.scripts.get(task, [])
@@ -217,6 +225,10 @@ class ReplayState:
                 "interrupted": self.interrupted,
                 "overflows": self.overflows,
             }
+
+
+class UnknownTask(LookupError):
+    """A request for a task no script answers: the endpoint's error, never a model answer."""
 
 
 def content_text(content: object) -> str:

@@ -17,7 +17,8 @@ from sandbox_helpers import backend_or_skip
 ROOT = Path(__file__).resolve().parents[2]
 DATASETS = Path(os.environ.get("OODA_DATASETS", ROOT.parent / "shared" / "datasets"))
 NEEDS_A_MODEL_OR_NETWORK = ("my-model", "some-model", "--post", "path/to/repo", "<",
-                            "ooda daemon", "...", "ooda report", "setup.sh", "ooda ci")
+                            "ooda daemon", "...", "ooda report", "setup.sh", "ooda ci",
+                            "ooda serve")
 
 
 def commands(readme: str) -> list[str]:

@@ -260,3 +260,34 @@ def test_replay_demo_runs_offline(median: Path, tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "replayed" in proc.stderr and "PASSED" in proc.stderr
+
+
+def test_scripted_answers_served_apart_for_a_plain_repository(tmp_path: Path) -> None:
+    """27.6, offline on a plain repository: `ooda serve --replay` in one shell, `ooda run
+    --model replay --base-url` in another; a task the scripts do not know is an error from
+    the endpoint (exit 2, one line naming the task), never an answer to verify."""
+    repo = make_git_repo(tmp_path)
+    scripts = tmp_path / "scripts" / "calcrepo"  # a script answers the task its folder names
+    scripts.mkdir(parents=True)
+    write_replay(scripts / "replay.jsonl", "calcrepo",
+                 [(None, edit("calc.py", "    return a - b", "    return a + b"))])
+    other = write_replay(tmp_path / "other.jsonl", "another-task", [(None, "no")])
+    args = ["run", ".", "--statement", "add() returns the wrong sum", "--test-cmd",
+            "python -m pytest -q", "--model", "replay", "--runs-dir", str(tmp_path / "runs")]
+    for served, expected in ((other, 2), (scripts.parent, 0)):
+        with subprocess.Popen([sys.executable, "-m", "ooda.agent.cli", "serve", "--replay",
+                               str(served), "--port", "0"], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "OODA_DAEMON": "0"}) as serve:
+            try:
+                assert serve.stdout is not None
+                base_url = serve.stdout.readline().split(" at ")[1].split()[0]
+                proc = ooda(*args, "--base-url", base_url, cwd=repo)
+            finally:
+                serve.terminate()
+        assert proc.returncode == expected, proc.stderr
+        if expected == 2:
+            lines = [line for line in proc.stderr.splitlines() if line.startswith("ooda: error")]
+            assert len(lines) == 1 and "no scripted answer for task 'calcrepo'" in lines[0]
+            assert "the scripts served here are for another-task" in lines[0]
+        else:
+            assert "PASSED" in proc.stderr

@@ -107,11 +107,13 @@ def test_replay_by_round_contains_and_cycling(scripts: Path) -> None:
         assert ask(model, "gcd", "fix it", "ruff says E501") == "answer about ruff"
         assert ask(model, "plain", "go") == "plain answer"
         assert ask(model, "named", "go") == "named answer"
-        assert ask(model, "other", "go") == "no scripted answer for task other (round 1)"
-        no_id = model.complete(
-            [{"role": "user", "content": "hi"}], deadline=time.monotonic() + 10
-        ).text
-        assert "no 'Task id: <id>' line" in no_id
+        # 27.6: a task no script answers is the endpoint's error (404), never a model answer
+        with pytest.raises(UsageError, match=r"HTTP 404 .*no scripted answer for task 'other':"
+                           r" the scripts served here are for gcd, named, plain"):
+            ask(model, "other", "go")
+        with pytest.raises(UsageError, match="no 'Task id: <id>' line"):
+            model.complete([{"role": "user", "content": "hi"}], deadline=time.monotonic() + 10)
+        assert server.stats["status"]["404"] == 2
 
 
 def test_models_and_stats_endpoints(scripts: Path) -> None:
