@@ -199,8 +199,9 @@ def summarize(
 ) -> dict[str, Any]:
     """The figures of summary.json from the per-task result records of an evaluation.
 
-    `total` is the number of tasks in the task set (finished or not); `samples` bounds the k
-    of pass@k. Tasks that ended in an infrastructure error are counted apart, as the SWE-bench
+    `total` is the number of tasks in the task set (finished or not); the k of pass@k go up
+    to `samples` and to the most candidates judged for one task (one gold candidate per task
+    gives pass@1 only: a pass@4 would claim four draws that never happened). Tasks that ended in an infrastructure error are counted apart, as the SWE-bench
     harness does: they are neither resolved nor unresolved, and resolved_rate is over `total`.
     """
     resolved = [r for r in results if r.get("status") == "resolved"]
@@ -227,7 +228,8 @@ def summarize(
         "errors": len(errors),
         "resolved_rate": round(len(resolved) / total, 6) if total else 0.0,
         "pass_at_k": mean_pass_at_k(
-            ((int(r.get("n", 0)), int(r.get("c", 0))) for r in results), ks_up_to(samples)
+            ((int(r.get("n", 0)), int(r.get("c", 0))) for r in results),
+            ks_up_to(min(samples, max((int(r.get("n", 0)) for r in results), default=1))),
         ),
         "tokens": tokens,
         "tokens_per_solve": per(tokens["prompt"] + tokens["completion"]),

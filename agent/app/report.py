@@ -63,7 +63,9 @@ def _task_row(r: Mapping[str, Any]) -> list[str]:
         fmt_num(r.get("rounds")), f"{r.get('n', 0)}/{r.get('c', 0)}",
         fmt_num(r.get("time_to_first_pass_s")),
         fmt_num(int(tokens.get("prompt", 0)) + int(tokens.get("completion", 0))),
-        str(r.get("last_failed_verifier") or "–"), fmt_num(r.get("wall_s")),
+        # a resolved task's earlier failures are no longer what went wrong
+        "–" if r.get("status") == "resolved" else str(r.get("last_failed_verifier") or "–"),
+        fmt_num(r.get("wall_s")),
     ]
 
 
@@ -109,7 +111,8 @@ def eval_html(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) 
         "<figure>" + bar_chart([(f"k={k}", v) for k, v in pass_k], title="pass@k",
                                x_label="k candidates", y_label="pass@k")
         + "<figcaption>Unbiased pass@k (Chen et al. 2021) from the candidates verified per "
-          "task, averaged over tasks.</figcaption></figure>",
+          "task, averaged over tasks; k goes up to the samples and to the most candidates "
+          "judged for one task.</figcaption></figure>",
         "<figure>" + step_chart(cdf, title="Time to solve (CDF of solved tasks)",
                                 x_label="seconds to first pass", y_label="solved tasks")
         + "<figcaption>Among solved tasks, the share solved within t seconds.</figcaption>"
@@ -133,11 +136,10 @@ def eval_html(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) 
                 *[f'<tr><td>{escape(k)}</td><td class="num">{v}</td></tr>' for k, v in failed.items()],
                 "</table>"]
     out += _failures_table(results)
-    formats = _format_rows(summary)
-    if formats:
-        out += ["<h2>Answers by edit format</h2><table>",
-                "<tr><th>edit format / invalid reason</th><th>answers</th></tr>",
-                *[f'<tr><td>{escape(k)}</td><td class="num">{v}</td></tr>' for k, v in formats],
+    for title, column, rows in _answer_tables(summary):
+        out += [f"<h2>{escape(title)}</h2><table>",
+                f"<tr><th>{escape(column)}</th><th>answers</th></tr>",
+                *[f'<tr><td>{escape(k)}</td><td class="num">{v}</td></tr>' for k, v in rows],
                 "</table>"]
     out += ["<h2>Tasks</h2><table><tr>", *[f"<th>{escape(c)}</th>" for c in TASK_COLUMNS], "</tr>"]
     for r in results:
@@ -203,22 +205,22 @@ def eval_markdown(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any
     pass_k = sorted((summary.get("pass_at_k") or {}).items(), key=lambda kv: int(kv[0]))
     lines += ["## pass@k", "", *_md_table(["k", "pass@k"], [[k, fmt_pct(v)] for k, v in pass_k]),
               ""]
-    formats = _format_rows(summary)
-    if formats:
-        lines += ["## Answers by edit format", "",
-                  *_md_table(["edit format / invalid reason", "answers"],
-                             [[k, str(v)] for k, v in formats]), ""]
+    for title, column, rows in _answer_tables(summary):
+        lines += [f"## {title}", "",
+                  *_md_table([column, "answers"], [[k, str(v)] for k, v in rows]), ""]
     lines += ["## Tasks", "", *_md_table(TASK_COLUMNS, [_task_row(r) for r in results]), ""]
     return printable("\n".join(lines))
 
 
-def _format_rows(summary: Mapping[str, Any]) -> list[tuple[str, int]]:
-    """How the model wrote its answers: counts per edit format, then the invalid ones per
-    reason."""
-    rows = [(str(k), int(v)) for k, v in (summary.get("edit_formats") or {}).items()]
-    rows += [(f"invalid: {k}", int(v))
-             for k, v in (summary.get("invalid_reasons") or {}).items()]
-    return rows
+def _answer_tables(summary: Mapping[str, Any]) -> list[tuple[str, str, list[tuple[str, int]]]]:
+    """How the model wrote its answers, as (title, first column, rows): the answers by the
+    edit format they were read in ("invalid" for those that did not apply), then the invalid
+    ones by reason; two tables, so that a format and a reason are never rows of one."""
+    formats = [(str(k), int(v)) for k, v in (summary.get("edit_formats") or {}).items()]
+    reasons = [(str(k), int(v)) for k, v in (summary.get("invalid_reasons") or {}).items()]
+    tables = [("Answers by edit format", "edit format", formats),
+              ("Invalid answers by reason", "reason", reasons)]
+    return [table for table in tables if table[2]]
 
 
 def run_html(run: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]], patch: str) -> str:

@@ -53,6 +53,23 @@ def test_report_text_names_reasons_links_runs_and_shows_small_costs() -> None:
     assert "$0.0000<" not in html and re.search(r"\$0\.0000\d\d", html)
 
 
+def test_pass_at_k_stops_at_the_candidates_drawn_and_resolved_tasks_show_no_failure() -> None:
+    """27.8: one gold candidate per task under "4 samples" is pass@1 only (a pass@4 would
+    claim draws that never happened); a resolved task's earlier failure is not its
+    "last failed"."""
+    gold = [record(name, "resolved", 1, 1, 1.0, last_failed_verifier="pytest")
+            for name in ("a", "b")]
+    summary = metrics.summarize(gold, total=2, samples=4)
+    assert summary["pass_at_k"] == {"1": 1.0}
+    summary.update(eval_id="g", taskset="t", model="gold", samples=4, rounds=3,
+                   time_budget_s=60, complete=True)
+    markdown = report.eval_markdown(summary, gold)
+    assert "| 2 |" not in markdown.split("## pass@k")[1].split("##")[0]
+    rows = [line for line in markdown.splitlines() if line.startswith("| a |")]
+    assert rows and "pytest" not in rows[0]
+    assert metrics.summarize(RESULTS, total=4, samples=8)["pass_at_k"].keys() == {"1", "2", "4"}
+
+
 def non_blank(png: bytes) -> bool:
     """More than a handful of distinct byte values in the decoded image data."""
     assert png[:8] == b"\x89PNG\r\n\x1a\n"

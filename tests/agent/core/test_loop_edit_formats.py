@@ -59,4 +59,9 @@ def test_eval_figures_count_answers_per_format_and_invalid_reason() -> None:
                                 total=2, samples=1)
     assert summary["edit_formats"]["invalid"] == 4 and summary["invalid_reasons"] == {"no_match": 4}
     report = eval_markdown(summary, [])
-    assert "| invalid: no_match | 4 |" in report and "| definitions | 2 |" in report
+    assert "| no_match | 4 |" in report and "| definitions | 2 |" in report
+    # 27.8: formats and reasons are two tables, not rows of one
+    formats, reasons = report.split("## Answers by edit format")[1].split(
+        "## Invalid answers by reason")
+    assert "| edit format | answers |" in formats and "no_match" not in formats
+    assert "| reason | answers |" in reasons and "definitions" not in reasons
