@@ -40,11 +40,10 @@ def verify(
 
     task = _task(path, test_cmd, fail_to_pass or [], pass_to_pass or [])
     try:
-        patch_text = patch.read_bytes().decode("utf-8")
+        # bytes as they are: a patch of latin-1 (or any non-UTF-8) files applies unchanged
+        patch_text = patch.read_bytes().decode("utf-8", "surrogateescape")
     except OSError as exc:
         raise UsageError(f"cannot read --patch {patch}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"--patch {patch} is not UTF-8 text") from exc
     backend = get_backend(sandbox.value if sandbox else None)
     try:
         with tempfile.TemporaryDirectory(prefix="ooda-verify-") as work:

@@ -216,7 +216,7 @@ def check_patch_policy(patch: str, protected: Sequence[str] = ()) -> None:
         )
     if "\0" in patch or _has_surrogates(patch):
         raise PatchError(
-            "the patch is not valid UTF-8 text (it holds NUL bytes or undecodable characters)"
+            "the patch is not text (it holds NUL bytes or characters no file can hold)"
         )
     patchset, paths, strip = _parse(patch)
     if len(patchset) == 0:
@@ -249,11 +249,10 @@ def _depth_reason(path: str) -> str | None:
 
 
 def _has_surrogates(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+    """Characters no file can hold: surrogates, except U+DC80..U+DCFF, which stand for the
+    bytes of a patch in another encoding than UTF-8 (a latin-1 file's patch read with
+    surrogateescape): git applies those bytes as they were."""
+    return any("\ud800" <= ch <= "\udfff" and not "\udc80" <= ch <= "\udcff" for ch in text)
 
 
 def _shadow_reason(path: str) -> str | None:

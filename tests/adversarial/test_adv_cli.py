@@ -26,8 +26,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     no_repo = root / "no-repo"
     no_repo.mkdir()
     (no_repo / "task.toml").write_text('statement = "x"\nfail_to_pass = ["t.py"]\n')
-    non_utf8 = root / "latin1.diff"
-    non_utf8.write_bytes(calc_patch(FIXED).encode() + b"# caf\xe9\n")
+    non_utf8 = root / "nul.diff"  # (a latin-1 file's patch is text: it applies, issue 27)
+    non_utf8.write_bytes(calc_patch(FIXED).encode().replace(b"a + b", b"a + b\0"))
     (root / "a-directory.diff").mkdir()
     return {
         "task": task,
@@ -55,7 +55,7 @@ CASES: dict[str, tuple[list[str], int, list[str]]] = {
     "verify_missing_task": (["verify", "/no/such/task", "--patch", "x.diff"], 2, ["/no/such"]),
     "verify_missing_patch": (["verify", "{task}", "--patch", "/no/such.diff"], 2, ["--patch"]),
     "verify_patch_is_a_directory": (["verify", "{task}", "--patch", "{dir_patch}"], 2, ["--patch"]),
-    "verify_patch_not_utf8": (["verify", "{task}", "--patch", "{non_utf8}"], 2, ["UTF-8"]),
+    "verify_patch_not_text": (["verify", "{task}", "--patch", "{non_utf8}"], 2, ["not text"]),
     "eval_missing_taskset": (["eval", "/no/such/set", "--model", "gold"], 2, ["/no/such/set"]),
     "malformed_task_toml_run": (["run", "{bad_toml}", "--model", "gold"], 2, ["task.toml"]),
     "malformed_task_toml_verify": (

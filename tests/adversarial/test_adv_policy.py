@@ -197,8 +197,9 @@ CASES: dict[str, tuple[str, list[str]]] = {
         ["binary"],
     ),
     "crlf": (calc_patch(FIXED).replace("\n", "\r\n"), ["CRLF", "does not apply"]),
-    "not_utf8": (calc_patch(FIXED.replace("a + b", "a + b  # \udcff")), ["not valid UTF-8"]),
-    "nul_bytes": (calc_patch(FIXED.replace("a + b", "a + b\0")), ["not valid UTF-8"]),
+    # (U+DC80..U+DCFF stand for the bytes of a non-UTF-8 file's patch: those apply, issue 27)
+    "not_text": (calc_patch(FIXED.replace("a + b", "a + b  # \ud800")), ["is not text"]),
+    "nul_bytes": (calc_patch(FIXED.replace("a + b", "a + b\0")), ["is not text"]),
 }
 for _name in ("conftest_new", "sitecustomize", "pth_file", "egg_info_entry_point", "gitmodules"):
     CASES[_name + "_with_an_honest_looking_edit"] = (

@@ -21,6 +21,8 @@ from ooda.agent.app.ci.outcome import (
     COMMENT_TESTS,
     FailureReport,
 )
+from ooda.agent.contracts.protocols import CASCADE_ORDER
+from ooda.agent.sandbox.image import PYTHON_VERSION
 from ooda.agent.support.textsafe import printable
 
 if TYPE_CHECKING:
@@ -127,8 +129,7 @@ def render_comment(
     )
     winner = result.winner
     if winner is not None:
-        checks = _verifier_marks(winner)
-        lines.append(f"**Suggested fix**{f' (passed: {checks})' if checks else ''}:")
+        lines.append(f"**Suggested fix** ({_checks(winner)}):")
         patch = winner.patch
         if len(patch) > COMMENT_DIFF_CHARS:
             patch = patch[:COMMENT_DIFF_CHARS] + "\n... (cut: the whole diff is suggestion.diff)\n"
@@ -149,6 +150,7 @@ def render_comment(
             )
         if len(result.attempts) > COMMENT_ATTEMPTS:
             lines.append(f"| ... | | {len(result.attempts) - COMMENT_ATTEMPTS} more | |")
+    lines += ["", f"Tests ran in {_environment(summary)}."]
     if run_dir is not None:
         lines += ["", f"<sub>ooda run `{run_dir.name}`</sub>"]
     text = printable("\n".join(lines) + "\n")  # candidate text: no terminal escapes
@@ -162,9 +164,25 @@ def _headline(message: str) -> str:
     return errors[0] if errors else (lines[0] if lines else "")
 
 
-def _verifier_marks(attempt: Attempt) -> str:
+def _checks(attempt: Attempt) -> str:
+    """What the fix passed, and the stages that did not judge it: skipped (with the reason)
+    or not run at all (turned off: --no-ruff, --no-mypy, the task's [verifiers])."""
     results = attempt.verdict.results if attempt.verdict else []
-    return ", ".join(r.name for r in results if r.status == "passed")
+    ran = {r.name for r in results}
+    parts = [f"passed: {', '.join(r.name for r in results if r.status == 'passed') or 'none'}"]
+    parts += [f"skipped: {r.name} ({_inline(_headline(r.log or r.summary), 120) or 'no reason'})"
+              for r in results if r.status == "skipped"]
+    off = [stage for stage in CASCADE_ORDER if stage not in ran]
+    if off:
+        parts.append(f"not run: {', '.join(off)}")
+    return "; ".join(parts)
+
+
+def _environment(summary: Mapping[str, Any]) -> str:
+    """The Python the tests ran in: the repository's detected or given environment, else
+    ooda's sandbox image."""
+    said = str(summary.get("environment") or "").removeprefix("environment: ").strip()
+    return f"`{_inline(said, 200)}`" if said else f"ooda's sandbox image (Python {PYTHON_VERSION})"
 
 
 def _attempt_result(attempt: Attempt) -> str:

@@ -303,6 +303,25 @@ def test_comment_without_fix_lists_the_attempts(tmp_path: Path) -> None:
     assert "assert -1 == 5" in text and "```diff" not in text
 
 
+def test_comment_says_which_stages_did_not_judge_the_fix_and_which_python_ran(
+    tmp_path: Path
+) -> None:
+    """27.9: a reader of comment.md learns what was not checked, and where the tests ran."""
+    report = FailureReport([F2P], [P2P], [FailedTest(F2P, "E  assert -1 == 5")], "JUnit r.xml")
+    result = fake_result(True, tmp_path / "r")
+    assert result.winner is not None and result.winner.verdict is not None
+    result.winner.verdict.results.append(VerifierResult(
+        "mypy", "skipped", 0.2, "", "mypy cannot check these files on the unpatched code "
+        "either; stage skipped\nerror: x"))
+    text = render_comment(report, result)
+    assert "(passed: syntax, ruff, pytest; skipped: mypy (mypy cannot check these files on " \
+        "the unpatched code either; stage skipped); not run: security)" in text
+    assert "Tests ran in ooda's sandbox image (Python 3.11)." in text
+    result.summary["environment"] = "environment: Python 3.9 (requires-python <3.10) — detected"
+    assert "Tests ran in `Python 3.9 (requires-python <3.10) — detected`." in \
+        render_comment(report, result)
+
+
 def test_outputs_and_posting_create_then_edit(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
