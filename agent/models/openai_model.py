@@ -183,13 +183,17 @@ class OpenAIModel:
 
     def check_reachable(self, timeout_s: float = 5.0) -> None:
         """InfraError when the endpoint cannot be reached at all (refused, DNS, no answer
-        within timeout_s). Any HTTP answer, even 404 or 401, counts as reachable. The model
-        listing's context window, when it states one, is learned here."""
+        within timeout_s); UsageError when it rejects the API key (401), so that a wrong key
+        is said before the tests of the base run, not after them. Any other HTTP answer, even
+        404, counts as reachable. The model listing's context window, when it states one, is
+        learned here."""
         import openai
 
         client = self._get_client()
         try:
             page = client.models.list(timeout=timeout_s)
+        except openai.AuthenticationError as err:
+            raise self._give_up(err, [err], 1, time.monotonic() + timeout_s) from None
         except openai.APIStatusError:
             return
         except openai.APITimeoutError:

@@ -173,3 +173,20 @@ def test_a_patch_of_latin1_files_is_verified_as_its_bytes(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr + done.stdout
     assert json.loads(done.stdout)["status"] == "passed"
     assert (repo / "names.py").read_bytes().endswith(b"ferm\xe9'\n")  # the repository: untouched
+
+
+def test_a_wrong_key_is_said_before_the_base_run(median: Path, tmp_path: Path) -> None:
+    """27.4: the endpoint is checked while the sandbox starts, before the unpatched tests run:
+    a key it rejects is exit 2 without a single completion asked for."""
+    with ReplayServer([EXAMPLES], api_key="right") as server:
+        base_url = server.start()
+        env_key = {"OPENAI_API_KEY": "wrong"}
+        proc = subprocess.run(
+            [sys.executable, "-m", "ooda.agent.cli", "run", str(median), "--model", "m",
+             "--base-url", base_url, "--runs-dir", str(tmp_path / "runs")],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+            env={**{k: v for k, v in os.environ.items()
+                    if not k.startswith(("OPENAI_", "OODA_"))}, **env_key})
+        assert server.stats["chat_requests"] == 0
+    assert proc.returncode == 2, proc.stderr
+    assert "rejected the API key" in proc.stderr and "round 1" not in proc.stderr

@@ -205,10 +205,12 @@ def test_unreachable_endpoint_is_an_infra_error() -> None:
     assert time.monotonic() - start < 2
 
 
-def test_check_reachable_accepts_any_http_answer(scripts: Path) -> None:
+def test_check_reachable_accepts_any_http_answer_but_a_rejected_key(scripts: Path) -> None:
     with ReplayServer([scripts], api_key="secret") as server:
-        model_for(server.base_url).check_reachable()  # 401
-        model_for(server.base_url.removesuffix("/v1") + "/nothing/here").check_reachable()  # 404
+        with pytest.raises(UsageError, match="rejected the API key"):  # 401: said at once (27.4)
+            model_for(server.base_url).check_reachable()
+        model_for(server.base_url.removesuffix("/v1") + "/nothing/here",
+                  api_key="secret").check_reachable()  # 404
         model_for(server.base_url, api_key="secret").check_reachable()  # 200
 
 
