@@ -138,16 +138,22 @@ def _checked(step: str) -> str:
     return f"{{ {step}\n}} || {{ echo 'ooda: this build step failed'; exit 1; }}"
 
 
+OPTIONAL_TIMEOUT_S = 300
+"""Bound on one pip resolution of optional packages: pip can backtrack for a very long time
+(aiobotocore's exact botocore pins against boto3 in xarray's list)."""
+
+
 def optional_script(spec: EnvSpec) -> str:
     """Install the spec's optional packages under its pins: all at once, or, when that fails
-    (one of them has no release for this Python), each alone, skipping those that fail."""
+    or takes longer than OPTIONAL_TIMEOUT_S (one has no release for this Python, or pip
+    backtracks), each alone within the same bound, skipping those that fail."""
     q = shlex.quote
     pins = "".join(f"{p}\n" for p in spec.pip if "==" in p)
     names = " ".join(q(p) for p in spec.optional)
+    pip = f"timeout {OPTIONAL_TIMEOUT_S} python3 -m pip install -q -c /tmp/ooda-pins.txt"
     return "\n".join([
         f"printf %s {q(pins)} > /tmp/ooda-pins.txt",
-        f"python3 -m pip install -q -c /tmp/ooda-pins.txt {names} || "
-        f"for p in {names}; do python3 -m pip install -q -c /tmp/ooda-pins.txt \"$p\" "
+        f"{pip} {names} || for p in {names}; do {pip} \"$p\" "
         "|| echo \"ooda: optional package $p not installed\"; done",
     ])
 
