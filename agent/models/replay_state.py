@@ -174,8 +174,8 @@ class ReplayState:
         users = [m for m in messages if m.get("role") == "user"]
         round_ = len(users)
         last_user = content_text(users[-1].get("content")) if users else ""
-        if task is None:
-            raise UnknownTask("no scripted answer: the prompt has no 'Task id: <id>' line")
+        if task is None:  # no task's prompt (a probe: `ooda doctor`, curl): a plain answer
+            return "?", "no scripted answer: the prompt has no 'Task id: <id>' line"
         if task not in self.scripts:
             known = ", ".join(sorted(self.scripts)[:5]) + (", ..." if len(self.scripts) > 5
                                                           else "")
