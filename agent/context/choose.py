@@ -15,9 +15,8 @@ from pathlib import Path
 
 from ooda.agent.context.clues import read_clues
 from ooda.agent.context.index import RepoIndex, is_test_file, list_python, load_index
-from ooda.agent.context.present import Context, ShownFile, present, render
+from ooda.agent.context.present import Context, ShownFile, present, render, shown_tokens
 from ooda.agent.context.rank import Ranking, rank
-from ooda.agent.context.tokens import estimate
 from ooda.agent.context.visible import test_file, visible_tests
 from ooda.tasks.loader import Task
 
@@ -94,7 +93,7 @@ def _whole_repo(task: Task, tests: list[str], budget: int) -> Context | None:
 def _whole_file(rel: str, text: str) -> ShownFile:
     lines = text.splitlines()
     shown = render(rel, lines, [], set(), set())
-    shown.tokens = estimate(text) + 8
+    shown.tokens = shown_tokens(rel, text)
     return shown
 
 

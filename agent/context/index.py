@@ -33,7 +33,7 @@ SKIP_DIRS = frozenset({
 """Folders that hold no code of the repository's own."""
 SKIP_TOP = frozenset({"build", "dist"})
 """Top-level folders that hold copies of the code (build outputs)."""
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 """Bumped whenever what is cached changes shape."""
 
 
@@ -71,6 +71,9 @@ class RepoIndex:
     """Dotted module name → path."""
     by_name: dict[str, list[int]] = field(default_factory=dict)
     """A unit's last name part → the indices of the units so named."""
+    by_part: dict[str, list[int]] = field(default_factory=dict)
+    """A capitalised part of a unit's name between underscores (`Sum` of `_print_Sum`) → the
+    indices of the units whose name has it (names that are the part itself left out)."""
     repo: Path = Path()
     """Where the files are (set on every load; the cached index is the same for any copy)."""
 
@@ -171,6 +174,9 @@ def _build(fingerprint: str, contents: dict[str, bytes], keys: dict[str, str],
     index.modules = {module_name(rel): rel for rel in files}
     for k, unit in enumerate(units):
         index.by_name.setdefault(unit.name, []).append(k)
+        for part in unit.name.split("_"):
+            if part[:1].isupper() and part != unit.name:
+                index.by_part.setdefault(part, []).append(k)
     return index
 
 

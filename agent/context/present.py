@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ooda.agent.context.index import RepoIndex
 from ooda.agent.context.rank import Ranking
-from ooda.agent.context.tokens import estimate, estimate_chars
+from ooda.agent.context.tokens import estimate_chars
 from ooda.agent.context.units import Unit
 from ooda.agent.edits.views import FileView, marker
 
@@ -30,6 +30,10 @@ WHOLE_WHEN_SHOWN = 0.75
 """Show a file whole once its shown part would cost this share of the whole."""
 TEMPERATURE = 0.15
 """How sharply the file scores turn into chances (lower: the top file gets more)."""
+RANK_SHARE = 0.3
+"""The share of the files' chances given by rank alone (halving from one file to the next):
+a hedge against a confident score on the wrong file."""
+RANK_DECAY = 0.5
 FILES_CONSIDERED = 30
 EPSILON = 0.05
 """A unit without evidence still has this score (so the rest of a likely file has value)."""
@@ -82,7 +86,7 @@ class FilePlan:
         self.scores = scores
         self.picked: set[int] = set()
         self.chars = [sum(len(line) + 1 for line in lines[u.start - 1 : u.end]) for u in units]
-        self.whole_tokens = _tokens(lines)
+        self.whole_tokens = shown_tokens(path, "\n".join(lines))
 
     def heads(self, picked: set[int]) -> set[int]:
         """The units whose head is shown: classes, top-level functions and the methods of a
@@ -191,12 +195,17 @@ def _fit(order: list[str], plans: dict[str, FilePlan], budget: int) -> Context:
 def _candidates(ranking: Ranking, plan_of: Callable[[str], FilePlan]
                 ) -> list[tuple[float, str, int]]:
     """(value per token, path, unit index in its file) for the units of the top files, best
-    first: the file's chance times the unit's share of the file's evidence, per token."""
+    first: the file's chance (its score against the others', mixed with its rank) times the
+    unit's share of the file (by evidence and by size), per token."""
     files = ranking.files[:FILES_CONSIDERED]
     if not files:
         return []
     top = files[0][1]
-    weights = [math.exp((score - top) / TEMPERATURE) for _, score in files]
+    soft = [math.exp((score - top) / TEMPERATURE) for _, score in files]
+    geo = [RANK_DECAY ** r for r in range(len(files))]
+    soft_total, geo_total = sum(soft), sum(geo)
+    weights = [(1 - RANK_SHARE) * s / soft_total + RANK_SHARE * g / geo_total
+               for s, g in zip(soft, geo, strict=True)]
     total = sum(weights)
     out: list[tuple[float, str, int]] = []
     for (path, _), weight in zip(files, weights, strict=True):
@@ -212,8 +221,9 @@ def _candidates(ranking: Ranking, plan_of: Callable[[str], FilePlan]
     return out
 
 
-def _tokens(lines: list[str]) -> int:
-    return estimate("\n".join(lines)) + 8
+def shown_tokens(path: str, text: str) -> int:
+    """What a file shown as `text` costs the prompt: its path line, the fence and the text."""
+    return estimate_chars(len(path) + len(text) + 16)
 
 
 def shown_lines(units: list[Unit], picked: set[int], heads: set[int], n_lines: int
@@ -238,7 +248,8 @@ def render(path: str, lines: list[str], units: list[Unit], picked: set[int],
     if len(picked) == len(units):
         text = "\n".join(lines)
         view = FileView(path, tuple(lines))
-        return ShownFile(path, [(1, n)] if n else [], True, text, view, _tokens(lines))
+        return ShownFile(path, [(1, n)] if n else [], True, text, view,
+                         shown_tokens(path, text))
     shown = shown_lines(units, picked, heads, n)
     out: list[str] = []
     hidden: dict[tuple[int, int], tuple[str, ...]] = {}
@@ -258,7 +269,7 @@ def render(path: str, lines: list[str], units: list[Unit], picked: set[int],
             hidden[(start, end)] = tuple(lines[start - 1 : end])
     text = "\n".join(out)
     return ShownFile(path, ranges, False, text, FileView(path, tuple(out), hidden),
-                     estimate(text) + 8)
+                     shown_tokens(path, text))
 
 
 def _indent(lines: list[str], start: int, end: int) -> str:

@@ -22,6 +22,8 @@ from ooda.agent.context.units import Unit
 
 W_NAME = 0.8
 """An identifier of the task's code that names a unit (scaled down by how many it names)."""
+W_NAME_PART = 0.5
+"""A class-like identifier of the task's code that is a part of a unit's name."""
 W_DOTTED = 1.2
 """A dotted name of the task that ends in the unit's qualified name."""
 W_FRAME = 1.5
@@ -30,6 +32,8 @@ W_PATH = 1.0
 """The file's path named in the task."""
 W_FRAME_FILE = 0.8
 """A traceback frame in the file (the innermost frames of the repository's own code count)."""
+FRAME_DECAY = 0.7
+"""Each frame further out counts this much of the one inside it."""
 W_MODULE = 0.8
 """The file's module named by a dotted name of the task."""
 W_HINT = 0.6
@@ -69,7 +73,8 @@ def rank(index: RepoIndex, clues: Clues, hint_files: list[str] | None = None) ->
     _names(index, clues, units)
     _dotted(index, clues, units, file_bonus)
     _frames(index, clues.frames, units, file_bonus)
-    for path in resolve_paths(index, clues.paths):
+    framed = {f.path for f in clues.frames}
+    for path in resolve_paths(index, [p for p in clues.paths if p not in framed]):
         file_bonus[path] += W_PATH
     for path in hint_files or []:
         if path in index.files:
@@ -94,11 +99,18 @@ def _specificity(count: int) -> float:
 
 
 def _names(index: RepoIndex, clues: Clues, units: dict[int, float]) -> None:
+    """Units named in the task's code; and, for a class-like name (`Sum`), the units named
+    after it by a convention (`_print_Sum`, `visit_Sum`, `_eval_Sum_rewrite`)."""
     for name in clues.code_names:
         found = index.by_name.get(name, [])
         if found and not name.startswith("<"):
             weight = W_NAME * _specificity(len(found))
             for k in found:
+                units[k] += weight
+        if name[:1].isupper() and len(name) >= 3:
+            derived = index.by_part.get(name, [])
+            weight = W_NAME_PART * _specificity(len(derived))
+            for k in derived:
                 units[k] += weight
 
 
@@ -168,14 +180,17 @@ def _frames(index: RepoIndex, frames: list[Frame], units: dict[int, float],
     (or named by its function)."""
     resolved = [(resolve_paths(index, [f.path]), f) for f in frames]
     own = [(paths[0], f) for paths, f in resolved if paths]
+    best: dict[str, float] = {}
     for depth, (path, frame) in enumerate(reversed(own)):
-        weight = 1.0 if depth < 3 else 0.5  # the innermost frames matter most
-        file_bonus[path] += W_FRAME_FILE * weight
+        weight = FRAME_DECAY ** depth  # the innermost frames matter most
+        best[path] = max(best.get(path, 0.0), weight)
         if is_test_file(path):
             continue
         for k in index.by_name.get(frame.function or "", []):
             if index.units[k].path == path:
                 units[k] += W_FRAME * weight
+    for path, weight in best.items():
+        file_bonus[path] += W_FRAME_FILE * weight
 
 
 def _structure(index: RepoIndex, units: dict[int, float]) -> None:

@@ -21,7 +21,7 @@ Think briefly, then give the edits."""
 text lives beside its parser in agent/edits/. Whole files and bare definitions are accepted
 too (docs/EDIT_FORMATS.md) but not asked for: they cost more tokens."""
 
-FRAME_TOKENS = 80
+FRAME_TOKENS = 120
 """Tokens of the code section's heading and note, on top of the files' own."""
 PARTIAL_NOTE = (
     "Large files are shown in part: a line `# ... lines A-B not shown ...` stands for lines "

@@ -38,3 +38,19 @@ def test_written_paths_resolve_by_their_longest_suffix(big_repo: Path) -> None:
     index = load_index(big_repo, cache=False)
     assert resolve_paths(index, ["/x/y/geom/shapes.py", "util.py", "nowhere.py"]) == [
         "geom/shapes.py", "geom/util.py"]
+
+
+def test_inner_frames_count_more_and_conventions_are_names(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "outer.py").write_text("def run(x):\n    return inner(x)\n")
+    (pkg / "inner.py").write_text("def inner(x):\n    return 1 / x\n")
+    (pkg / "printer.py").write_text(
+        "class Printer:\n    def _print_Sum(self, e):\n        return str(e)\n\n"
+        "    def _print_Product(self, e):\n        return str(e)\n")
+    index = load_index(tmp_path, cache=False)
+    text = ('Traceback (most recent call last):\n  File "/x/pkg/outer.py", line 2, in run\n'
+            '  File "/x/pkg/inner.py", line 2, in inner\nZeroDivisionError')
+    assert rank(index, read_clues(text)).files[0][0] == "pkg/inner.py"
+    ranking = rank(index, read_clues("pprint(`Sum`(x, (x, 1, oo))) is misaligned"))
+    assert ranking.units_in(index, "pkg/printer.py")[0][0].qualname == "Printer._print_Sum"
