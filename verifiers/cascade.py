@@ -1,8 +1,8 @@
 """Run the verifiers in order, cheapest first, stopping at the first stage that does not pass.
 
 The order is ooda.agent.contracts.protocols.CASCADE_ORDER (syntax, ruff, pytest, security,
-mypy), stated once; a stage that declares `after_tests = True` (security, mypy) runs only once
-the tests have passed, which the task verifier (agent/verify/verifier.py) arranges with
+mypy, repro), stated once; a stage that declares `after_tests = True` (security, mypy, repro)
+runs only once the tests have passed, which the task verifier (agent/verify/verifier.py) arranges with
 `split_at_tests`. A deadline
 shrinks each stage's timeout; a stage that raises is reported as an "error" result, except
 ooda.agent.contracts.errors.InfraError, which propagates (the sandbox itself broke).
@@ -26,6 +26,7 @@ from ooda.agent.contracts.protocols import (
 from ooda.verifiers import clip
 from ooda.verifiers.mypy_check import MypyVerifier
 from ooda.verifiers.pytest_check import PytestVerifier
+from ooda.verifiers.repro_check import ReproVerifier
 from ooda.verifiers.ruff_check import RuffVerifier
 from ooda.verifiers.security_check import SecurityVerifier
 from ooda.verifiers.syntax import SyntaxVerifier
@@ -42,11 +43,15 @@ def default_verifiers(
     mypy: bool = True,
     security: bool = True,
     security_rules: Sequence[str] | None = None,
+    reproduction: bool = False,
 ) -> list[Verifier]:
     """The cascade in CASCADE_ORDER: syntax, ruff (optional), pytest, security (optional; ruff
     `S` rules `security_rules`, default security_check.RULES, plus the secret scan), mypy
-    (optional)."""
+    (optional), the reproduction tests (`reproduction`: a blind run's; skipped when a check
+    carries none)."""
     stages: list[Verifier] = [SyntaxVerifier(), PytestVerifier()]
+    if reproduction:
+        stages.append(ReproVerifier())
     if ruff:
         stages.append(RuffVerifier())
     if security:

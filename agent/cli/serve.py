@@ -48,6 +48,11 @@ def serve(
         int | None, typer.Option(help="The served model's context window in tokens (0: no "
                                  "limit) [default: as --like says].")
     ] = None,
+    log_requests: Annotated[
+        Path | None,
+        typer.Option("--log-requests", help="Append every chat request (model and messages) "
+                     "to this file, one JSON line each: what a run showed the model."),
+    ] = None,
 ) -> None:
     """Serve scripted answers over an OpenAI-compatible API (tests, demos, benchmarks)."""
     from ooda.agent.models.replay_behaviour import behaviour_for
@@ -66,4 +71,5 @@ def serve(
         answer_as=answer_as,
         served=[parse_served(m) for m in served_model] if served_model else None,
         behaviour=behaviour_for(like, slots=slots, context_window=context_window),
+        request_log=log_requests,
     )

@@ -180,6 +180,53 @@ class Verifier(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ReproTest:
+    """A reproduction test the model wrote for a blind run (agent/core/repro_prompt.py): a
+    standalone Python script run from the repository root, failing (an AssertionError) while
+    the issue is present and exiting normally once it is fixed (verifiers/repro_check.py)."""
+
+    name: str
+    """Its name in the run (`repro_1`, ...): a file name stem."""
+    source: str
+    """The script."""
+    required: bool = True
+    """A candidate must pass it to pass the stage (it failed on the base with an
+    AssertionError); an optional one (it failed on the base for another reason) only counts
+    when candidates are ranked."""
+
+
+REPRO_REQUEST_LINE = "Request: reproduction test"
+"""The first line of a reproduction-test request's user message (agent/core/repro_prompt.py):
+the bundled endpoint serves such requests only the scripted answers marked for them."""
+
+
+@dataclass(frozen=True)
+class ReproOnBase:
+    """How one reproduction test ended on the unpatched code, and whether it is kept."""
+
+    name: str
+    status: str
+    """passed | failed | error | timeout (verifiers/repro_check.py)."""
+    exception: str
+    """The exception that ended it ("" when it passed or timed out)."""
+    kept: bool
+    """It failed there, so it can tell a fix from no change."""
+    required: bool
+    """Kept, and it failed with an AssertionError: candidates must pass it."""
+
+
+class ReproJudge(Protocol):
+    """Takes a blind run's reproduction tests (the task verifier of agent/verify implements
+    it): runs them on the unpatched code, keeps those that fail there, and verifies every
+    candidate against the kept ones from then on."""
+
+    def adopt_reproduction(self, tests: list[ReproTest], *, deadline: float) -> list[ReproOnBase]:
+        """Judge `tests` on the base before `deadline` and keep the failing ones; called once
+        (with [] when none were written). verify() waits for it."""
+        ...
+
+
 @dataclass
 class CheckSpec:
     """What the verifiers need to know about the task, independent of the sandbox."""
@@ -209,6 +256,11 @@ class CheckSpec:
     passed_before: list[str] | None = None
     """The pass_to_pass ids a base run showed passing (None: not measured); feedback says
     "passed before the change" only of these."""
+    tests_optional: bool = False
+    """A blind run's regression tests: when none apply to this candidate (no ids, no command),
+    the tests stage is skipped rather than an error."""
+    reproduction: list[ReproTest] = field(default_factory=list)
+    """A blind run's reproduction tests, kept because they failed on the base."""
 
 
 # --------------------------------------------------------------------------- verdict
@@ -233,10 +285,12 @@ class Verdict:
 
 # --------------------------------------------------------------------------- patch verifier
 
-CASCADE_ORDER: tuple[str, ...] = ("syntax", "ruff", "pytest", "security", "mypy")
+CASCADE_ORDER: tuple[str, ...] = ("syntax", "ruff", "pytest", "security", "mypy", "repro")
 """The verifier stages in the order a candidate meets them: agent/verify/verifier.py runs
-syntax, ruff and pytest, then security and mypy only for a candidate whose tests pass. The loop ranks failed
-attempts by how far along this order they got (a later stage makes a better parent)."""
+syntax, ruff and pytest, then security, mypy and (blind runs) the reproduction tests only for a
+candidate whose tests pass; the reproduction tests last, as they run candidate code where
+security and mypy looked. The loop ranks failed attempts by how far along this order they got
+(a later stage makes a better parent)."""
 
 
 class PatchVerifier(Protocol):

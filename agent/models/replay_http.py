@@ -142,6 +142,7 @@ class Handler(BaseHTTPRequestHandler):
             message = "Unrecognized request argument supplied: stream_options"
             self._send_error(400, message, "invalid_request_error")
             return
+        state.log_request(str(request.get("model") or ""), messages)
         with state.lock:
             state.chat_requests += 1
             state.in_flight += 1

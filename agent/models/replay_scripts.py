@@ -1,7 +1,9 @@
 """The scripted answers the bundled endpoint replays: `replay.jsonl` files, one answer a line
-(`{"answer": "...", "round": 1, "contains": "substr", "task": "id", "model": "strong"}`, all
-but `answer` optional; `task` defaults to the id of the directory the file is in; a line with a
-`model` is served only to requests for that model, one without to any model).
+(`{"answer": "...", "round": 1, "contains": "substr", "task": "id", "model": "strong",
+"kind": "reproduction"}`, all but `answer` optional; `task` defaults to the id of the directory
+the file is in; a line with a `model` is served only to requests for that model, one without to
+any model; a line of `"kind": "reproduction"` answers only a blind run's reproduction-test
+requests, and only such lines answer them).
 
 Read and checked here, once, with one clear line for each bad line (UsageError).
 """
@@ -30,6 +32,9 @@ class Script:
     """Serve only when the last user message contains this text; None: always."""
     model: str | None = None
     """Serve only to requests naming this model; None: to any."""
+    kind: str | None = None
+    """"reproduction": serve only to reproduction-test requests (REPRO_REQUEST_LINE);
+    None: only to the others."""
 
 
 def _dir_task_id(directory: Path) -> str:
@@ -67,10 +72,13 @@ def _load_file(path: Path) -> list[Script]:
         model = data.get("model")
         if model is not None and (not isinstance(model, str) or not model):
             raise UsageError(f'{where}: "model" must be a non-empty string')
+        kind = data.get("kind")
+        if kind not in (None, "reproduction"):
+            raise UsageError(f'{where}: "kind" must be "reproduction" when given')
         task = data.get("task", default_task)
         if not isinstance(task, str) or not task:
             raise UsageError(f'{where}: "task" must be a non-empty string')
-        scripts.append(Script(task, data["answer"], round_, contains, model))
+        scripts.append(Script(task, data["answer"], round_, contains, model, kind))
     return scripts
 
 

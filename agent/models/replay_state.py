@@ -5,21 +5,24 @@ A request belongs to the task named by a `Task id: <id>` line in its first syste
 that has one; its round is the number of user messages. The answers of that task whose round
 matches (or, when none names this round, is absent) and whose `contains` occurs in the last
 user message are served in turn, a counter per (model, task, round), so parallel samples
-differ. Answers that name a model go only to requests for that model; each served model may have
+differ; a blind run's reproduction-test requests get only the answers marked for them. Answers that name a model go only to requests for that model; each served model may have
 its own token rate and a price (ServedModel), so a fast and a strong model can be served side by
 side.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import socket
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.protocols import REPRO_REQUEST_LINE
 from ooda.agent.models.answer_styles import restyle
 from ooda.agent.models.replay_behaviour import Behaviour
 from ooda.agent.models.replay_scripts import Script
@@ -94,6 +97,7 @@ class ReplayState:
         answer_as: str = "as-is",
         served: list[ServedModel] | None = None,
         behaviour: Behaviour | None = None,
+        request_log: Path | None = None,
     ) -> None:
         self.scripts = scripts
         self.behaviour = behaviour or Behaviour()
@@ -104,6 +108,8 @@ class ReplayState:
         self.interrupted = 0
         """Streams ended early because another request waited."""
         self.overflows = 0
+        self.request_log = request_log
+        """Where each chat request's model and messages are appended, one JSON line each."""
         self.answer_as = answer_as
         self.restyled = 0
         """Answers rewritten so far ("mixed" alternates its styles by this count)."""
@@ -118,7 +124,7 @@ class ReplayState:
         self.accept_stream_options = accept_stream_options
         self.lock = threading.Lock()
         self.stopping = threading.Event()
-        self.counters: dict[tuple[str, str, int], int] = {}
+        self.counters: dict[tuple[str, str, int, str | None], int] = {}
         self.arrivals = 0
         self.requests = 0
         self.chat_requests = 0
@@ -184,28 +190,39 @@ class ReplayState:
                 f"{known or 'no task'} (a replay.jsonl answers the task named by its lines' "
                 '"task", else by its folder)'
             )
+        first_user = content_text(users[0].get("content")) if users else ""
+        kind = "reproduction" if first_user.startswith(REPRO_REQUEST_LINE) else None
         matching = [
             s
             for s in self.scripts.get(task, [])
             if (s.round is None or s.round == round_)
             and (s.contains is None or s.contains in last_user)
             and (s.model is None or s.model == model)
+            and s.kind == kind
         ]
         # answers written for this very round win over answers for any round
         candidates = [s for s in matching if s.round == round_] or matching
         if not candidates:
-            return task, f"no scripted answer for task {task} (round {round_})"
+            what = "reproduction test" if kind else f"round {round_}"
+            return task, f"no scripted answer for task {task} ({what})"
         with self.lock:
-            count = self.counters.get((model, task, round_), 0)
-            self.counters[(model, task, round_)] = count + 1
+            count = self.counters.get((model, task, round_, kind), 0)
+            self.counters[(model, task, round_, kind)] = count + 1
         answer = candidates[count % len(candidates)].answer
-        if self.answer_as != "as-is":
+        if self.answer_as != "as-is" and kind is None:
             with self.lock:
                 served = self.restyled
                 self.restyled += 1
-            first_user = content_text(users[0].get("content")) if users else ""
             answer = restyle(answer, first_user, self.answer_as, served)
         return task, answer
+
+    def log_request(self, model: str, messages: list[dict[str, Any]]) -> None:
+        """Append one chat request to the request log (when there is one)."""
+        if self.request_log is None:
+            return
+        line = json.dumps({"model": model, "messages": messages}) + "\n"
+        with self.lock, self.request_log.open("a", encoding="utf-8") as out:
+            out.write(line)
 
     def count_status(self, status: int | str) -> None:
         with self.lock:

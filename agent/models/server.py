@@ -66,6 +66,7 @@ class ReplayServer:
         answer_as: str = "as-is",
         served: list[ServedModel] | None = None,
         behaviour: Behaviour | None = None,
+        request_log: Path | None = None,
     ) -> None:
         """`scripts`: replay.jsonl files or directories searched for them. `tokens_per_s`
         0 streams at once. `faults` apply to chat requests in arrival order, cycled.
@@ -74,7 +75,8 @@ class ReplayServer:
         `answer_as`: one of ooda.agent.models.answer_styles.STYLES, how each answer is rewritten.
         `served`: the models listed, each with its own token rate and price (replaces
         `models`); scripts naming a model are served only to it. `behaviour`: the limits and
-        habits of a local server to copy (agent/models/replay_behaviour.py)."""
+        habits of a local server to copy (agent/models/replay_behaviour.py). `request_log`: a
+        file each chat request (model, messages) is appended to, one JSON line each."""
         if answer_as not in STYLES:
             raise UsageError(f"unknown answer style {answer_as!r}; use one of "
                              f"{', '.join(STYLES)}")
@@ -98,6 +100,7 @@ class ReplayServer:
             answer_as=answer_as,
             served=served,
             behaviour=behaviour,
+            request_log=request_log,
         )
         self._server: HttpServer | None = None
         self._thread: threading.Thread | None = None
@@ -183,6 +186,7 @@ def serve_forever(
     answer_as: str = "as-is",
     served: list[ServedModel] | None = None,
     behaviour: Behaviour | None = None,
+    request_log: Path | None = None,
 ) -> None:
     """Serve until interrupted (Ctrl-C). `on_ready(base_url)` is called once listening;
     by default the base URL is printed on standard output."""
@@ -202,6 +206,7 @@ def serve_forever(
         answer_as=answer_as,
         served=served,
         behaviour=behaviour,
+        request_log=request_log,
     )
     base_url = server.start()
     if on_ready is not None:

@@ -25,10 +25,19 @@ from pathlib import Path
 from typing import Literal
 
 from ooda.agent.contracts.errors import UsageError
-from ooda.agent.contracts.protocols import CheckSpec, Sandbox, SandboxBackend, Verdict, Verifier
+from ooda.agent.contracts.protocols import (
+    CheckSpec,
+    ReproOnBase,
+    ReproTest,
+    Sandbox,
+    SandboxBackend,
+    Verdict,
+    Verifier,
+)
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.support import fstree
 from ooda.agent.verify.baselines import Baselines
+from ooda.agent.verify.blind import BlindChecks
 from ooda.agent.verify.environment import EnvironmentBackend, PreparedEnv, prepare_environment
 from ooda.agent.verify.harness_apply import apply_prediction, restore_test_files
 from ooda.agent.verify.watched import FEEDBACK_LIMIT, Watched, verdict_from
@@ -59,7 +68,11 @@ class TaskVerifier:
         pool: SandboxPool | None = None,
         retry_failed_environment: bool = False,
         apply_rule: ApplyRule = "strict",
+        blind: bool = False,
     ) -> None:
+        """`blind`: `task` is a blind run's visible task (tasks/hidden.py); candidates are
+        checked against regression tests and the reproduction tests handed to
+        `adopt_reproduction`, which every verify() waits for (agent/verify/blind.py)."""
         self.task = task
         self.apply_rule: ApplyRule = apply_rule
         """"strict": ooda's edit policy (candidates of the loop); "harness": as the SWE-bench
@@ -90,6 +103,7 @@ class TaskVerifier:
                 task.verifiers.mypy,
                 task.verifiers.security,
                 task.verifiers.security_rules,
+                reproduction=blind,
             )
         )
         self._warmer: threading.Thread | None = None
@@ -106,6 +120,11 @@ class TaskVerifier:
         """The harness rule: how the last prediction went in ("git apply", "patch --fuzz=5")."""
         self.on_close: list[Callable[[], None]] = []
         """Called at the end of close() (e.g. to close a backend opened for this verifier)."""
+        self.blind = BlindChecks(
+            self.base_repo, self.pool, self.baselines.fill_base, self._run_pytest_base,
+            runner=self.runner, runner_cmd=self.runner_cmd, pre_test=self.pre_test,
+            timeout_s=task.verifiers.timeout_s) if blind else None
+        """A blind run's regression and reproduction tests (None: the task's own tests)."""
 
     # ------------------------------------------------------------------ before the first candidate
 
@@ -168,6 +187,7 @@ class TaskVerifier:
             log_dir.mkdir(parents=True, exist_ok=True)
             # as given, even when it is not valid text (the policy then rejects it)
             (log_dir / "patch.diff").write_text(patch, encoding="utf-8", errors="backslashreplace")
+        blind = self.blind.spec_for(patch, deadline) if self.blind else None
         try:
             sandbox, changed = self.pool.acquire(lambda workspace: self._fill(workspace, patch))
         except _HiddenTestsConflict as exc:
@@ -183,6 +203,8 @@ class TaskVerifier:
         held: Sandbox | None = sandbox
         try:
             check = self._check(changed)
+            if blind is not None:
+                check = blind.apply(check)
             check.verdict_only = verdict_only
             first, late = split_at_tests(self.verifiers)
             results = run_cascade(Watched(sandbox), check, first, deadline=deadline)
@@ -254,7 +276,17 @@ class TaskVerifier:
             kind=kind,
         )
 
+    def adopt_reproduction(self, tests: list[ReproTest], *, deadline: float) -> list[ReproOnBase]:
+        """A blind run's reproduction tests (the ReproJudge protocol): judged on the base,
+        the failing ones kept for every candidate from then on."""
+        if self.blind is None:
+            raise RuntimeError("adopt_reproduction: this verifier was not made blind")
+        return self.blind.suite.adopt(tests, deadline)
+
     # ------------------------------------------------------------------ base tests
+
+    def _run_pytest_base(self, ids: list[str], timeout_s: float) -> dict[str, str]:
+        return self.baselines.run_tests(ids, timeout_s, self.pre_test)
 
     def run_base_tests(
         self, ids_or_cmd: list[str] | str | None = None, *, timeout_s: float | None = None

@@ -46,3 +46,34 @@ def test_served_model_specs() -> None:
     for bad in ("m:1:2", ":5", "m:x", "m:-1"):
         with pytest.raises(UsageError):
             parse_served(bad)
+
+
+def test_reproduction_requests_get_their_own_answers_and_every_request_is_logged(
+    tmp_path: Path,
+) -> None:
+    from ooda.agent.contracts.protocols import REPRO_REQUEST_LINE
+
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text(json.dumps({"task": "t", "answer": "the fix"}) + "\n"
+                      + json.dumps({"task": "t", "kind": "reproduction", "answer": "a test"})
+                      + "\n")
+    log = tmp_path / "requests.jsonl"
+    with ReplayServer([replay], request_log=log) as server:
+        model = OpenAIModel(ModelConfig(name="m", base_url=server.base_url, api_key="k"))
+
+        def ask(text: str) -> str:
+            messages = [{"role": "user", "content": text}]
+            return model.complete(messages, deadline=time.monotonic() + 30).text
+
+        answers = [ask("Task id: t\nfix it"), ask(f"{REPRO_REQUEST_LINE}\nTask id: t\nwrite"),
+                   ask("Task id: t\nfix it")]
+    assert answers == ["the fix", "a test", "the fix"]
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [entry["messages"][0]["content"].splitlines()[-1] for entry in logged] == [
+        "fix it", "write", "fix it"]
+    assert {entry["model"] for entry in logged} == {"m"}
+    bad = tmp_path / "bad" / "replay.jsonl"
+    bad.parent.mkdir()
+    bad.write_text(json.dumps({"task": "t", "kind": "tests", "answer": "x"}) + "\n")
+    with pytest.raises(UsageError, match='"kind"'):
+        ReplayServer([bad])

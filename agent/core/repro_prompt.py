@@ -1,0 +1,95 @@
+"""The reproduction-test request of a blind run, beside the parser of its answer.
+
+A blind run (docs/SWEBENCH.md) never shows the model the tests that judge it; it asks the same
+model, with this prompt of its own, for a script that reproduces the issue, and verifies
+candidates against the scripts that fail on the unpatched code (verifiers/repro_check.py says
+how a script is run and judged). The request carries the issue and the code the first prompt
+would show, never a test id; its answer is one ```python block.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+
+from ooda.agent.contracts.protocols import REPRO_REQUEST_LINE
+from ooda.agent.core import normalize, prompts
+from ooda.tasks.loader import Task
+
+SYSTEM = """\
+You write reproduction tests for issues reported against Python repositories. A reproduction \
+test is one standalone Python script, run as `python SCRIPT` from the repository's root with \
+the project importable. While the issue is present it must fail with an AssertionError; once \
+the issue is fixed it must finish normally (exit status 0). You do not fix the issue."""
+
+ASK = """\
+# Write the script
+- Reproduce what the issue describes, through the project's code as the issue uses it.
+- Check the behaviour the issue asks for with `assert` and a message saying what is wrong. \
+When the issue is an exception or a wrong result, catch or compare it and fail with an \
+assert: any other exception counts as a broken script, not a reproduction.
+- When the issue asks for something new (a function, an argument), check that it is there \
+inside the script and fail with an assert when it is missing.
+- Use only the standard library, the project and what it already depends on: no pytest, no \
+network, no files outside a temporary directory; finish within 10 seconds.
+Answer with the script in one ```python block."""
+
+CONTEXT_CHARS = 30_000
+"""Most characters of code the request shows (half the first prompt's: the script needs the
+API, not every detail)."""
+
+_BLOCK = re.compile(r"^```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+
+ContextOf = Callable[[Task, int], str]
+"""The code shown with the issue: (task, most characters) -> text."""
+
+
+def reproduction_prompt(
+    task: Task, context_chars: int = CONTEXT_CHARS, context: ContextOf | None = None
+) -> list[dict[str, str]]:
+    """The messages that ask for one reproduction test of `task` (a blind run's visible task:
+    its statement and repository; it has no test ids to show)."""
+    shown = (context or code_context)(task, context_chars)
+    parts = [REPRO_REQUEST_LINE, f"Task id: {task.id}", "", "# Issue", task.statement.strip(), ""]
+    if shown:
+        parts += ["# Code (current contents)", "", shown, ""]
+    parts.append(ASK)
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
+
+
+def code_context(task: Task, limit: int) -> str:
+    """The files the first prompt ranks first (agent/core/prompts.py), whole, up to `limit`
+    characters."""
+    shown: list[str] = []
+    used = 0
+    for rel in prompts.relevant_files(task):
+        try:
+            text = (task.repo / rel).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if used + len(text) > limit:
+            continue
+        used += len(text)
+        shown.append(f"{rel}\n```python\n{text}\n```")
+    return "\n".join(shown)
+
+
+def parse_reproduction(answer: str) -> str | None:
+    """The script of an answer: its last ```python block that parses (a bare block when none
+    is marked); None when there is none."""
+    blocks = [m.group(1) for m in _BLOCK.finditer(answer)]
+    for block in reversed(blocks):
+        source = block.strip("\n") + "\n"
+        try:
+            ast.parse(source)
+        except (SyntaxError, ValueError):
+            continue
+        if source.strip():
+            return source
+    return None
+
+
+def script_key(source: str) -> str:
+    """What two scripts that differ only in layout and comments share."""
+    return normalize.python_tokens(source) or source

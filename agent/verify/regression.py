@@ -1,0 +1,222 @@
+"""A blind run's regression tests: the repository's own tests that exercise the code a
+candidate changes, and that pass on the unpatched code, must keep passing.
+
+Chosen per candidate from the files it changes, never from the task's judging lists (those
+are hidden, tasks/hidden.py): for each changed source file, the repository's test files named
+after it (`test_<name>.py`, `<name>_test.py`), nearest first, then those that import it, nearest
+and smallest first; at most `max_files` in all, and no more than half the tests' timeout of
+base run time. Each test file runs once on the unpatched code (whole, with the task's runner);
+its passing tests are the ones a candidate must keep passing. A file that does not run there,
+times out or has no passing test is left out.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ooda.agent.support import fstree
+
+MAX_FILES = 3
+"""Test files a candidate's regression run holds at most."""
+
+SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", "venv", "node_modules", ".tox",
+                       ".mypy_cache", "build", "dist", ".eggs", ".ooda", ".ooda-repro"})
+SOURCE_ROOTS = ("src/", "lib/")
+"""Leading directories that are not part of a module's dotted name."""
+
+RunFile = Callable[[str, float], dict[str, str]]
+"""Runs one test file whole on the unpatched code within a timeout: test id -> outcome;
+raises on a run that left no result."""
+
+
+@dataclass(frozen=True)
+class BaseRun:
+    """One test file on the unpatched code."""
+
+    passing: tuple[str, ...]
+    seconds: float
+    problem: str = ""
+    """Why the file is left out ("" when it is not)."""
+
+
+@dataclass(frozen=True)
+class Regression:
+    """The regression tests of one candidate."""
+
+    files: tuple[str, ...]
+    ids: tuple[str, ...]
+    """Tests of those files that passed on the unpatched code."""
+
+
+class RegressionTests:
+    """Chooses and measures regression tests for the candidates of one task (thread-safe:
+    each file runs on the base once, whoever asks first)."""
+
+    def __init__(self, repo: Path, run_file: RunFile, timeout_s: float,
+                 max_files: int = MAX_FILES) -> None:
+        self.repo = repo
+        self.run_file = run_file
+        self.timeout_s = timeout_s
+        self.max_files = max_files
+        self._index: list[str] | None = None
+        self._texts: dict[str, str] = {}
+        self._runs: dict[str, BaseRun] = {}
+        self._file_locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def for_change(self, changed: Sequence[str]) -> Regression:
+        """The regression tests of a candidate that changes `changed` (repo-relative paths)."""
+        files: list[str] = []
+        ids: list[str] = []
+        spent = 0.0
+        for path in self.related(changed):
+            if len(files) >= self.max_files:
+                break
+            run = self.base_run(path)
+            if run.problem or spent + run.seconds > self.timeout_s / 2:
+                continue
+            spent += run.seconds
+            files.append(path)
+            ids += run.passing
+        return Regression(tuple(files), tuple(dict.fromkeys(ids)))
+
+    def related(self, changed: Sequence[str]) -> list[str]:
+        """Test files that exercise the changed source files, best first (round robin over
+        the changed files)."""
+        per_file = [self._related_one(path) for path in changed
+                    if path.endswith(".py") and not is_test_file(path)]
+        ordered: list[str] = []
+        for rank in range(max((len(r) for r in per_file), default=0)):
+            for related in per_file:
+                if rank < len(related) and related[rank] not in ordered:
+                    ordered.append(related[rank])
+        return ordered
+
+    def base_run(self, path: str) -> BaseRun:
+        """`path` on the unpatched code (run once; later calls read the record)."""
+        with self._lock:
+            done = self._runs.get(path)
+            if done is not None:
+                return done
+            lock = self._file_locks.setdefault(path, threading.Lock())
+        with lock:
+            with self._lock:
+                done = self._runs.get(path)
+            if done is not None:
+                return done
+            started = time.monotonic()
+            try:
+                outcomes = self.run_file(path, self.timeout_s)
+                passing = tuple(t for t, o in outcomes.items() if o == "passed")
+                run = BaseRun(passing, time.monotonic() - started,
+                              "" if passing else "no test passes on the unpatched code")
+            except Exception as exc:  # a file that cannot run on the base says nothing
+                run = BaseRun((), time.monotonic() - started, str(exc).split("\n", 1)[0])
+            with self._lock:
+                self._runs[path] = run
+            return run
+
+    def record(self) -> dict[str, dict[str, object]]:
+        """Each test file run on the base: passing tests, seconds, why it was left out."""
+        with self._lock:
+            runs = dict(self._runs)
+        return {path: {"passing": len(r.passing), "seconds": round(r.seconds, 3),
+                       **({"left_out": r.problem} if r.problem else {})}
+                for path, r in runs.items()}
+
+    # ------------------------------------------------------------------ choosing files
+
+    def _related_one(self, changed: str) -> list[str]:
+        tests = self._test_files()
+        stem = PurePosixPath(changed).stem
+        module = module_name(changed)
+        named = [t for t in tests if PurePosixPath(t).stem in (f"test_{stem}", f"{stem}_test")]
+        named.sort(key=lambda t: -_shared(t, changed))
+        if stem == "__init__" or module is None:
+            return named
+        pattern = import_pattern(module)
+        importers = [t for t in tests if t not in named and pattern.search(self._text(t))]
+        importers.sort(key=lambda t: (-_shared(t, changed), self._size(t)))
+        return named + importers
+
+    def _test_files(self) -> list[str]:
+        with self._lock:
+            if self._index is not None:
+                return self._index
+        found: list[str] = []
+        for dirpath, dirnames, filenames in fstree.walk(self.repo):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+            rel = os.path.relpath(dirpath, self.repo)
+            for name in sorted(filenames):
+                path = name if rel == "." else f"{rel}/{name}".replace(os.sep, "/")
+                if is_test_file(path):
+                    found.append(path)
+        with self._lock:
+            self._index = found
+        return found
+
+    def _text(self, path: str) -> str:
+        text = self._texts.get(path)
+        if text is None:
+            try:
+                text = (self.repo / path).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                text = ""
+            self._texts[path] = text
+        return text
+
+    def _size(self, path: str) -> int:
+        return len(self._text(path))
+
+
+def is_test_file(path: str) -> bool:
+    """A file of tests by its name: test_*.py, *_test.py, tests.py (django), or test*.py in a
+    tests directory."""
+    name = PurePosixPath(path).name
+    if not name.endswith(".py") or name in ("conftest.py", "__init__.py"):
+        return False
+    parts = PurePosixPath(path).parts[:-1]
+    return (name.startswith("test_") or name.endswith("_test.py") or name == "tests.py"
+            or (name.startswith("test") and any(p in ("tests", "test", "testing")
+                                                 for p in parts)))
+
+
+def module_name(path: str) -> str | None:
+    """`src/pkg/sub/mod.py` -> `pkg.sub.mod`; `pkg/__init__.py` -> `pkg`; None for a path
+    that is no module name."""
+    for root in SOURCE_ROOTS:
+        if path.startswith(root):
+            path = path[len(root):]
+            break
+    parts = list(PurePosixPath(path.removesuffix(".py")).parts)
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    if not parts or not all(p.isidentifier() for p in parts):
+        return None
+    return ".".join(parts)
+
+
+def import_pattern(module: str) -> re.Pattern[str]:
+    """Matches an import of `module` (or of it from its package) at the start of a line."""
+    parent, _, last = module.rpartition(".")
+    escaped = re.escape(module)
+    alternatives = [rf"from\s+{escaped}\s+import\b", rf"import\s+{escaped}\b"]
+    if parent:
+        alternatives.append(rf"from\s+{re.escape(parent)}\s+import\s+[^\n]*\b{re.escape(last)}\b")
+    return re.compile(r"^\s*(?:" + "|".join(alternatives) + ")", re.M)
+
+
+def _shared(a: str, b: str) -> int:
+    """Leading directories two paths share."""
+    count = 0
+    for x, y in zip(PurePosixPath(a).parts[:-1], PurePosixPath(b).parts[:-1], strict=False):
+        if x != y:
+            break
+        count += 1
+    return count

@@ -1,0 +1,92 @@
+"""The reproduction-test stage (verifiers/repro_check.py): scripts run from the repository root
+and judged by how they end, through LocalSandbox (the real Python, no isolation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ooda.agent.contracts.protocols import CheckSpec, ReproTest
+from ooda.agent.sandbox.local import LocalSandbox
+from ooda.verifiers.cascade import default_verifiers
+from ooda.verifiers.repro_check import REPRO_DIR, ReproVerifier, run_script
+
+REPRODUCES = """\
+from calc import mean
+
+assert mean([1, 2]) == 1.5, "mean([1, 2]) should be 1.5"
+"""
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> LocalSandbox:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "calc.py").write_text("def mean(xs):\n    return sum(xs) // len(xs)\n")
+    return LocalSandbox(repo)
+
+
+def fix(box: LocalSandbox) -> None:
+    (box.workspace / "calc.py").write_text("def mean(xs):\n    return sum(xs) / len(xs)\n")
+
+
+def test_a_script_fails_with_its_assertion_then_passes_with_the_fix(box: LocalSandbox) -> None:
+    test = ReproTest("repro_1", REPRODUCES)
+    before = run_script(box, test, 20)
+    assert before.status == "failed" and before.exception == "AssertionError"
+    assert "mean([1, 2]) should be 1.5" in before.output
+    fix(box)
+    after = run_script(box, test, 20)
+    assert after.status == "passed", after
+    assert not (box.workspace / REPRO_DIR).exists()  # nothing left in the workspace
+
+
+@pytest.mark.parametrize(
+    ("source", "exception"),
+    [
+        ("from calc import median\n", "ImportError"),
+        ("raise KeyError('x')\n", "KeyError"),
+        ("import sys\nsys.exit(3)\n", "SystemExit"),
+        ("import os\nos._exit(0)\n", "the script ended without a result (exit code 0)"),
+        ("def broken(:\n", "SyntaxError"),
+    ],
+)
+def test_other_endings_are_errors_not_failures(
+    box: LocalSandbox, source: str, exception: str
+) -> None:
+    run = run_script(box, ReproTest("repro_1", source), 20)
+    assert (run.status, run.exception) == ("error", exception)
+
+
+def test_a_normal_exit_passes_and_a_hang_times_out(box: LocalSandbox) -> None:
+    assert run_script(box, ReproTest("r", "print('fine')\nraise SystemExit(0)\n"), 20).status \
+        == "passed"
+    assert run_script(box, ReproTest("r", "import time\ntime.sleep(30)\n"), 1).status == "timeout"
+
+
+def test_the_stage_requires_the_required_tests_and_feeds_their_script_back(
+    box: LocalSandbox,
+) -> None:
+    check = CheckSpec(changed_files=["calc.py"], reproduction=[
+        ReproTest("repro_1", REPRODUCES),
+        ReproTest("repro_2", "from calc import median\n", required=False),
+    ])
+    stage = ReproVerifier()
+    result = stage.verify(box, check)
+    assert result.status == "failed"
+    assert "1 of 1 reproduction tests" in result.summary and "repro_1" in result.summary
+    assert "mean([1, 2]) should be 1.5" in result.summary  # the script and its output
+    assert "repro_2" not in result.summary  # optional: counted, not fed back
+    assert result.details["outcomes"] == {"repro_1": "failed", "repro_2": "error"}
+    fix(box)
+    result = stage.verify(box, check)
+    assert result.status == "passed"
+    assert result.details["outcomes"] == {"repro_1": "passed", "repro_2": "error"}
+
+
+def test_no_reproduction_test_skips_the_stage_and_it_runs_last(box: LocalSandbox) -> None:
+    assert ReproVerifier().verify(box, CheckSpec(changed_files=[])).status == "skipped"
+    names = [v.name for v in default_verifiers(True, True, True, reproduction=True)]
+    assert names == ["syntax", "ruff", "pytest", "security", "mypy", "repro"]
+    assert "repro" not in [v.name for v in default_verifiers()]
