@@ -25,15 +25,34 @@ from ooda.agent.app.charts import (
 from ooda.agent.support.reasons import failure_reason
 from ooda.agent.support.textsafe import printable
 
+PROTOCOL_NOTES = {
+    "blind": "protocol **blind**: the model never saw the hidden tests; they judged the one "
+             "patch ooda submitted per task, after its loop. The resolved rate is comparable "
+             "with SWE-bench leaderboards; oracle coverage and pass@k are not (they ask whether "
+             "any sample would have passed).",
+    "oracle": "protocol **oracle**: the loop verified candidates with the hidden tests and fed "
+              "their failures back. The resolved rate is an oracle's coverage, not comparable "
+              "with SWE-bench leaderboards (docs/SWEBENCH.md).",
+}
+"""What each protocol's numbers mean, said at the top of every evaluation report."""
+
+
+def protocol_note(summary: Mapping[str, Any]) -> str:
+    """The report's sentence on its protocol (Markdown emphasis)."""
+    return PROTOCOL_NOTES.get(str(summary.get("protocol") or "oracle"), "")
+
 
 def _cards(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     ttfp = summary.get("time_to_first_pass_s") or {}
+    protocol = str(summary.get("protocol") or "oracle")
     cards = [
-        ("resolved", f"{summary.get('resolved', 0)}/{summary.get('total', 0)} "
-                     f"({fmt_pct(summary.get('resolved_rate'))})"),
+        (f"resolved ({protocol})", f"{summary.get('resolved', 0)}/{summary.get('total', 0)} "
+                                   f"({fmt_pct(summary.get('resolved_rate'))})"),
+        ("oracle coverage", f"{summary.get('oracle_coverage', summary.get('resolved', 0))}/"
+                            f"{summary.get('total', 0)}"),
         ("unresolved", fmt_num(summary.get("unresolved", 0))),
         ("errors (infrastructure)", fmt_num(summary.get("errors", 0))),
-        ("pass@1", fmt_pct((summary.get("pass_at_k") or {}).get("1"))),
+        ("pass@1 (oracle coverage)", fmt_pct((summary.get("pass_at_k") or {}).get("1"))),
         ("median time to first pass", f"{fmt_num(ttfp.get('p50'))} s"),
         ("wall clock", f"{fmt_num(summary.get('wall_s'))} s"),
         ("tasks / min", fmt_num(summary.get("tasks_per_min"))),
@@ -89,6 +108,7 @@ def eval_html(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) 
         f"<code>{escape(summary.get('model'))}</code> · {summary.get('samples')} samples × "
         f"{summary.get('rounds')} rounds · budget {fmt_num(budget)} s per task · "
         f"concurrency {summary.get('concurrency')} · {escape(status)}</p>",
+        f'<p class="flag">{escape(protocol_note(summary)).replace("**", "")}</p>',
         '<div class="cards">',
         *[f'<div class="card"><b>{escape(v)}</b>{escape(k)}</div>' for k, v in _cards(summary)],
         "</div>",
@@ -108,11 +128,13 @@ def eval_html(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) 
         + f"<figcaption>Fraction of all {total} tasks whose first passing candidate came "
           "within t seconds: the resolved rate a budget of t would have given (the run's "
           f"budget was {fmt_num(budget)} s).</figcaption></figure>",
-        "<figure>" + bar_chart([(f"k={k}", v) for k, v in pass_k], title="pass@k",
+        "<figure>" + bar_chart([(f"k={k}", v) for k, v in pass_k],
+                               title="pass@k (oracle coverage)",
                                x_label="k candidates", y_label="pass@k")
-        + "<figcaption>Unbiased pass@k (Chen et al. 2021) from the candidates verified per "
-          "task, averaged over tasks; k goes up to the samples and to the most candidates "
-          "judged for one task.</figcaption></figure>",
+        + "<figcaption>Unbiased pass@k (Chen et al. 2021) from the candidates the hidden tests "
+          "judged per task, averaged over tasks: the chance that k samples hold a passing "
+          "patch (coverage), not what ooda submits; k goes up to the samples and to the most "
+          "candidates judged for one task.</figcaption></figure>",
         "<figure>" + step_chart(cdf, title="Time to solve (CDF of solved tasks)",
                                 x_label="seconds to first pass", y_label="solved tasks")
         + "<figcaption>Among solved tasks, the share solved within t seconds.</figcaption>"
@@ -126,7 +148,7 @@ def eval_html(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) 
           "</figcaption></figure>",
         "</div>",
     ]
-    out += ["<h2>pass@k</h2><table><tr><th>k</th><th>pass@k</th></tr>",
+    out += ["<h2>pass@k (oracle coverage)</h2><table><tr><th>k</th><th>pass@k</th></tr>",
             *[f'<tr><td>{escape(k)}</td><td class="num">{fmt_pct(v)}</td></tr>' for k, v in pass_k],
             "</table>"]
     failed = summary.get("last_failed_verifier") or {}
@@ -189,7 +211,7 @@ def eval_markdown(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any
                  + ("" if summary.get("complete") else
                     f" — incomplete: {summary.get('finished', 0)} of "
                     f"{summary.get('total', 0)} tasks finished") + ".")
-    lines.append("")
+    lines += ["", protocol_note(summary), ""]
     lines += [f"- **{k}**: {v}" for k, v in _cards(summary)]
     lines += ["", *modelstats.markdown(summary)] if summary.get("models") else []
     breakdown = summary.get("time_breakdown_s") or {}
@@ -203,7 +225,8 @@ def eval_markdown(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any
         lines += [f"- `{g['task_id']}` {g['status']}: {g['reason']}" for g in gold]
         lines.append("")
     pass_k = sorted((summary.get("pass_at_k") or {}).items(), key=lambda kv: int(kv[0]))
-    lines += ["## pass@k", "", *_md_table(["k", "pass@k"], [[k, fmt_pct(v)] for k, v in pass_k]),
+    lines += ["## pass@k (oracle coverage)", "",
+              *_md_table(["k", "pass@k"], [[k, fmt_pct(v)] for k, v in pass_k]),
               ""]
     for title, column, rows in _answer_tables(summary):
         lines += [f"## {title}", "",

@@ -18,10 +18,19 @@ from rich.console import Console
 
 from ooda.agent.app.basecheck import check_base
 from ooda.agent.app.progress import RunProgress
+from ooda.agent.app.protocol import (
+    blind_outcome,
+    judge_candidates,
+    open_judge,
+    plain_outcome,
+    protocol_for,
+    runs_blind,
+)
 from ooda.agent.contracts.defaults import DEFAULTS
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import EndpointReport, Model, SandboxBackend
 from ooda.agent.core.loop import Loop, LoopConfig, RunResult
+from ooda.agent.core.repro_writer import ReproWriter
 from ooda.agent.core.runlog import RunLog, new_run_id
 from ooda.agent.core.schedule import DEFAULT_BUDGET_BELOW, ModelSchedule, Price, Tier
 from ooda.agent.models import ModelSpec, open_model
@@ -32,6 +41,7 @@ from ooda.agent.support.text import one_line
 from ooda.agent.support.textsafe import markup_safe
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.environment import check_environment_choice, environment_from_file
+from ooda.tasks.hidden import has_hidden_tests, visible_task
 from ooda.tasks.loader import Task
 
 if TYPE_CHECKING:
@@ -103,6 +113,11 @@ class RunOptions:
     """For a task that names no environment: "auto" detects one from the repository's files
     (tasks/detect_environment.py), "none" keeps ooda's image, else a TOML file holding an
     [environment] table (`ooda run` and `ooda ci`); None: the task's own only (`ooda eval`)."""
+    oracle: bool = False
+    """Let the loop verify with the task's hidden tests and feed their failures back (an
+    oracle's number); otherwise a task with hidden tests runs blind (agent/app/protocol.py)."""
+    repro_tests: int = DEFAULTS.repro_tests
+    """Reproduction tests a blind run asks the model for."""
 
     context_tokens: int = DEFAULTS.context_tokens
     """The most tokens the first prompt may take, the code it shows included (agent/context)."""
@@ -120,6 +135,8 @@ class RunOptions:
         if self.token_budget is not None and self.token_budget < 1:
             raise UsageError(f"--token-budget must be positive (got {self.token_budget})")
         self._validate_model_limits()
+        if self.repro_tests < 0:
+            raise UsageError(f"--repro-tests must not be negative (got {self.repro_tests})")
         if self.concurrency < 1 or self.verify_concurrency < 1:
             raise UsageError("--concurrency and --verify-concurrency must be at least 1")
         if self.sandbox not in (None, "auto", "docker", "bwrap", "local"):
@@ -267,13 +284,18 @@ def run_task(
     if said and show_progress and console is not None:
         console.print(markup_safe(said), highlight=False)
     gold = options.model == "gold"  # the reference patch: one candidate, verified once
+    protocol = protocol_for(options.oracle, options.model)
+    blind = runs_blind(task, protocol)
+    whole = task  # the task as the hidden tests judge it
+    if blind:
+        task = visible_task(task)  # all the loop and its verifier ever see
     loop_config = LoopConfig(
         samples=1 if gold else options.samples,
         rounds=1 if gold else options.rounds,
         time_budget_s=options.time_budget_s,
         token_budget=options.token_budget,
         max_prose_tokens=options.max_prose_tokens,
-        select=options.select,
+        select="blind" if blind else options.select,
         verify_concurrency=options.verify_concurrency,
         context_tokens=options.context_tokens,
         context_votes=0 if gold else DEFAULTS.context_votes,  # the reference patch votes not
@@ -285,7 +307,8 @@ def run_task(
             # Sandboxes start (and the base's baselines run) while the model client is set up and
             # the first answers stream: start-up stays off the critical path.
             with ThreadPoolExecutor(1, thread_name_prefix="ooda-setup") as setup:
-                opening = setup.submit(open_verifier, task, options, backend, work_root, prestarted)
+                opening = setup.submit(open_verifier, task, options, backend, work_root,
+                                       prestarted, blind)
                 stack.callback(_close_opened, opening)
                 if model is None:
                     model = stack.enter_context(open_model(model_spec(options), task))
@@ -293,9 +316,12 @@ def run_task(
                 if strong is None and strong_spec is not None:
                     strong = stack.enter_context(open_model(strong_spec, task))
                 verifier = opening.result()
-            given = task
+            judge = None
+            if blind:  # the hidden tests, run on the base now and on candidates at the end
+                judge = open_judge(whole, verifier, options.retry_failed_environments)
+                stack.callback(judge.close)
             task = verifier.prepare()
-            passing_before = check_base(verifier, given)
+            passing_before = check_base(judge or verifier, whole)
         if passing_before and show_progress and console is not None:
             console.print(markup_safe(_passing_before_line(passing_before)), highlight=False)
         if show_progress and console is not None:
@@ -304,13 +330,20 @@ def run_task(
         progress = (RunProgress(task.id, options.time_budget_s, options.rounds, console,
                                 (options.price_prompt, options.price_completion))
                     if show_progress and console is not None else None)
-        loop = Loop(task, model, verifier, log, loop_config, progress, schedule)
+        writer = (ReproWriter(task, model, verifier, options.repro_tests, log.dir / "reproduction")
+                  if blind else None)
+        loop = Loop(task, model, verifier, log, loop_config, progress, schedule, writer)
         with progress or contextlib.nullcontext():
             try:
                 result = loop.run()
             except KeyboardInterrupt:
                 _keep_partial(loop, log)
                 raise KeyboardInterrupt(str(log.dir)) from None
+        if judge is not None:
+            judgement = judge_candidates(judge, result, log, options.verify_concurrency)
+            result = blind_outcome(result, judgement, log)
+        else:
+            result = plain_outcome(result, protocol, has_hidden_tests(whole), log)
         extra = {**({"environment": said} if said else {}),
                  **({PASSING_BEFORE: passing_before} if passing_before else {})}
         if extra:  # what the loop's run.json cannot know: kept with it
@@ -409,9 +442,11 @@ def open_verifier(
     backend: SandboxBackend | None,
     work_root: Path,
     prestarted: Prestarted | None = None,
+    blind: bool = False,
 ) -> TaskVerifier:
     """A TaskVerifier (on `backend`, or on a backend opened here and closed with it) whose
-    sandboxes and baselines are already starting in the background."""
+    sandboxes and baselines are already starting in the background; `blind`: a blind run's
+    (its task is the visible one)."""
     own = backend is None
     if backend is None:
         taken = prestarted.take_backend(options.sandbox) if prestarted is not None else None
@@ -420,7 +455,8 @@ def open_verifier(
     opened = backend
     try:
         verifier = TaskVerifier(task, opened, work_root, concurrency=options.verify_concurrency,
-                                retry_failed_environment=options.retry_failed_environments)
+                                retry_failed_environment=options.retry_failed_environments,
+                                blind=blind)
         if prestarted is not None:
             _adopt_prestarted(verifier, opened, prestarted)
         verifier.warm(min(options.samples, options.verify_concurrency))

@@ -27,6 +27,8 @@ from ooda.agent.cli.options import (
     ContextWindowOpt,
     MaxProseTokensOpt,
     MaxTokensOpt,
+    OracleOpt,
+    ReproTestsOpt,
     RequestTimeoutOpt,
     RoundsOpt,
     SamplesOpt,
@@ -142,6 +144,8 @@ def eval_command(
         bool, typer.Option("--compare", help="With a model to escalate to: evaluate fast-only, "
                            "strong-only and the cascade, and compare them in one report.")
     ] = False,
+    oracle: OracleOpt = False,
+    repro_tests: ReproTestsOpt = DEFAULTS.repro_tests,
 ) -> None:
     """Evaluate on many tasks, K at a time: resolved rate, pass@k, a report, predictions."""
     from ooda.agent.app.evaluate import EvalOptions, evaluate
@@ -155,6 +159,7 @@ def eval_command(
         max_tokens=max_tokens, context_window=context_window, request_timeout=request_timeout,
         max_prose_tokens=max_prose_tokens,
         context_tokens=context_tokens,
+        oracle=oracle, repro_tests=repro_tests,
     )
     options = EvalOptions(
         taskset=taskset,

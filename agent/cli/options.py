@@ -127,6 +127,24 @@ EnvironmentOpt = Annotated[
 ]
 
 
+OracleOpt = Annotated[
+    bool,
+    typer.Option(
+        "--oracle",
+        help="Let the loop run a task's hidden tests (its test patch) and feed their failures "
+        "back: an oracle's number, not comparable with leaderboards. Default: blind (the "
+        "hidden tests judge only the submitted patch; docs/SWEBENCH.md).",
+    ),
+]
+ReproTestsOpt = Annotated[
+    int,
+    typer.Option(
+        "--repro-tests",
+        help="Blind runs: reproduction tests asked of the model, in parallel (0: none).",
+    ),
+]
+
+
 def is_quiet(ctx: typer.Context) -> bool:
     """`ooda -q ...`: no live display, no notes; results and errors only."""
     return bool(ctx.find_root().meta.get("ooda.quiet"))
@@ -154,6 +172,8 @@ def options_from(
     request_timeout: float | None = None,
     max_prose_tokens: int = DEFAULTS.max_prose_tokens,
     context_tokens: int = DEFAULTS.context_tokens,
+    oracle: bool = False,
+    repro_tests: int = DEFAULTS.repro_tests,
 ) -> RunOptions:
     """The run's options from the command line's values (`ooda run`, `eval` and `ci` alike;
     RunOptions.validate checks them)."""
@@ -180,4 +200,6 @@ def options_from(
         price_completion=price_completion,
         environment=environment,
         context_tokens=context_tokens,
+        oracle=oracle,
+        repro_tests=repro_tests,
     )

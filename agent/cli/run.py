@@ -32,9 +32,11 @@ from ooda.agent.cli.options import (
     ModelOpt,
     NoMypyOpt,
     NoRuffOpt,
+    OracleOpt,
     PassToPassOpt,
     PriceCompletionOpt,
     PricePromptOpt,
+    ReproTestsOpt,
     RequestTimeoutOpt,
     RoundsOpt,
     RunsDirOpt,
@@ -109,6 +111,8 @@ def run(
     price_completion: PriceCompletionOpt = None,
     environment: EnvironmentOpt = "auto",
     context_tokens: ContextTokensOpt = DEFAULTS.context_tokens,
+    oracle: OracleOpt = False,
+    repro_tests: ReproTestsOpt = DEFAULTS.repro_tests,
 ) -> None:
     """Solve one task: sample candidates, verify them, feed failures back."""
     from ooda.agent.app.metrics import cost
@@ -143,7 +147,7 @@ def run(
         price_completion=price_completion, environment=environment, max_tokens=max_tokens,
         context_window=context_window, request_timeout=request_timeout,
         max_prose_tokens=max_prose_tokens,
-        context_tokens=context_tokens,
+        context_tokens=context_tokens, oracle=oracle, repro_tests=repro_tests,
     )
     set_escalation(
         options, escalate_to=escalate_to, escalate_base_url=escalate_base_url,

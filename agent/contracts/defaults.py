@@ -32,6 +32,8 @@ class Defaults:
     context_tokens: int = 32_000
     """Tokens of repository code the first prompt may show (agent/context): a quarter of a
     128k-token window, leaving room for the rounds of feedback that follow it."""
+    repro_tests: int = 4
+    """Reproduction tests a blind run asks the model for, in parallel (agent/app/protocol.py)."""
     escalate_below: float = 0.25
     """With a model to escalate to: escalate once less than this fraction of the budget is
     left (agent/core/schedule.py)."""

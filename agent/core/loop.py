@@ -34,7 +34,7 @@ from ooda.agent.contracts.protocols import (
     Model,
     PatchVerifier,
 )
-from ooda.agent.core import normalize, prompts, selection
+from ooda.agent.core import blind_select, normalize, prompts, selection
 from ooda.agent.core.budget import Budget
 from ooda.agent.core.records import (
     Attempt,
@@ -44,6 +44,7 @@ from ooda.agent.core.records import (
     RunResult,
     attempt_record,
 )
+from ooda.agent.core.repro_writer import ReproWriter
 from ooda.agent.core.runlog import RunLog
 from ooda.agent.core.schedule import ModelSchedule, Tier, digest, per_model
 from ooda.agent.core.stream import RepoView, stream_watcher
@@ -72,9 +73,11 @@ class Loop:
         config: LoopConfig,
         progress: ProgressHook | None = None,
         schedule: ModelSchedule | None = None,
+        repro: ReproWriter | None = None,
     ) -> None:
         """`model` answers every round, unless `schedule` (whose fast tier it should be) says
-        which model answers each round."""
+        which model answers each round. `repro`: a blind run's reproduction-test writer,
+        started with the first round (its tokens count in the budget)."""
         self.task = task
         self.model = model
         self.schedule = schedule or ModelSchedule.single(model)
@@ -97,6 +100,9 @@ class Loop:
         self._context: Context | None = None
         self.context_votes: votes.Votes | None = None
         """What the fast model said about where the change belongs (None: not asked)."""
+        self.repro = repro
+        self.selection: dict[str, Any] = {}
+        """Why the blind selection chose what it chose (run.json `selection`)."""
 
     @property
     def context(self) -> Context:
@@ -162,6 +168,8 @@ class Loop:
         parents: list[Attempt | None] = [None]
         rounds_used = 0
         pool = ThreadPoolExecutor(max_workers=max(1, self.config.samples))
+        if self.repro is not None:
+            self.repro.start(self.budget, self.work_deadline, self.stop)
         try:
             for round_no in range(1, self.config.rounds + 1):
                 if self.budget.expired() or time.monotonic() >= self.work_deadline:
@@ -189,6 +197,11 @@ class Loop:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
+        submitted = winner
+        if self.config.select == "blind" and winner is None:
+            submitted, self.selection = blind_select.choose(self.attempts, self.attempts)
+        if self.repro is not None:
+            self.repro.join(timeout_s=max(1.0, self.budget.remaining()))
         if winner is None and self.budget.expired():
             reason = "budget"
         status: Literal["passed", "failed", "error"] = "passed" if winner else "failed"
@@ -198,14 +211,16 @@ class Loop:
             status, reason = "error", _no_answer_reason(self.attempts, reason)
         if winner is not None:
             reason = "passed"
-            self.log.write_final_diff(winner.patch)
+            if self.config.select != "blind":  # a blind run's judge writes it, if resolved
+                self.log.write_final_diff(winner.patch)
         if self.fatal is not None:
             status, reason = "error", str(self.fatal)
-        summary = self._summary(status, reason, winner, rounds_used)
+        summary = self._summary(status, reason, winner, rounds_used, submitted)
         self.log.write_summary(summary)
         if self.fatal is not None:
             raise self.fatal
-        return RunResult(status, reason, winner, list(self.attempts), rounds_used, summary)
+        return RunResult(status, reason, winner, list(self.attempts), rounds_used, summary,
+                         submitted)
 
     def _budget_left(self) -> float:
         """The fraction of the budget left: the smaller of time and tokens."""
@@ -265,6 +280,9 @@ class Loop:
             return None
         if self.config.select == "first":
             return min(passing, key=lambda a: a.t_verified or 0.0)
+        if self.config.select == "blind":
+            chosen, self.selection = blind_select.choose(passing, self.attempts)
+            return chosen
         return selection.pick_best(passing, self.attempts)
 
     # ------------------------------------------------------------------ one candidate
@@ -465,8 +483,16 @@ class Loop:
         return attempt_record(a, self.model.name, self.budget.since_start)
 
     def _summary(
-        self, status: str, reason: str, winner: Attempt | None, rounds_used: int
+        self, status: str, reason: str, winner: Attempt | None, rounds_used: int,
+        submitted: Attempt | None = None,
     ) -> dict[str, Any]:
+        blind = {
+            "submitted": submitted.attempt_id if submitted else None,
+            "submitted_verified_s": self.budget.since_start(submitted.t_verified)
+            if submitted else None,
+            "selection": self.selection,
+            **({"reproduction": self.repro.summary()} if self.repro is not None else {}),
+        } if self.config.select == "blind" else {}
         return {
             "run_id": self.log.run_id,
             "task_id": self.task.id,
@@ -495,6 +521,7 @@ class Loop:
             "pass_to_pass": list(self.task.pass_to_pass),
             "context": self._context_record(),
             **self._escalation(winner),
+            **blind,
         }
 
     def _context_record(self) -> dict[str, Any] | None:
@@ -509,7 +536,8 @@ class Loop:
 
     def _escalation(self, winner: Attempt | None) -> dict[str, Any]:
         """Per-model accounting: tokens, cost and time of each model, which one won."""
-        models = per_model(self.attempts, self.schedule, winner)
+        models = per_model(self.attempts, self.schedule, winner,
+                           self.repro.usage() if self.repro is not None else None)
         return {
             "models": models,
             "winner_model": winner.model if winner else None,

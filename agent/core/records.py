@@ -34,8 +34,10 @@ class LoopConfig:
     """Prompt plus completion tokens for the whole run; None for no limit."""
     max_prose_tokens: int = DEFAULTS.max_prose_tokens
     """Stop an answer that streams this many tokens of prose before any edit (0: never)."""
-    select: Literal["first", "best"] = "first"
-    """"first": stop at the first passing candidate; "best": finish the round and pick."""
+    select: Literal["first", "best", "blind"] = "first"
+    """"first": stop at the first passing candidate; "best": finish the round and pick;
+    "blind": finish the round and pick as a blind run does (agent/core/blind_select.py), and
+    when none passed, submit the best standing candidate all the same."""
     verify_concurrency: int = DEFAULTS.verify_concurrency
     """Candidates verified at once (verification is CPU-bound)."""
     sibling_digest: bool = True
@@ -130,6 +132,9 @@ class RunResult:
     attempts: list[Attempt]
     rounds_used: int
     summary: dict[str, Any]
+    submitted: Attempt | None = None
+    """The candidate a blind run submits: the winner, else the best standing one (None: the
+    other selections submit only a winner)."""
 
 
 ProgressHook = Callable[[Attempt, str], None]

@@ -13,8 +13,9 @@ import ast
 import re
 from collections.abc import Callable
 
+from ooda.agent.context import choose_context
 from ooda.agent.contracts.protocols import REPRO_REQUEST_LINE
-from ooda.agent.core import normalize, prompts
+from ooda.agent.core import normalize
 from ooda.tasks.loader import Task
 
 SYSTEM = """\
@@ -35,22 +36,22 @@ inside the script and fail with an assert when it is missing.
 network, no files outside a temporary directory; finish within 10 seconds.
 Answer with the script in one ```python block."""
 
-CONTEXT_CHARS = 30_000
-"""Most characters of code the request shows (half the first prompt's: the script needs the
+CONTEXT_TOKENS = 12_000
+"""Most tokens of code the request shows (fewer than the first prompt's: the script needs the
 API, not every detail)."""
 
 _BLOCK = re.compile(r"^```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 
 ContextOf = Callable[[Task, int], str]
-"""The code shown with the issue: (task, most characters) -> text."""
+"""The code shown with the issue: (task, most tokens) -> text."""
 
 
 def reproduction_prompt(
-    task: Task, context_chars: int = CONTEXT_CHARS, context: ContextOf | None = None
+    task: Task, context_tokens: int = CONTEXT_TOKENS, context: ContextOf | None = None
 ) -> list[dict[str, str]]:
     """The messages that ask for one reproduction test of `task` (a blind run's visible task:
     its statement and repository; it has no test ids to show)."""
-    shown = (context or code_context)(task, context_chars)
+    shown = (context or code_context)(task, context_tokens)
     parts = [REPRO_REQUEST_LINE, f"Task id: {task.id}", "", "# Issue", task.statement.strip(), ""]
     if shown:
         parts += ["# Code (current contents)", "", shown, ""]
@@ -58,21 +59,11 @@ def reproduction_prompt(
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
 
 
-def code_context(task: Task, limit: int) -> str:
-    """The files the first prompt ranks first (agent/core/prompts.py), whole, up to `limit`
-    characters."""
-    shown: list[str] = []
-    used = 0
-    for rel in prompts.relevant_files(task):
-        try:
-            text = (task.repo / rel).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        if used + len(text) > limit:
-            continue
-        used += len(text)
-        shown.append(f"{rel}\n```python\n{text}\n```")
-    return "\n".join(shown)
+def code_context(task: Task, tokens: int) -> str:
+    """The code the first prompt's ranking picks (agent/context, without the model's votes),
+    within `tokens`, elisions marked."""
+    context = choose_context(task, tokens)
+    return "\n".join(f"{f.path}\n```python\n{f.text}\n```" for f in context.files)
 
 
 def parse_reproduction(answer: str) -> str | None:

@@ -130,9 +130,12 @@ def _clip(text: str, limit: int) -> str:
 
 
 def per_model(
-    attempts: list[Attempt], schedule: ModelSchedule, winner: Attempt | None
+    attempts: list[Attempt], schedule: ModelSchedule, winner: Attempt | None,
+    other_calls: dict[str, tuple[int, int, int]] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Tokens, cost and generation time of each model's attempts (run.json/summary.json)."""
+    """Tokens, cost and generation time of each model's attempts (run.json/summary.json);
+    `other_calls`: (requests, prompt tokens, completion tokens) per model of the run's other
+    requests (a blind run's reproduction tests), counted in its tokens and cost."""
     sums: dict[str, dict[str, Any]] = defaultdict(
         lambda: {"attempts": 0, "prompt_tokens": 0, "completion_tokens": 0, "generation_s": 0.0}
     )
@@ -147,6 +150,11 @@ def per_model(
         entry["completion_tokens"] += a.completion_tokens
         if a.t_start is not None and a.t_generated is not None:
             entry["generation_s"] += a.t_generated - a.t_start
+    for name, (calls, prompt, completion) in (other_calls or {}).items():
+        entry = sums[name]
+        entry["other_requests"] = calls
+        entry["prompt_tokens"] += prompt
+        entry["completion_tokens"] += completion
     for name, entry in sums.items():
         price = schedule.price_of(name)
         entry["cost_usd"] = round(price.cost(entry["prompt_tokens"], entry["completion_tokens"]), 6)

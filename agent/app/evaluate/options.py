@@ -38,8 +38,8 @@ WORK_DIR = ".work"
 
 RESULT_OPTIONS = (
     "model", "base_url", "samples", "rounds", "time_budget_s", "token_budget", "max_tokens",
-    "context_window", "max_prose_tokens", "select", "temperature", "escalate_to",
-    "escalate_base_url", "escalate_after", "escalate_below",
+    "context_window", "max_prose_tokens", "select", "temperature", "oracle", "repro_tests",
+    "escalate_to", "escalate_base_url", "escalate_after", "escalate_below",
 )
 """RunOptions fields that change results: they go into the default eval id's hash and are
 checked when resuming."""

@@ -57,7 +57,11 @@ def run_record(task_id: str, status: str, summary: dict[str, Any], run_dir: Path
     """The results.jsonl line of a finished run (status resolved | unresolved | error)."""
     attempts = read_records_any(run_dir / "attempts.jsonl")
     stats = metrics.attempt_stats(attempts)
+    oracle = summary.get("oracle")
+    if isinstance(oracle, dict):  # blind: pass@k counts what the hidden tests said afterwards
+        stats.update(n=int(oracle.get("n", 0)), c=int(oracle.get("c", 0)))
     tokens = summary.get("tokens") or {}
+    reproduction = summary.get("reproduction") or {}
     return {
         "task_id": task_id,
         "status": {"passed": "resolved", "error": "error"}.get(status, "unresolved"),
@@ -83,6 +87,13 @@ def run_record(task_id: str, status: str, summary: dict[str, Any], run_dir: Path
         "models": summary.get("models") or {},
         "winner_model": summary.get("winner_model"),
         "fail_to_pass_passing_before": list(summary.get("fail_to_pass_passing_before") or []),
+        "protocol": summary.get("protocol"),
+        "hidden_tests": bool(summary.get("hidden_tests")),
+        "oracle_coverage": bool(summary.get("oracle_coverage")),
+        "submitted": summary.get("submitted"),
+        "selection": (summary.get("selection") or {}).get("why"),
+        "reproduction": {k: reproduction.get(k, 0) for k in ("requested", "kept", "required")}
+        if reproduction else None,
     }
 
 
@@ -143,9 +154,13 @@ def build_summary(config: dict[str, Any], results: Sequence[dict[str, Any]],
         price_prompt=config.get("price_prompt"),
         price_completion=config.get("price_completion"),
     )
+    protocol = eval_protocol(options)
+    coverage = sum(1 for r in results if r.get("oracle_coverage")
+                   or (r.get("oracle_coverage") is None and r["status"] == "resolved"))
     summary: dict[str, Any] = {
         "eval_id": config.get("eval_id"),
         "taskset": config.get("taskset"),
+        "protocol": protocol,
         "model": options.get("model"),
         "base_url": options.get("base_url"),
         "samples": options.get("samples"),
@@ -156,7 +171,11 @@ def build_summary(config: dict[str, Any], results: Sequence[dict[str, Any]],
         "total": figures.pop("total"),
         "resolved": figures.pop("resolved"),
         "resolved_rate": figures.pop("resolved_rate"),
+        "oracle_coverage": coverage,
+        "oracle_coverage_rate": round(coverage / len(task_ids), 6) if task_ids else 0.0,
+        "hidden_test_tasks": sum(1 for r in results if r.get("hidden_tests")),
         "pass_at_k": figures.pop("pass_at_k"),
+        "pass_at_k_kind": "oracle_coverage",
         "wall_s": round(wall_s, 3),
         "tasks_per_min": round(figures["finished"] / wall_s * 60, 3) if wall_s > 0 else None,
         "tokens": figures.pop("tokens"),
@@ -178,19 +197,32 @@ def build_summary(config: dict[str, Any], results: Sequence[dict[str, Any]],
     return summary
 
 
+def eval_protocol(options: dict[str, Any]) -> str:
+    """The protocol of an evaluation from eval.json's options: oracle when asked for (or for
+    the gold patch, or for an evaluation made before protocols existed: its loop saw the
+    hidden tests), else blind."""
+    if "oracle" not in options or options.get("oracle") or options.get("model") == "gold":
+        return "oracle"
+    return "blind"
+
+
 def predictions(config: dict[str, Any], results: Sequence[dict[str, Any]],
-                patch_of: Callable[[dict[str, Any]], str]) -> list[dict[str, str]]:
-    """SWE-bench predictions for the finished tasks, in task-set order: the winning patch for
-    resolved tasks; for the others the best candidate's patch (best.py), with
-    `ooda_resolved: false` saying ooda did not resolve it."""
+                patch_of: Callable[[dict[str, Any]], str]) -> list[dict[str, Any]]:
+    """SWE-bench predictions for the finished tasks, in task-set order: the patch ooda
+    submits (blind: the one its selection chose; else the winning patch, or for an unresolved
+    task the best candidate's, best.py), with `ooda_resolved` (did the hidden tests pass it)
+    and `ooda_protocol` (blind or oracle: which kind of number it is)."""
     by_task = {r["task_id"]: r for r in results}
-    model = str(config.get("options", {}).get("model") or "")
+    options = config.get("options", {})
+    model = str(options.get("model") or "")
+    protocol = eval_protocol(options)
     return [
         {
             "instance_id": task_id,
             "model_name_or_path": model,
             "model_patch": patch_of(by_task[task_id]),
             "ooda_resolved": by_task[task_id]["status"] == "resolved",
+            "ooda_protocol": protocol,
         }
         for task_id in config.get("task_ids", [])
         if task_id in by_task
@@ -198,17 +230,18 @@ def predictions(config: dict[str, Any], results: Sequence[dict[str, Any]],
 
 
 def patch_in(eval_dir: Path) -> Callable[[dict[str, Any]], str]:
-    """Reads a result's final.diff from its run directory, else (unresolved) its best
-    candidate's patch ("" when there is none)."""
+    """Reads a result's final.diff from its run directory, else the patch a blind run
+    submitted (submitted.diff), else (unresolved) its best candidate's patch ("" when there is
+    none)."""
 
     def read(record: dict[str, Any]) -> str:
         run_dir = record.get("run_dir")
         if not isinstance(run_dir, str) or not run_dir:
             return ""
-        try:
-            return (eval_dir / run_dir / "final.diff").read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return best_patch(eval_dir / run_dir)  # unresolved: the furthest candidate
+        for name in ("final.diff", "submitted.diff"):
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                return (eval_dir / run_dir / name).read_text(encoding="utf-8")
+        return best_patch(eval_dir / run_dir)  # unresolved: the furthest candidate
 
     return read
 

@@ -28,4 +28,4 @@ def test_the_furthest_candidate_is_the_prediction_of_an_unresolved_task(tmp_path
     (pred,) = predictions(config, [{"task_id": "t1", "status": "unresolved"}],
                           lambda _r: best_patch(run))
     assert pred == {"instance_id": "t1", "model_name_or_path": "m", "model_patch": "furthest\n",
-                    "ooda_resolved": False}
+                    "ooda_resolved": False, "ooda_protocol": "oracle"}  # made before protocols

@@ -197,7 +197,8 @@ def test_eval_writes_results_summary_predictions_report(tmp_path: Path) -> None:
                                           "queueing"}
     preds = lines(out.eval_dir / "predictions.jsonl")
     assert [p["instance_id"] for p in preds] == ids
-    assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch", "ooda_resolved"}
+    assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch", "ooda_resolved",
+                          "ooda_protocol"}
                for p in preds)
     assert [p["ooda_resolved"] for p in preds] == [True, False, True, False, False]
     assert preds[0]["model_patch"].startswith("--- a/mod.py") and preds[1]["model_patch"] == ""
@@ -439,7 +440,8 @@ def test_sigkill_then_resume_counts_each_task_once(small_set: Path, tmp_path: Pa
     assert sorted(ids) == sorted(f"quixbugs-{n}" for n in QUIXBUGS)  # no duplicate line
     preds = lines(results.parent / "predictions.jsonl")
     assert len(preds) == 3
-    assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch", "ooda_resolved"}
+    assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch", "ooda_resolved",
+                          "ooda_protocol"}
                for p in preds)
     assert [p["ooda_resolved"] for p in preds] == [True, True, True]
     if sandbox_name == "docker":  # the killed run's containers were removed on resume
