@@ -80,7 +80,7 @@ class Verifier:
         if "return None" in patch:
             result = VerifierResult("pytest", "failed", 0.1, "test_add_small failed")
             return Verdict("failed", "pytest failed", [result], result.summary)
-        fixed = "a + b" in patch
+        fixed = "a+b" in patch.replace(" ", "")
         outcomes = {t.name: "passed" if fixed else "failed" for t in self.adopted}
         results = [VerifierResult("pytest", "passed", 0.1, ""),
                    VerifierResult("repro", "passed" if fixed else "failed", 0.1,
@@ -122,7 +122,8 @@ def test_the_candidate_passing_its_reproduction_test_wins_over_a_wrong_one(
     assert repro["requested"] == 2 and repro["kept"] == 1  # two equal scripts, kept once
     assert [r["fate"] for r in repro["requests"]] == ["kept (required)", "same as repro_1"]
     # the test-writing calls count: 2 requests of 100 + 10 tokens beside 4 candidates
-    assert result.summary["tokens"] == {"prompt": 600, "completion": 60}
+    tokens = result.summary["tokens"]
+    assert (tokens["prompt"], tokens["completion"]) == (600, 60)
     assert result.summary["models"]["fake"]["other_requests"] == 2
 
 
