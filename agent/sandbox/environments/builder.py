@@ -95,6 +95,18 @@ def env_dir(digest: str) -> Path:
     return image.ooda_home() / "envs" / digest
 
 
+VCS_LINES_OUT = (
+    "find . -path ./.git -prune -o -type f -name '*.txt' -path '*requirements*' -print0 | "
+    "xargs -0 -r sed -i -E "
+    "'s@^[[:space:]]*(-e[[:space:]]+)?(git|hg|svn|bzr)\\+[a-z]+://.*@# ooda: left out: &@'"
+)
+"""Run before a requirements file is installed: its lines that install from a version-control
+URL (flask 2.0's `git+https://github.com/sphinx-doc/sphinx.git@96dbe5e3`, for its docs) are
+commented out. Such a URL is no package registry (this machine reaches none but PyPI's and
+Debian's), names no release, and installs documentation tooling, not what tests import. The
+build's copy of the repository is edited, never the workspace."""
+
+
 def build_script(spec: EnvSpec, host: hostconfig.HostConfig, with_repo: bool,
                  apt_done: bool = False) -> str:
     """The shell script the build container runs (sh -e, as root, in /work); `apt_done`:
@@ -106,6 +118,7 @@ def build_script(spec: EnvSpec, host: hostconfig.HostConfig, with_repo: bool,
     if spec.apt and not apt_done:
         lines.append(aptlayer.apt_script(spec.apt, host).rstrip("\n"))
     if with_repo and spec.requirements:
+        lines.append(VCS_LINES_OUT)
         tests = " elif ".join(f"[ -f {q(f)} ]; then {pip} -r {q(f)}; " for f in spec.requirements)
         lines.append(f"if {tests}fi")
     if spec.pip:

@@ -5,6 +5,7 @@ build 'succeeded' with no pytest in the image)."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 from ooda.agent.sandbox.environments import builder, hostconfig
 from ooda.agent.sandbox.environments.spec import EnvSpec
@@ -31,3 +32,20 @@ def test_steps_that_succeed_keep_their_shell() -> None:
     done = subprocess.run(["sh", "-ec", _steps_only(spec)], capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0 and "installed" in done.stdout
+
+
+def test_requirement_lines_from_a_version_control_url_are_left_out(tmp_path: Path) -> None:
+    """flask 2.0's requirements/dev.txt installs sphinx from a GitHub commit: not a package
+    registry, and docs tooling; the rest of the file installs."""
+    (tmp_path / "requirements").mkdir()
+    dev = tmp_path / "requirements" / "dev.txt"
+    dev.write_text("-r tests.txt\npytest==7.4.4\ngit+https://github.com/sphinx-doc/sphinx.git"
+                   "@96dbe5e3\n  -e hg+https://example.org/x#egg=x\nrequests\n")
+    script = builder.build_script(EnvSpec(python="3.9", requirements=("requirements/dev.txt",)),
+                                  hostconfig.HostConfig(), with_repo=True, apt_done=True)
+    assert builder.VCS_LINES_OUT in script
+    subprocess.run(["sh", "-ec", builder.VCS_LINES_OUT], cwd=tmp_path, check=True)
+    assert dev.read_text().splitlines() == [
+        "-r tests.txt", "pytest==7.4.4",
+        "# ooda: left out: git+https://github.com/sphinx-doc/sphinx.git@96dbe5e3",
+        "# ooda: left out:   -e hg+https://example.org/x#egg=x", "requests"]
