@@ -10,8 +10,8 @@ stops at the install step, after every step before it ran for real."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -24,13 +24,11 @@ def _fresh_copy(target: Path) -> Path:
     """The files a fresh clone has (as this working tree holds them, new ones included)."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
-    archive = target.parent / "tracked.tar"
-    with tarfile.open(archive, "w") as tar:
-        for name in filter(None, listed):
-            if (ROOT / name).exists():
-                tar.add(ROOT / name, arcname=name, recursive=False)
-    with tarfile.open(archive) as tar:
-        tar.extractall(target, filter="data")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.exists() or source.is_symlink():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name, follow_symlinks=False)
     return target
 
 
