@@ -33,6 +33,7 @@ from typing import Any
 
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.support.git import first_line, git
+from ooda.agent.support.tarsafe import extract_all
 from ooda.tasks.importers.common import check_dest, select, toml_list, toml_str
 from ooda.tasks.importers.swebench_env import (
     environment_table,
@@ -238,7 +239,7 @@ def export_repo(clone: Path, commit: str, dest: Path) -> None:
     assert proc.stdout is not None and proc.stderr is not None
     try:
         with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
-            archive.extractall(dest, filter=_safe_member)
+            extract_all(archive, dest, skip_unsafe=True)
     except tarfile.TarError as exc:
         proc.kill()
         proc.wait()
@@ -253,14 +254,6 @@ def export_repo(clone: Path, commit: str, dest: Path) -> None:
     if proc.wait() != 0:
         first = err_text.splitlines()[0] if err_text else "git archive failed"
         raise UsageError(f"cannot export {commit} from {clone}: {first}")
-
-
-def _safe_member(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
-    """tarfile's "data" filter, skipping (not failing on) the odd member it rejects."""
-    try:
-        return tarfile.data_filter(member, path)
-    except tarfile.FilterError:
-        return None
 
 
 def _git(clone: Path, args: list[str], stdin: str = "") -> bytes:

@@ -48,6 +48,7 @@ from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import Completion, Model
 from ooda.agent.models import open_model
 from ooda.agent.sandbox.registry import open_backend
+from ooda.agent.support.tarsafe import extract_all
 from ooda.agent.support.text import one_line
 from ooda.tasks.loader import Task
 
@@ -116,7 +117,7 @@ def tar_dir(path: Path) -> bytes:
 def _extract(data: bytes, where: Path) -> None:
     where.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(where, filter="data")  # no absolute paths, links or devices out of it
+        extract_all(tar, where)  # no absolute paths, links or devices out of it
 
 
 # --------------------------------------------------------------------------- on a node

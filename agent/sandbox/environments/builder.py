@@ -39,6 +39,7 @@ from ooda.agent.sandbox.docker import image as docker_image
 from ooda.agent.sandbox.environments import aptlayer, base, causes, container, hostconfig
 from ooda.agent.sandbox.environments.spec import EnvSpec, image_tag, spec_hash
 from ooda.agent.sandbox.image import locked
+from ooda.agent.support.tarsafe import extract_all
 
 ENV_DIR_IN_IMAGE = "/opt/ooda-env"
 TOOLS_DIR = "/opt/ooda-tools"
@@ -193,7 +194,7 @@ def _extract_overlay(client: Any, tag: str, dest: Path) -> None:
         member = wrapper.extractfile("overlay.tar")
         if member is not None:
             with tarfile.open(fileobj=io.BytesIO(member.read())) as inner:
-                inner.extractall(tmp, filter="data")
+                extract_all(inner, tmp)
     image._remove_tree(dest)
     tmp.rename(dest)
 
