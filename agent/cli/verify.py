@@ -58,7 +58,7 @@ def verify(
         backend.close()
     if verdict.status == "invalid_edit":  # the patch itself is bad input: one line, exit 2
         raise UsageError(f"--patch {patch}: {verdict.reason.removeprefix('invalid edit: ')}")
-    _print_verdict(task.id, verdict, backend.name, json_out)
+    _print_verdict(task.id, verdict, backend.name, json_out, _failing_before(task, verdict))
     raise SystemExit(0 if verdict.status == "passed" else 1)
 
 
@@ -83,7 +83,19 @@ def _task(path: Path, test_cmd: str | None, fail_to_pass: list[str],
                           test_cmd=test_cmd, verifiers=VerifierOptions())
 
 
-def _print_verdict(task_id: str, verdict: Verdict, sandbox: str, json_out: bool) -> None:
+def _failing_before(task: Task, verdict: Verdict) -> dict[str, str]:
+    """Each test that fails on the unpatched code (FAIL_TO_PASS) and its outcome with the
+    patch ("passed": the patch fixes it; empty when the tests did not run)."""
+    required: dict[str, object] = {}
+    for result in verdict.results:
+        outcomes = result.details.get("required")
+        if result.name == "pytest" and isinstance(outcomes, dict):
+            required = outcomes
+    return {test: str(required[test]) for test in task.fail_to_pass if test in required}
+
+
+def _print_verdict(task_id: str, verdict: Verdict, sandbox: str, json_out: bool,
+                   failing_before: dict[str, str]) -> None:
     if json_out:
         print(
             json.dumps(
@@ -93,6 +105,7 @@ def _print_verdict(task_id: str, verdict: Verdict, sandbox: str, json_out: bool)
                     "reason": verdict.reason,
                     "sandbox": sandbox,
                     "changed_files": verdict.changed_files,
+                    "fail_to_pass": failing_before,
                     "verifiers": [
                         {
                             "name": r.name,
@@ -115,5 +128,11 @@ def _print_verdict(task_id: str, verdict: Verdict, sandbox: str, json_out: bool)
                   f"{markup_safe(verdict.reason)}")
     for r in verdict.results:
         console.print(f"  {r.name:<8} {r.status:<8} {r.duration_s:6.2f}s")
+    fixed = [test for test, outcome in failing_before.items() if outcome == "passed"]
+    if failing_before:
+        shown = ", ".join(fixed[:5]) + (f" and {len(fixed) - 5} more" if len(fixed) > 5 else "")
+        console.print(markup_safe(f"{len(fixed)} of {len(failing_before)} test(s) failing "
+                                  f"without the patch pass with it" + (f": {shown}" if fixed
+                                                                       else "")))
     if verdict.status != "passed" and verdict.feedback:
         console.print(printable(verdict.feedback), markup=False, highlight=False)

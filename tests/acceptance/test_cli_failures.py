@@ -98,6 +98,14 @@ def test_a_plain_repository_without_a_model_gets_messages_that_fit_it(
                     "--json")
     assert verified.returncode == 0, verified.stderr
     assert json.loads(verified.stdout)["status"] == "passed"
+    # 27.9: which tests failing without the patch pass with it
+    assert json.loads(verified.stdout)["fail_to_pass"] == {
+        "tests/test_median.py::test_even_length": "passed",
+        "tests/test_median.py::test_two_values": "passed"}
+    said = ooda("verify", str(plain), "--patch", str(gold), "--test-cmd", "pytest -q")
+    assert "2 of 2 test(s) failing without the patch pass with it: " \
+        "tests/test_median.py::test_even_length, tests/test_median.py::test_two_values" \
+        in said.stdout
     (tmp_path / "notadiff.txt").write_text("hello\n")
     bad = ooda("verify", str(median), "--patch", str(tmp_path / "notadiff.txt"))
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
