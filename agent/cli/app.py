@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import re
 import sys
 import tempfile
@@ -24,7 +25,15 @@ from ooda.agent.cli import run as run_cmd
 from ooda.agent.cli import sandbox as sandbox_cmd
 from ooda.agent.cli import tasks as tasks_cmd
 from ooda.agent.cli.ci import ci
-from ooda.agent.cli.config import add_envvars, default_map, load_config, option_names
+from ooda.agent.cli.config import (
+    Config,
+    add_envvars,
+    default_map,
+    is_option,
+    load_config,
+    option_names,
+    value_source,
+)
 from ooda.agent.cli.eval import eval_command
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.support.textsafe import printable
@@ -117,12 +126,13 @@ def main(argv: Sequence[str] | None = None, *, prestarted: Prestarted | None = N
     try:
         command = click_command()
         names = option_names(command)
+        config = load_config(options=names)
         returned = command.main(
             args=globals_first(command, list(sys.argv[1:] if argv is None else argv)),
             standalone_mode=False,
             obj=prestarted,
             prog_name="ooda",
-            default_map=default_map(load_config(options=names), names),
+            default_map=default_map(config, names),
         )
         if returned == 130:  # typer's answer to Ctrl-C when not in standalone mode
             raise KeyboardInterrupt
@@ -144,7 +154,8 @@ def main(argv: Sequence[str] | None = None, *, prestarted: Prestarted | None = N
                 with contextlib.suppress(BrokenPipeError):
                     print(exc.ctx.get_help())  # type: ignore[attr-defined]
                 raise SystemExit(2) from None
-            fail(_plain_message(exc.format_message()), 2)  # type: ignore[attr-defined]
+            where = _where_from(exc, config if "config" in locals() else None)
+            fail(where + _plain_message(exc.format_message()), 2)  # type: ignore[attr-defined]
         # Anything else is a bug: keep the traceback for the report, out of the user's way
         crash = Path(tempfile.gettempdir()) / "ooda-crash.log"
         crash.write_text(traceback.format_exc(), encoding="utf-8")
@@ -187,6 +198,20 @@ def _option(command: Any, arg: str) -> Any:
         if arg in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ())):
             return param if getattr(param, "param_type_name", "") == "option" else None
     return None
+
+
+def _where_from(exc: Exception, config: Config | None) -> str:
+    """For a bad value that was not typed on the line: where it was written, so that the
+    user knows what to fix (`OODA_SAMPLES='abc': `, `samples = 'eight' in ./ooda.toml: `)."""
+    ctx, param = getattr(exc, "ctx", None), getattr(exc, "param", None)
+    if ctx is None or param is None or not is_option(param):
+        return ""
+    source = getattr(ctx.get_parameter_source(param.name), "name", "")
+    if source == "ENVIRONMENT" and isinstance(param.envvar, str):
+        return f"{param.envvar}={os.environ.get(param.envvar, '')!r}: "
+    if source == "DEFAULT_MAP" and config is not None and config.path is not None:
+        return value_source(config, str(ctx.info_name), str(param.name)) + ": "
+    return ""
 
 
 def _plain_message(message: str) -> str:

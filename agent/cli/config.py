@@ -174,11 +174,27 @@ def _check_names(config: Config, options: dict[str, set[str]]) -> None:
     for command, values in [("", config.shared), *config.per_command.items()]:
         allowed = options.get(command, set()) if command else known
         for name in values:
+            if not command and isinstance(values[name], dict) and name != "environment":
+                # a table: a command's own values ([tool.ooda.evl] is a misspelt [eval])
+                close = difflib.get_close_matches(name, COMMANDS, n=1, cutoff=0.5)
+                hint = f" (did you mean [{close[0]}]?)" if close else ""
+                raise UsageError(f"{config.path}: unknown table [{name}]{hint}; the tables "
+                                 f"are {', '.join(f'[{c}]' for c in COMMANDS)}")
             if name not in allowed:
                 close = difflib.get_close_matches(name, sorted(allowed), n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 where = f"[{command}] " if command else ""
                 raise UsageError(f"{config.path}: {where}unknown option {name!r}{hint}")
+
+
+def value_source(config: Config, command: str, name: str) -> str:
+    """Where the config file sets option `name` of `command`, as a user would look for it:
+    `samples = 'eight' in /repo/ooda.toml ([eval] table)`."""
+    own = name in config.per_command.get(command, {})
+    value = config.for_command(command).get(name)
+    key = name.replace("_", "-")
+    table = f" ([{command}] table)" if own else ""
+    return f"{key} = {value!r} in {config.path}{table}"
 
 
 def _read(path: Path) -> dict[str, Any]:

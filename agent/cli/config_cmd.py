@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from enum import Enum
 from typing import Annotated, Any
 
 import typer
 
-from ooda.agent.cli.config import COMMANDS, envvar_of, is_option, load_config, option_names
+from ooda.agent.cli.config import (
+    COMMANDS,
+    envvar_of,
+    is_option,
+    load_config,
+    option_names,
+    value_source,
+)
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.support.textsafe import printable
 
@@ -29,9 +37,12 @@ def config_command(
         raise UsageError(f"ooda config: unknown command {command!r} "
                          f"(choose from {', '.join(COMMANDS)})")
     names = option_names(root)
+    target = root.commands[command].make_context(command, [], parent=ctx,
+                                                 resilient_parsing=True)
     config = load_config(options=names)
     values = config.for_command(command)
     rows: list[dict[str, Any]] = []
+    problems: list[str] = []
     for param in root.commands[command].params:
         if not is_option(param) or param.name in ("help",):
             continue
@@ -40,19 +51,63 @@ def config_command(
             value, source = os.environ[env], env
         elif param.name in values:
             value, source = values[str(param.name)], str(config.path)
+        elif param.default is None and os.environ.get(FALLBACK_ENV.get(str(param.name), "")):
+            fallback = FALLBACK_ENV[str(param.name)]  # read by the model client when unset
+            value, source = os.environ[fallback], fallback
         else:
             value, source = param.default, "default"
-        rows.append({"option": param.opts[-1] if param.opts[-1].startswith("--")
-                     else param.opts[0], "value": _plain(value), "source": source, "env": env})
+        option = param.opts[-1] if param.opts[-1].startswith("--") else param.opts[0]
+        problem = _problem(param, value, target) if source != "default" else None
+        if problem:
+            where = (f"{source}={value!r}" if source != str(config.path)
+                     else value_source(config, command, str(param.name)))
+            problems.append(f"{where}: {option}: {problem}")
+        rows.append({"option": option, "value": _plain(value), "source": source, "env": env,
+                     **({"error": problem} if problem else {})})
     if json_out:
         print(json.dumps({"command": command, "config_file": str(config.path)
                           if config.path else None, "options": rows}, indent=2))
-        return
-    print(f"ooda {command}: option values here (flag > environment > config > default)")
-    print(f"config file: {config.path or 'none (ooda.toml or [tool.ooda] in pyproject.toml)'}")
-    width = max(len(r["option"]) for r in rows)
-    for row in rows:
-        print(printable(f"  {row['option']:<{width}}  {row['value']!s:<12}  {row['source']}"))
+    else:
+        print(f"ooda {command}: option values here (flag > environment > config > default)")
+        print(f"config file: {config.path or 'none (ooda.toml or [tool.ooda] in pyproject.toml)'}")
+        width = max(len(r["option"]) for r in rows)
+        for row in rows:
+            mark = f"  <- {row['error']}" if row.get("error") else ""
+            print(printable(f"  {row['option']:<{width}}  {row['value']!s:<12}  {row['source']}"
+                            f"{mark}"))
+    if problems:  # the command itself would stop on these: say so, as it would (exit 2)
+        raise UsageError(problems[0] + (f" (and {len(problems) - 1} more)"
+                                        if len(problems) > 1 else ""))
+
+
+FALLBACK_ENV = {"base_url": "OPENAI_BASE_URL"}
+"""Options that, left unset, take a variable of their own (the model client reads it)."""
+
+
+def _problem(param: Any, value: Any, ctx: Any) -> str | None:
+    """Why `value` is no value of `param` (its type's own words), or None."""
+    try:
+        converted = param.process_value(ctx, value)
+    except Exception as exc:  # click's BadParameter (typer vendors its own click)
+        message = getattr(exc, "message", None) or str(exc)
+        return _plain_words(str(message))
+    if isinstance(converted, int | float) and not isinstance(converted, bool) \
+            and converted < 0 and param.name in NON_NEGATIVE:
+        return f"must not be negative (got {converted})"
+    if param.name in FALLBACK_ENV and converted and not re.match(r"https?://[^/]", converted):
+        return "not an http:// or https:// URL"
+    return None
+
+
+NON_NEGATIVE = frozenset({"samples", "rounds", "time_budget", "concurrency", "verify_concurrency",
+                          "max_tokens", "requests", "price_prompt", "price_completion"})
+"""Counts, budgets and prices: a negative one is never meant (the commands' own checks say
+more, e.g. that --samples must be at least 1)."""
+
+
+def _plain_words(message: str) -> str:
+    return re.sub(r"Input should be a valid (\w+), unable to parse string as an? \w+",
+                  lambda m: f"not a valid {m.group(1)}", message).replace("Value error, ", "")
 
 
 def _plain(value: Any) -> Any:

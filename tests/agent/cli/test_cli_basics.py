@@ -126,3 +126,27 @@ def test_usage_lines_name_arguments_in_capitals_and_a_non_url_is_bad_input() -> 
         assert bad.returncode == 2, bad.stderr
         assert "is not an http:// or https:// URL" in bad.stderr
     assert "OPENAI_BASE_URL 'localhost:8000'" in bad.stderr
+
+
+def test_a_bad_value_names_where_it_was_written(tmp_path: Path) -> None:
+    """27.3: the file or variable a bad value came from, not only the option it sets."""
+    config = tmp_path / "ooda.toml"
+    config.write_text('samples = "eight"\n')
+    run = ("run", str(MEDIAN), "--model", "gold")
+    from_file = ooda(*run, cwd=tmp_path)
+    assert from_file.returncode == 2
+    assert f"samples = 'eight' in {config}: " in from_file.stderr
+    assert "not a valid integer" in from_file.stderr
+    from_env = ooda(*run, env={"OODA_SAMPLES": "abc"})
+    assert from_env.returncode == 2 and "OODA_SAMPLES='abc': " in from_env.stderr
+    config.write_text("rounds = -5\n[eval]\nsamples = \"eight\"\n")
+    shown = ooda("config", "eval", cwd=tmp_path, env={"OPENAI_BASE_URL": "http://h:1/v1"})
+    assert shown.returncode == 2  # what `ooda eval` here would refuse, said, not exit 0
+    assert "<- not a valid integer" in shown.stdout and "<- must not be negative" in shown.stdout
+    assert f"samples = 'eight' in {config} ([eval] table): --samples" in shown.stderr
+    (base_url,) = [line for line in shown.stdout.splitlines() if "--base-url " in line]
+    assert base_url.split()[1:] == ["http://h:1/v1", "OPENAI_BASE_URL"]  # not "None, default"
+    config.unlink()
+    (tmp_path / "pyproject.toml").write_text("[tool.ooda.evl]\nrounds = 2\n")
+    table = ooda("config", cwd=tmp_path)
+    assert table.returncode == 2 and "unknown table [evl] (did you mean [eval]?)" in table.stderr
