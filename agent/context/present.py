@@ -46,6 +46,8 @@ MAX_HEADS = 60
 """A file with more heads than this shows only those of classes, of units with evidence and
 of the neighbours of the units shown."""
 MARKER_CHARS = 40
+HEADER_LINES = 45
+"""A run of module code at the top of a file longer than this is not shown as its header."""
 """Lines around a unit shown with it (a change at a unit's edge needs its neighbours)."""
 
 
@@ -115,11 +117,14 @@ class FilePlan:
             if k in picked:
                 chars += self.chars[k]
                 hidden_run = False
-            elif k in heads or (unit.kind == "imports" and k <= 1):
-                chars += self.chars[k] if unit.kind == "imports" else sum(
+            elif is_header(k, unit):
+                chars += self.chars[k]
+                hidden_run = False
+            elif k in heads:
+                chars += sum(
                     len(line) + 1 for line in self.lines[unit.head[0] - 1 : unit.head[1]])
-                chars += 0 if unit.kind == "imports" else MARKER_CHARS
-                hidden_run = unit.kind != "imports"
+                chars += MARKER_CHARS
+                hidden_run = True
             elif not hidden_run:
                 chars += MARKER_CHARS
                 hidden_run = True
@@ -226,6 +231,12 @@ def shown_tokens(path: str, text: str) -> int:
     return estimate_chars(len(path) + len(text) + 16)
 
 
+def is_header(k: int, unit: Unit) -> bool:
+    """The file's opening statements (docstring, imports; up to two runs of module code before
+    the first definition), shown with any part of the file: a fix often adds an import."""
+    return k <= 1 and unit.qualname == "<module>" and unit.lines <= HEADER_LINES
+
+
 def shown_lines(units: list[Unit], picked: set[int], heads: set[int], n_lines: int
                 ) -> set[int]:
     """The line numbers shown: the picked units with MARGIN lines around them, the heads
@@ -236,7 +247,7 @@ def shown_lines(units: list[Unit], picked: set[int], heads: set[int], n_lines: i
             shown.update(range(max(1, unit.start - MARGIN), min(n_lines, unit.end + MARGIN) + 1))
         elif k in heads:
             shown.update(range(unit.head[0], unit.head[1] + 1))
-        elif unit.kind == "imports" and k <= 1:
+        elif is_header(k, unit):
             shown.update(range(unit.start, unit.end + 1))
     return {n for n in shown if 1 <= n <= n_lines}
 
