@@ -106,10 +106,12 @@ def judge_candidates(judge: TaskVerifier, result: RunResult, log: RunLog,
     return Judgement(submitted, verdict, judged, time.monotonic() - started)
 
 
-def blind_outcome(result: RunResult, judgement: Judgement, log: RunLog) -> RunResult:
+def blind_outcome(result: RunResult, judgement: Judgement, log: RunLog,
+                  regression: dict[str, Any] | None = None) -> RunResult:
     """The run as the hidden tests judged it: passed when the submitted patch passes them
     (then it is the winner and final.diff), failed otherwise; the loop's own status kept as
-    `loop_status`. submitted.diff always holds what was submitted."""
+    `loop_status`. submitted.diff always holds what was submitted. `regression`: what the
+    regression tests were (run.json `regression`: each test file run on the base)."""
     summary = dict(result.summary)
     submitted = judgement.submitted
     if submitted is not None:
@@ -139,6 +141,7 @@ def blind_outcome(result: RunResult, judgement: Judgement, log: RunLog) -> RunRe
         "resolved": resolved,
         "oracle_coverage": any(s == "passed" for s in judgement.judged.values()),
         "oracle": judgement.record(),
+        "regression": regression or {},
     })
     summary["time_to_first_pass_s"] = summary.get("submitted_verified_s") if resolved else None
     log.write_summary(summary)

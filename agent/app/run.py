@@ -341,7 +341,8 @@ def run_task(
                 raise KeyboardInterrupt(str(log.dir)) from None
         if judge is not None:
             judgement = judge_candidates(judge, result, log, options.verify_concurrency)
-            result = blind_outcome(result, judgement, log)
+            result = blind_outcome(result, judgement, log,
+                                   verifier.blind.record() if verifier.blind else None)
         else:
             result = plain_outcome(result, protocol, has_hidden_tests(whole), log)
         extra = {**({"environment": said} if said else {}),

@@ -4,8 +4,8 @@ candidate changes, and that pass on the unpatched code, must keep passing.
 Chosen per candidate from the files it changes, never from the task's judging lists (those
 are hidden, tasks/hidden.py): for each changed source file, the repository's test files named
 after it (`test_<name>.py`, `<name>_test.py`), nearest first, then those that import it, nearest
-and smallest first; at most `max_files` in all, and no more than half the tests' timeout of
-base run time. Each test file runs once on the unpatched code (whole, with the task's runner);
+and smallest first; at most `max_files` in all, and no more base run time than
+`MAX_BASE_S` (or half the tests' timeout, when smaller): every candidate runs them again. Each test file runs once on the unpatched code (whole, with the task's runner);
 its passing tests are the ones a candidate must keep passing. A file that does not run there,
 times out or has no passing test is left out.
 """
@@ -24,6 +24,9 @@ from ooda.agent.support import fstree
 
 MAX_FILES = 3
 """Test files a candidate's regression run holds at most."""
+MAX_BASE_S = 120.0
+"""Seconds of base run time a candidate's regression files may add up to (a file slower than
+that alone is left out): each candidate's own run costs about as much."""
 
 SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", "venv", "node_modules", ".tox",
                        ".mypy_cache", "build", "dist", ".eggs", ".ooda", ".ooda-repro"})
@@ -79,7 +82,7 @@ class RegressionTests:
             if len(files) >= self.max_files:
                 break
             run = self.base_run(path)
-            if run.problem or spent + run.seconds > self.timeout_s / 2:
+            if run.problem or spent + run.seconds > min(MAX_BASE_S, self.timeout_s / 2):
                 continue
             spent += run.seconds
             files.append(path)
