@@ -42,6 +42,21 @@ def protocol_note(summary: Mapping[str, Any]) -> str:
     return PROTOCOL_NOTES.get(str(summary.get("protocol") or "oracle"), "")
 
 
+def run_protocol(run: Mapping[str, Any]) -> str:
+    """What a run's protocol meant for it, one sentence ("" for a task without hidden tests)."""
+    if not run.get("hidden_tests"):
+        return ""
+    if run.get("protocol") != "blind":
+        return ("Protocol oracle: the loop verified with the hidden tests and fed their "
+                "failures back.")
+    oracle = run.get("oracle") or {}
+    why = (run.get("selection") or {}).get("why") or "nothing was submitted"
+    verdict = "pass" if run.get("resolved") else "do not pass"
+    return (f"Protocol blind: the loop never saw the hidden tests. Submitted {why}. The hidden "
+            f"tests {verdict} it; {oracle.get('c', 0)} of the {oracle.get('n', 0)} candidates "
+            "they judged after the loop would have passed (oracle coverage).")
+
+
 def _cards(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     ttfp = summary.get("time_to_first_pass_s") or {}
     protocol = str(summary.get("protocol") or "oracle")
@@ -261,6 +276,7 @@ def run_html(run: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]], patc
         f"{fmt_num(run.get('rounds_used'))} round(s) · {fmt_num(run.get('wall_s'))} s of "
         f"{fmt_num(run.get('budget_s'))} s · tokens {fmt_num(tokens.get('prompt'))} + "
         f"{fmt_num(tokens.get('completion'))}</p>",
+        *([f"<p>{escape(run_protocol(run))}</p>"] if run_protocol(run) else []),
         *modelstats.html(run, escape),
         "<h2>Timeline</h2>", timeline(attempts, title="Attempts over time"),
         "<h2>Attempts</h2><table><tr>",
@@ -300,6 +316,7 @@ def run_markdown(run: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]],
         f"{fmt_num(run.get('attempts'))} attempts, {fmt_num(run.get('rounds_used'))} round(s), "
         f"{fmt_num(run.get('wall_s'))} s of {fmt_num(run.get('budget_s'))} s, tokens "
         f"{fmt_num(tokens.get('prompt'))} + {fmt_num(tokens.get('completion'))}.", "",
+        *([run_protocol(run), ""] if run_protocol(run) else []),
         *modelstats.markdown(run),
         "## Attempts", "", *_md_table(RUN_COLUMNS, [_attempt_row(a) for a in attempts]), "",
     ]

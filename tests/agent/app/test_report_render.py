@@ -99,3 +99,23 @@ def test_chromium_renders_the_tables_and_charts(tmp_path: Path) -> None:
     assert non_blank(shot.read_bytes())
     assert dom.count("<table") >= 3 and dom.count("<svg") >= 3
     assert "Why tasks were not resolved" in dom and "word_count" in dom
+
+
+def test_reports_say_which_protocol_made_their_numbers() -> None:
+    """#24: an evaluation's report opens with its protocol; pass@k is labelled coverage; a
+    blind run's report says what was submitted and what the hidden tests said of it."""
+    summary = metrics.summarize(RESULTS, total=4, samples=4)
+    summary.update(eval_id="e1", taskset="t", model="m", samples=4, rounds=1, protocol="blind",
+                   oracle_coverage=3)
+    text = report.eval_markdown(summary, RESULTS)
+    assert "protocol **blind**" in text and "comparable with SWE-bench leaderboards" in text
+    assert "resolved (blind)" in text and "oracle coverage**: 3/4" in text
+    assert "## pass@k (oracle coverage)" in text
+    summary["protocol"] = "oracle"
+    assert "not comparable" in report.eval_markdown(summary, RESULTS)
+    run = {"run_id": "r", "task_id": "t", "status": "passed", "protocol": "blind",
+           "hidden_tests": True, "resolved": True, "oracle": {"n": 4, "c": 2},
+           "selection": {"why": "r1c2: it passed every check"}}
+    said = report.run_markdown(run, [], "")
+    assert "Submitted r1c2: it passed every check. The hidden tests pass it; 2 of the 4" in said
+    assert report.run_protocol({**run, "hidden_tests": False}) == ""
