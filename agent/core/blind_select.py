@@ -6,7 +6,10 @@ prefers, in this order: one that keeps the regression tests passing, one that pa
 reproduction tests (the required ones first: they failed on the base with an assertion), one
 that passed every check, then the most common patch up to formatting (a majority vote over
 every sample that produced it, as Agentless votes), then the smaller diff, then the earlier.
-The winner comes with the sentence that says why. Pure functions of the attempts.
+The winner comes with the sentence that says why, and each reproduction test with how many
+candidates passed it: one that no candidate passed (`weak`) told none apart, and only ranks
+candidates as a constant does; the loop still feeds its failures back while rounds remain.
+Pure functions of the attempts.
 """
 
 from __future__ import annotations
@@ -84,8 +87,29 @@ def choose(candidates: list[Attempt], everyone: list[Attempt]) -> tuple[Attempt 
         "winner": best.attempt_id,
         "why": _why(best, ranked[1:], votes),
         "standings": [_row(a, standing(a, votes)) for a in ranked[:8]],
+        "tests": test_tallies(everyone),
     }
     return best, record
+
+
+def test_tallies(attempts: list[Attempt]) -> dict[str, dict[str, Any]]:
+    """Per reproduction test: how many distinct candidates it ran on and how many passed it;
+    `weak` when it ran on two or more and none passed (a wrong expectation, or a fix no
+    sample found: either way it told no candidate apart)."""
+    ran: dict[str, int] = {}
+    passed: dict[str, int] = {}
+    for attempt in attempts:
+        if attempt.duplicate_of is not None or attempt.verdict is None:
+            continue
+        repro = next((r for r in attempt.verdict.results if r.name == "repro"), None)
+        outcomes = repro.details.get("outcomes") if repro else None
+        if not isinstance(outcomes, dict):
+            continue
+        for name, outcome in outcomes.items():
+            ran[str(name)] = ran.get(str(name), 0) + 1
+            passed[str(name)] = passed.get(str(name), 0) + (outcome == "passed")
+    return {name: {"ran_on": n, "passed_by": passed[name], "weak": n >= 2 and not passed[name]}
+            for name, n in sorted(ran.items())}
 
 
 def _why(best: Attempt, others: list[Attempt], votes: Counter[str]) -> str:

@@ -137,12 +137,16 @@ def test_a_majority_of_samples_decides_between_equals(task: Task, tmp_path: Path
 def test_without_a_pass_the_best_standing_candidate_is_submitted(
     task: Task, tmp_path: Path
 ) -> None:
-    model = Model({1: [BREAKS, WRONG], 2: [BREAKS, WRONG]})
+    again = edit("def add(a, b):\n    a = a * 1", "def add(a, b):")  # applies on any parent
+    model = Model({1: [BREAKS, WRONG], 2: [again]})
     result, _ = run(task, model, tmp_path, samples=2, rounds=2)
     assert result.status == "failed" and result.winner is None
     assert result.submitted is not None and "abs(a - b)" in result.submitted.patch
     assert result.summary["submitted"] == result.submitted.attempt_id
     assert "no candidate passed every check" in result.summary["selection"]["why"]
+    # no candidate ever passed the reproduction test: weak evidence, recorded as such
+    assert result.summary["selection"]["tests"] == {
+        "repro_1": {"ran_on": 2, "passed_by": 0, "weak": True}}
 
 
 def test_reproduction_failures_are_fed_back_and_no_request_names_a_hidden_test(
