@@ -15,15 +15,19 @@ docs/SWEBENCH.md says which number to compare with which leaderboard.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from ooda.agent.contracts.errors import InfraError
 from ooda.agent.contracts.protocols import Verdict
 from ooda.agent.core.blind_select import JUDGED
 from ooda.agent.core.loop import Attempt, RunResult
 from ooda.agent.core.runlog import RunLog
+from ooda.agent.support.text import one_line
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.hidden import has_hidden_tests
 from ooda.tasks.loader import Task
@@ -104,6 +108,23 @@ def judge_candidates(judge: TaskVerifier, result: RunResult, log: RunLog,
                               for key in order for a in groups[key]}
     verdict = verdicts.get(submitted.code_key or "") if submitted is not None else None
     return Judgement(submitted, verdict, judged, time.monotonic() - started)
+
+
+@contextlib.contextmanager
+def judging_recorded(result: RunResult, log: RunLog) -> Iterator[None]:
+    """A judge that fails (a sandbox that broke, Ctrl-C) leaves a run.json that says so: the
+    loop's own summary would say "passed" of a patch the hidden tests never judged."""
+    try:
+        yield
+    except (InfraError, KeyboardInterrupt) as exc:
+        why = one_line(exc) if isinstance(exc, InfraError) else "interrupted (Ctrl-C)"
+        summary = {**result.summary, "protocol": "blind", "hidden_tests": True,
+                   "loop_status": result.status, "loop_reason": result.reason,
+                   "status": "error", "reason": f"judging the submitted patch: {why}",
+                   "winner": None, "resolved": False}
+        with contextlib.suppress(InfraError):
+            log.write_summary(summary)
+        raise
 
 
 def blind_outcome(result: RunResult, judgement: Judgement, log: RunLog,

@@ -21,6 +21,7 @@ from ooda.agent.app.progress import RunProgress
 from ooda.agent.app.protocol import (
     blind_outcome,
     judge_candidates,
+    judging_recorded,
     open_judge,
     plain_outcome,
     protocol_for,
@@ -340,7 +341,8 @@ def run_task(
                 _keep_partial(loop, log)
                 raise KeyboardInterrupt(str(log.dir)) from None
         if judge is not None:
-            judgement = judge_candidates(judge, result, log, options.verify_concurrency)
+            with judging_recorded(result, log):
+                judgement = judge_candidates(judge, result, log, options.verify_concurrency)
             result = blind_outcome(result, judgement, log,
                                    verifier.blind.record() if verifier.blind else None)
         else:
