@@ -2,8 +2,9 @@
 candidate changes, and that pass on the unpatched code, must keep passing.
 
 Chosen per candidate from the files it changes, never from the task's judging lists (those
-are hidden, tasks/hidden.py): for each changed source file, the repository's test files named
-after it (`test_<name>.py`, `<name>_test.py`), nearest first, then those that import it, nearest
+are hidden, tasks/hidden.py): for each changed source file, the repository's test modules (by
+its own pytest patterns, testnames.py) named after it (`test_<name>.py`, `<name>_test.py`,
+`unittest_<name>.py`), nearest first, then those that import it, nearest
 and smallest first; at most `max_files` in all, and no more base run time than
 `MAX_BASE_S` (or half the tests' timeout, when smaller): every candidate runs them again. Each test file runs once on the unpatched code (whole, with the task's runner);
 its passing tests are the ones a candidate must keep passing. A file that does not run there,
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ooda.agent.support import fstree
+from ooda.agent.verify.testnames import collected_patterns, is_test_module, subject
 
 MAX_FILES = 3
 """Test files a candidate's regression run holds at most."""
@@ -92,8 +94,9 @@ class RegressionTests:
     def related(self, changed: Sequence[str]) -> list[str]:
         """Test files that exercise the changed source files, best first (round robin over
         the changed files)."""
+        tests = set(self._test_files())
         per_file = [self._related_one(path) for path in changed
-                    if path.endswith(".py") and not is_test_file(path)]
+                    if path.endswith(".py") and path not in tests]
         ordered: list[str] = []
         for rank in range(max((len(r) for r in per_file), default=0)):
             for related in per_file:
@@ -139,7 +142,7 @@ class RegressionTests:
         tests = self._test_files()
         stem = PurePosixPath(changed).stem
         module = module_name(changed)
-        named = [t for t in tests if PurePosixPath(t).stem in (f"test_{stem}", f"{stem}_test")]
+        named = [t for t in tests if subject(t) == stem]
         named.sort(key=lambda t: -_shared(t, changed))
         if stem == "__init__" or module is None:
             return named
@@ -153,12 +156,13 @@ class RegressionTests:
             if self._index is not None:
                 return self._index
         found: list[str] = []
+        patterns = collected_patterns(self.repo)
         for dirpath, dirnames, filenames in fstree.walk(self.repo):
             dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
             rel = os.path.relpath(dirpath, self.repo)
             for name in sorted(filenames):
                 path = name if rel == "." else f"{rel}/{name}".replace(os.sep, "/")
-                if is_test_file(path):
+                if is_test_module(path, patterns):
                     found.append(path)
         with self._lock:
             self._index = found
@@ -176,18 +180,6 @@ class RegressionTests:
 
     def _size(self, path: str) -> int:
         return len(self._text(path))
-
-
-def is_test_file(path: str) -> bool:
-    """A file of tests by its name: test_*.py, *_test.py, tests.py (django), or test*.py in a
-    tests directory."""
-    name = PurePosixPath(path).name
-    if not name.endswith(".py") or name in ("conftest.py", "__init__.py"):
-        return False
-    parts = PurePosixPath(path).parts[:-1]
-    return (name.startswith("test_") or name.endswith("_test.py") or name == "tests.py"
-            or (name.startswith("test") and any(p in ("tests", "test", "testing")
-                                                 for p in parts)))
 
 
 def module_name(path: str) -> str | None:

@@ -11,7 +11,8 @@ import pytest
 
 from ooda.agent.contracts.protocols import ReproTest, Sandbox
 from ooda.agent.sandbox.local import LocalSandbox
-from ooda.agent.verify.regression import import_pattern, is_test_file, module_name
+from ooda.agent.verify.regression import import_pattern, module_name
+from ooda.agent.verify.testnames import collected_patterns, is_test_module, subject
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task, VerifierOptions
 from tests.agent.verify.test_verify import diff
@@ -120,6 +121,23 @@ def test_which_test_files_exercise_a_source_file() -> None:
                  "from pkg.sub import other, mod"):
         assert pattern.search(line), line
     assert not pattern.search("from pkg.sub import modular")
-    assert all(map(is_test_file, ["tests/test_a.py", "a_test.py", "tests/admin/tests.py",
-                                  "sympy/core/tests/test_basic.py"]))
-    assert not any(map(is_test_file, ["tests/conftest.py", "testing.py", "pkg/contest.py"]))
+    assert all(map(is_test_module, ["tests/test_a.py", "a_test.py", "tests/admin/tests.py",
+                                    "sympy/core/tests/test_basic.py"]))
+    assert not any(map(is_test_module, ["tests/conftest.py", "testing.py", "pkg/contest.py",
+                                        "tests/unittest_brain.py"]))
+    assert [subject(p) for p in ("tests/unittest_brain.py", "calc_test.py", "test_x.py",
+                                 "tests.py")] == ["brain", "calc", "x", "tests"]
+
+
+def test_the_repositorys_own_test_patterns_count(tmp_path: Path) -> None:
+    """astroid names its tests unittest_*.py and says so to pytest (setup.cfg)."""
+    assert collected_patterns(tmp_path) == ("test_*.py", "*_test.py")
+    (tmp_path / "setup.cfg").write_text("[tool:pytest]\ntestpaths = tests\n"
+                                        "python_files = *test_*.py\n")
+    assert collected_patterns(tmp_path) == ("*test_*.py",)
+    assert is_test_module("tests/unittest_brain.py", collected_patterns(tmp_path))
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\n'
+                                             'python_files = ["check_*.py"]\n')
+    assert collected_patterns(tmp_path) == ("check_*.py",)  # pyproject.toml before setup.cfg
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    assert collected_patterns(tmp_path) == ("test_*.py", "*_test.py")  # pytest.ini first
