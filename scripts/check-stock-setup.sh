@@ -9,6 +9,7 @@ base="${OODA_HOME:-$HOME/.cache/ooda}/base-bookworm-amd64"
 [ "$(id -u)" -eq 0 ] || { echo "check-stock-setup.sh: run as root" >&2; exit 2; }
 [ -d "$base" ] || { echo "check-stock-setup.sh: no $base: run \`ooda sandbox build\` first" >&2; exit 2; }
 work="$(mktemp -d /tmp/ooda-stock.XXXXXX)"
+chmod 755 "$work"  # the user inside clones from it
 trap 'rm -rf "$work"' EXIT
 git clone -q "$(cd "$(dirname "$0")/.." && pwd)" "$work/src"
 cp -a "$base" "$work/rootfs"
@@ -33,7 +34,7 @@ su - u -c "export TMPDIR=$W/tmp; git clone -q $W/src ~/ooda && cd ~/ooda \
 echo "== as root: bash scripts/quickstart.sh"
 git clone -q "$W/src" /root/ooda && cd /root/ooda && bash scripts/quickstart.sh
 echo "root quickstart exit $?"
-python3 -c 'import ooda' 2>/dev/null && echo "the system python3 imports ooda (it should not)"
+if python3 -c 'import ooda' 2>/dev/null; then echo "the system python3 imports ooda (it should not)"; fi
 INSIDE
 unshare --mount --pid --fork --propagation private bash -c '
   set -e; cd "$1"
