@@ -150,3 +150,18 @@ def test_a_bad_value_names_where_it_was_written(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[tool.ooda.evl]\nrounds = 2\n")
     table = ooda("config", cwd=tmp_path)
     assert table.returncode == 2 and "unknown table [evl] (did you mean [eval]?)" in table.stderr
+
+
+def test_max_tokens_caps_an_answer_and_its_old_meaning_is_pointed_to_token_budget() -> None:
+    """#28: --max-tokens is per answer, as in OpenAI clients; a value only a run's budget could
+    mean is refused with the new name."""
+    proc = ooda("run", str(MEDIAN), "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+                "--max-tokens", "200000")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "ooda: error: --max-tokens caps each answer, as in OpenAI's API, and 200,000 is more "
+        "than models answer at once; for a token budget of the whole run (what --max-tokens "
+        "meant before), use --token-budget 200000"]
+    bad = ooda("run", str(MEDIAN), "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+               "--token-budget", "0")
+    assert bad.returncode == 2 and "--token-budget must be positive" in bad.stderr
