@@ -125,11 +125,18 @@ def cheat(prelude: str) -> str:
 
 
 def verify(
-    task_dir: Path, patch: str, work: Path, backend: str | SandboxBackend = "docker"
+    task_dir: Path,
+    patch: str,
+    work: Path,
+    backend: str | SandboxBackend = "docker",
+    without: tuple[str, ...] = (),
 ) -> Verdict:
-    """The real TaskVerifier on `patch`, in the real sandbox `backend`."""
+    """The real TaskVerifier on `patch`, in the real sandbox `backend`; the stages named in
+    `without` left out (to test the guard alone, behind a static stage that would stop the
+    same patch first)."""
     opened = backend_or_skip(backend) if isinstance(backend, str) else backend
     verifier = TaskVerifier(load_task(task_dir), opened, work)
+    verifier.verifiers = [v for v in verifier.verifiers if v.name not in without]
     try:
         return verifier.verify(patch, log_dir=work / "logs")
     finally:

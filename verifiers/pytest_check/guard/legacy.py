@@ -18,7 +18,7 @@ class LegacyGuard(Guard):
 
     @pytest.hookimpl(hookwrapper=True, trylast=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, None]:
-        self.check(f"before {item.nodeid}")
+        self.check(f"before {item.nodeid}", full=False)
         outcome = yield
         self._outcome(item, "setup", outcome)
 
@@ -39,6 +39,12 @@ class LegacyGuard(Guard):
         outcome = yield
         self._outcome(item, "teardown", outcome)
         self.check(f"after {item.nodeid}")
+
+    @pytest.hookimpl(hookwrapper=True, trylast=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, None]:
+        outcome = yield
+        if outcome.excinfo is None:
+            self._collect_skip(outcome.get_result())
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, Any, None]:

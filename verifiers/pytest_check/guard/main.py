@@ -1,6 +1,7 @@
-"""The guard's entry point: RECORD CONFIG PYTEST_ARGS... Preload the toolchain, snapshot the
-machinery, run pytest with the Guard plugin, write the record to a file created before the
-run, and end the process with `os._exit` (atexit handlers of the code under test never run).
+"""The guard's entry point: RECORD CONFIG PYTEST_ARGS... Start recording provenance (the
+audit hook), preload the toolchain, snapshot the watched functions, run pytest with the Guard
+plugin, write the record to a file created before the run, and end the process with `os._exit`
+(atexit handlers of the code under test never run).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import NoReturn
 
 import pytest
@@ -15,7 +17,9 @@ import pytest
 from . import toolchain
 from .legacy import LegacyGuard
 from .plugin import NEW_WRAPPERS, Guard
+from .provenance import Provenance
 from .snapshot import snapshot
+from .trust import Judge
 
 _exit = os._exit  # saved before the code under test could replace them
 _write = os.write
@@ -31,6 +35,10 @@ def main(argv: list[str]) -> NoReturn:
         config = json.load(handle)
     fd = os.open(record_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     changed = [os.path.normpath(p) for p in config.get("changed_files", [])]
+    root = os.path.realpath(os.getcwd())
+    changed_real = {os.path.realpath(os.path.join(root, p)) for p in changed}
+    provenance = Provenance(root, changed_real, time.time())
+    provenance.start()  # before anything of the workspace can be imported
     names = toolchain.toolchain_modules()
     # pytest-dev/pytest tests pytest: its own pytest runs them, as the harness runs them (the
     # runner is then the code under test; docs/SECURITY.md says what that leaves open)
@@ -40,8 +48,9 @@ def main(argv: list[str]) -> NoReturn:
     # variable, set by the host at launch): loaded explicitly, as plugin autoload stays off
     plugins = [p for p in os.environ.get("OODA_PYTEST_PLUGINS", "").split(",") if p]
     preloaded = toolchain.image_plugins(plugins)
-    toolchain.preload(names, preloaded)
-    guard = (Guard if NEW_WRAPPERS else LegacyGuard)(changed, snapshot())
+    toolchain.preload(names, preloaded, root)
+    judge = Judge(root, changed_real, provenance.started, provenance)
+    guard = (Guard if NEW_WRAPPERS else LegacyGuard)(judge, snapshot())
     guard.toolchain = names
     guard.runner_packages = own & {"pytest", "_pytest"}
     sys.path[0] = os.getcwd()  # as `python -m pytest` has it (not the launcher's directory)

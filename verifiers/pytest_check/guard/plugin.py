@@ -1,9 +1,10 @@
 """The pytest plugin the guard runs pytest with: the innermost wrappers around each test's
 phases (what really raised), the reports as they are logged, and the tamper checks run after
-collection, before and after every test and at the end of the session (the machinery's
-functions against their snapshot, hook implementations from the candidate's files, toolchain
-modules imported from the workspace, test code swapped or never entered, always-equal
-operands, skips raised by the code under test).
+collection, before and after every test and at the end of the session: the watched functions
+against their snapshot (snapshot.py), the hook implementations pytest calls (hooks.py),
+toolchain modules imported from the workspace, test code swapped or never entered, always-equal
+operands (probes.py), skips raised by the code under test. Who wrote what is decided by
+provenance (provenance.py, trust.py), not by the names code carries.
 """
 
 from __future__ import annotations
@@ -11,16 +12,18 @@ from __future__ import annotations
 import inspect
 import os
 import sys
-import time
 import types
+import unittest
 from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
 
 from . import probes
+from .hooks import HookWatch
 from .records import Records
-from .snapshot import Snapshot, changes, snapshot, watched
+from .snapshot import Owner, Snapshot, changes, snapshot
+from .trust import Judge, code_of, where_code
 
 _realpath = os.path.realpath  # saved before the code under test could replace it
 MAX_PROBLEMS = 20
@@ -38,7 +41,11 @@ def _wrapper(**options: bool) -> Callable[[Callable[..., Any]], Callable[..., An
 
 
 STDLIB: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
-SKIPS = (pytest.skip.Exception, pytest.xfail.Exception)
+SKIPS: tuple[type[BaseException], ...] = (
+    pytest.skip.Exception,
+    pytest.xfail.Exception,
+    unittest.SkipTest,  # pytest skips a test that raises it, too
+)
 ITEM_METHODS = frozenset({"runtest", "setup", "teardown", "_getobj", "ihook"})
 """Names an item's instance dictionary must not hold (they would replace pytest's methods)."""
 
@@ -65,28 +72,17 @@ def _codes(function: object) -> tuple[types.CodeType, ...]:
     return tuple(codes)
 
 
-def _own_hook(impl: Any, hook_name: str) -> bool:
-    """False when a hook implementation of pytest's own plugins no longer is the plugin's
-    function of that name (its `function` swapped for another)."""
-    plugin = impl.plugin
-    owner = plugin.__name__ if isinstance(plugin, types.ModuleType) else type(plugin).__module__
-    if not isinstance(owner, str) or not watched(owner):
-        return True
-    if impl.opts.get("specname"):  # registered under another attribute name: not checked
-        return True
-    return bool(getattr(plugin, hook_name, None) == impl.function)
-
-
 class Guard:
     """The pytest plugin: raw phase outcomes, logged reports, tamper checks."""
 
-    def __init__(self, changed_files: list[str], baseline: Snapshot) -> None:
-        self.root = _realpath(os.getcwd())
-        self.changed = {_realpath(os.path.join(self.root, p)) for p in changed_files}
-        self.started = time.time()
+    def __init__(self, judge: Judge, baseline: Snapshot) -> None:
+        self.judge = judge
+        self.root = judge.root
+        self.provenance = judge.provenance
         self.baseline = baseline
         self.reference = baseline
         """What check() compares with: the baseline, then pytest's configured state."""
+        self.hooks = HookWatch(judge, self)
         self.codes: dict[str, tuple[object, tuple[types.CodeType, ...]]] = {}
         """node id -> (test function, its code objects) at collection."""
         self._expected: types.CodeType | None = None
@@ -94,15 +90,21 @@ class Guard:
         self.records = Records()
         self.problems: list[str] = []
         self._seen_problems: set[str] = set()
-        self._filenames: dict[str, bool] = {}
-        self.runner_packages: set[str] = set()
-        """pytest's own packages when the repository is pytest itself (their hooks are the
-        repository's code, patched or not)."""
         self._config: pytest.Config | None = None
         self._modules: dict[str, object] = {}
         """sys.modules as _shadowed() last saw it."""
         self.toolchain: set[str] = set()
         """Top-level names that must come from the image (see preload)."""
+
+    @property
+    def runner_packages(self) -> set[str]:
+        """pytest's own packages when the repository is pytest itself (their hooks are the
+        repository's code, patched or not)."""
+        return self.hooks.runner_packages
+
+    @runner_packages.setter
+    def runner_packages(self, names: set[str]) -> None:
+        self.hooks.runner_packages = names
 
     # ------------------------------------------------------------------ checks
 
@@ -112,39 +114,32 @@ class Guard:
             self._seen_problems.add(text)
             self.problems.append(f"{text} ({when})" if when else text)
 
-    def check(self, when: str) -> None:
-        """Record any change to pytest's machinery and any hook from the candidate's files."""
-        for name in changes(self.reference, self._suspect_value)[:5]:
-            self.problem(f"{name} was replaced or changed at run time", when)
-        for name in self._shadowed():
-            self.problem(f"{name} was imported from the workspace, not from the image", when)
+    def check(self, when: str, full: bool = True) -> None:
+        """Record what the probes and the audit hook saw since the last check and, unless
+        `full` is False (before a test: the check after the previous one has just run), any
+        change to the watched functions, the hooks pytest calls and the modules it imported."""
+        if full:
+            for name in changes(self.reference, self.judge.suspect_replacement)[:5]:
+                self.problem(f"{name} was replaced or changed at run time", when)
+            for name in self._shadowed():
+                self.problem(f"{name} was imported from the workspace, not from the image", when)
+            for text in self.hooks.check()[:5]:
+                self.problem(text, when)
         while probes.flagged:
             kind = probes.flagged.pop()
-            if self._candidate_type(kind):
+            if self.judge.candidate_class(kind):
                 self.problem(
                     f"an assertion compared a {kind.__module__}.{kind.__qualname__} that equals "
                     "anything (its __eq__ does not compare values)",
                     when,
                 )
-        if self._config is None:
-            return
-        for hook_name, caller in list(vars(self._config.hook).items()):
-            get = getattr(caller, "get_hookimpls", None)
-            if get is None:
+        while self.provenance.events:
+            event, target = self.provenance.events.pop()
+            if event == "search":
+                self.problem(f"the code under test called {target} (searching the test run)", when)
                 continue
-            for impl in get():
-                if impl.plugin is self or self._runner_own(impl.function):
-                    continue
-                filename = self._source_of(impl.function)
-                if filename is not None:
-                    where = os.path.relpath(filename)
-                    self.problem(f"{where} registers a pytest hook ({hook_name}) at run time", when)
-                elif not _own_hook(impl, hook_name):
-                    self.problem(f"pytest's own {hook_name} hook was replaced at run time", when)
-
-    def _runner_own(self, function: object) -> bool:
-        module = getattr(function, "__module__", None) or ""
-        return module.split(".", 1)[0] in self.runner_packages
+            name = getattr(target, "__qualname__", type(target).__name__)
+            self.problem(f"the code of {name} (the test machinery's) was replaced at run time", when)
 
     def _shadowed(self) -> list[str]:
         """Toolchain modules imported from the workspace, and standard-library ones imported
@@ -163,34 +158,9 @@ class Guard:
                 continue
             if not _realpath(filename).startswith(self.root + os.sep):
                 continue
-            if toolchain or self._suspect(filename):
+            if toolchain or self.judge.suspect_file(filename):
                 found.append(name)
         return found[:5]
-
-    def _suspect_value(self, value: object) -> bool:
-        """Whether a change in pytest's machinery may come from the code under test: anything
-        but a function defined in one of the repository's own, unchanged conftest files (a
-        deletion, a builtin, a function of pytest itself put in another's place, code from
-        any other file)."""
-        if isinstance(value, property):
-            value = value.fget
-        elif isinstance(value, (staticmethod, classmethod)):
-            value = value.__func__
-        filename = getattr(getattr(value, "__code__", None), "co_filename", None)
-        if not isinstance(filename, str) or os.path.basename(filename) != "conftest.py":
-            return True
-        path = _realpath(os.path.abspath(filename))
-        return not path.startswith(self.root + os.sep) or self._source_of(value) is not None
-
-    def _candidate_type(self, kind: type) -> bool:
-        """Whether a type comes from the candidate: its module or its __eq__/__ne__ is in a
-        suspect file. (Wildcards of the tests' own, mock.ANY and the like, are not.)"""
-        module = sys.modules.get(getattr(kind, "__module__", ""))
-        files = [getattr(module, "__file__", None)]
-        for name in ("__eq__", "__ne__"):
-            function = getattr(kind, name, None)
-            files.append(getattr(getattr(function, "__code__", None), "co_filename", None))
-        return any(isinstance(f, str) and self._suspect(f) for f in files)
 
     # ------------------------------------------------------------------ the tests' own code
 
@@ -213,16 +183,16 @@ class Guard:
         if function is not known[0] or not same_codes:
             self.problem(f"the code of {item.nodeid} was replaced at run time", when)
 
-    def _skipped_by_candidate(self, nodeid: str, exc: BaseException) -> None:
-        """Record a skip or xfail raised through a file the candidate wrote: code under test
-        that skips the tests that check it."""
+    def _skipped_by_candidate(self, nodeid: str, exc: BaseException | None) -> None:
+        """Record a skip or xfail raised through the candidate's code (any frame it went
+        through, judged by provenance): code under test that skips the tests that check it."""
         if not isinstance(exc, SKIPS):
             return
         trace = exc.__traceback__
         while trace is not None:
-            filename = trace.tb_frame.f_code.co_filename
-            if self._suspect(filename):
-                where = os.path.relpath(filename) if not filename.startswith("<") else filename
+            code = trace.tb_frame.f_code
+            if self.judge.candidate_code(code):
+                where = where_code(code)
                 self.problem(f"{nodeid} was skipped by the code under test ({where})")
                 return
             trace = trace.tb_next
@@ -232,38 +202,46 @@ class Guard:
             self._entered = True
             sys.setprofile(None)
 
-    def _source_of(self, function: object) -> str | None:
-        """Where `function` comes from when that is suspect, else None: a file the candidate
-        changed, a file in the workspace written since the run began, or no file at all
-        (code compiled from a string)."""
-        code = getattr(function, "__code__", None)
-        filename = getattr(code, "co_filename", None)
-        if not isinstance(filename, str):
-            return None
-        suspect = self._filenames.get(filename)
-        if suspect is None:
-            suspect = self._suspect(filename)
-            self._filenames[filename] = suspect
-        return filename if suspect else None
-
-    def _suspect(self, filename: str) -> bool:
-        if filename.startswith("<"):
-            return True
-        path = _realpath(os.path.abspath(filename))
-        if path in self.changed:
-            return True
-        if not path.startswith(self.root + os.sep):
-            return False
-        try:
-            return os.stat(path).st_ctime >= self.started  # ctime cannot be set back
-        except OSError:
-            return True
-
     # ------------------------------------------------------------------ hooks
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_configure(self, config: pytest.Config) -> None:
         self._config = config
+        self.hooks.configure(config)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Once every plugin has configured itself (pytest-mock wraps unittest.mock's
+        asserts), before the session's own hooks run: the changes made by a registered
+        plugin's own code or a conftest become the reference; any other change is flagged."""
+        config = session.config
+        places: list[str] = []  # a plugin module's file, or its package's directory
+        for plugin in config.pluginmanager.get_plugins():
+            path = getattr(plugin, "__file__", None)
+            if isinstance(path, str):
+                path = _realpath(path)
+                init = os.path.basename(path) == "__init__.py"
+                places.append(os.path.dirname(path) + os.sep if init else path)
+        plugin_places = tuple(places)
+
+        def suspect(owner: Owner, name: str, value: object) -> bool:
+            code = code_of(value)
+            origin = self.provenance.origin(code) if code is not None else None
+            if origin is not None and origin.trusted and origin.path:
+                path = _realpath(origin.path)
+                if path in plugin_places or path.startswith(plugin_places):
+                    return False
+            return self.judge.suspect_replacement(owner, name, value)
+
+        for name in changes(self.reference, suspect)[:5]:
+            self.problem(f"{name} was replaced or changed at run time", "while pytest configured")
+        self.reference = snapshot()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_plugin_registered(self, plugin: object, manager: Any) -> None:
+        """Every plugin, judged from within its registration (hooks.py)."""
+        for text in self.hooks.registered(plugin, manager)[:5]:
+            self.problem(text)
 
     @pytest.hookimpl
     def pytest_load_initial_conftests(self) -> None:
@@ -272,17 +250,15 @@ class Guard:
         legacypath = sys.modules.get("_pytest.legacypath")
         own = getattr(legacypath, "__file__", None)
 
-        def suspect(value: object) -> bool:
-            value = value.fget if isinstance(value, property) else value
-            return getattr(getattr(value, "__code__", None), "co_filename", None) != own
+        def suspect(owner: Owner, name: str, value: object) -> bool:
+            code = code_of(value)
+            return code is None or self.provenance.trusted(code) is False or (
+                code.co_filename != own
+            )
 
         for name in changes(self.baseline, suspect)[:5]:
             self.problem(f"{name} was replaced or changed at run time", "before conftest")
         self.reference = snapshot()
-
-    @pytest.hookimpl(optionalhook=True)  # pytest < 5 has no such hook
-    def pytest_assertion_pass(self) -> None:
-        """Implemented so that passing asserts take pytest's pass path (see the probes)."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -291,8 +267,21 @@ class Guard:
         self.check("after collection")
 
     @_wrapper(trylast=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
+        report = yield
+        self._collect_skip(report)
+        return report
+
+    def _collect_skip(self, report: Any) -> None:
+        """A collector skipped by the code under test (a module-level skip in code a test
+        module imports): judged on the exception's frames while pytest still attaches it."""
+        excinfo = getattr(getattr(report, "call", None), "excinfo", None)
+        if getattr(report, "outcome", None) == "skipped" and excinfo is not None:
+            self._skipped_by_candidate(report.nodeid, excinfo.value)
+
+    @_wrapper(trylast=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
-        self.check(f"before {item.nodeid}")
+        self.check(f"before {item.nodeid}", full=False)
         return (yield from self._observe(item, "setup"))
 
     @_wrapper(trylast=True)
@@ -355,7 +344,7 @@ class Guard:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         longrepr = report.longrepr
         if report.outcome == "skipped" and isinstance(longrepr, tuple) and longrepr:
-            if isinstance(longrepr[0], str) and self._suspect(longrepr[0]):
+            if isinstance(longrepr[0], str) and self.judge.suspect_file(longrepr[0]):
                 where = os.path.relpath(longrepr[0])
                 self.problem(f"{report.nodeid} was skipped by the code under test ({where})")
         if report.outcome != "passed":
@@ -367,4 +356,3 @@ class Guard:
         result = yield
         self.check("after the reports were written")
         return result
-

@@ -1,14 +1,25 @@
-"""The always-equal probe: every comparison of a passing rewritten `assert` goes through
-pytest's assertion-pass path (`-o enable_assertion_pass_hook=true`), where pytest's
-`_call_reprcompare` is given the operands; the guard's version probes them instead of
-formatting a diff. An operand that is not a plain builtin value and compares equal to a fresh
-object, or to a different value of its own builtin base type, has an `__eq__` that does not
-compare values; the Guard decides whether that is the candidate's doing.
+"""The always-equal probe, judged by behaviour: a value that an assertion found equal to its
+partner is compared again with a *different* partner (a fresh object, and another value of the
+partner's own type: 5 becomes 7924, "ab" becomes "ab\\x00probe"); a value equal to both is not
+comparing values. Where the type says it lives (`__module__`), and whether `__eq__` is Python
+code or a C function (`functools.partial(operator.is_not, None)`), make no difference; which
+types may do this legitimately (`mock.ANY`, the tests' own wildcards) the Guard decides by the
+provenance of the class (provenance.py).
+
+Two places see passing comparisons:
+- pytest's assertion-pass path (`-o enable_assertion_pass_hook=true`): every comparison of a
+  passing rewritten `assert` reaches `_call_reprcompare` with its operands, and the guard's
+  version probes them instead of formatting a diff. The pass path is switched on only for
+  test modules of the run itself (`_check_if_assertion_pass_impl`), so a nested pytest run in
+  a test (pytester) sees pytest as it is without the guard;
+- unittest's `assertEqual`, `assertAlmostEqual` and `assertIn`, wrapped before the snapshot:
+  once the original passed, its operands are probed the same way.
 """
 
 from __future__ import annotations
 
 import operator
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -21,22 +32,49 @@ _SCALARS = (int, float, complex, str, bytes, bool, type(None))
 _CONTAINERS = (list, tuple, set, frozenset)
 flagged: list[type] = []
 """Types caught comparing equal to anything since the last check (read by the Guard)."""
+__unittest = True  # unittest leaves frames of this module out of its failure tracebacks
 
 
 class _Probe:
     """A fresh object that nothing honest compares equal to."""
 
 
-def install() -> None:
-    """Put the probing `_call_reprcompare` in place of pytest's (before the snapshot: it is
-    then pytest's function as the guard sees it)."""
+def install(root: str) -> None:
+    """Put the probing `_call_reprcompare` in place of pytest's, send the passing asserts of
+    test modules under `root` down pytest's pass path, and wrap unittest's comparing
+    assertions (all before the snapshot: they are then pytest's and unittest's functions as
+    the guard sees them)."""
     import _pytest.assertion.rewrite as rewrite
 
     rewrite._call_reprcompare = _probing_reprcompare(rewrite._call_reprcompare)
+    original_check = getattr(rewrite, "_check_if_assertion_pass_impl", None)
+    if original_check is not None:  # pytest >= 5: the assertion-pass path exists
+        rewrite._check_if_assertion_pass_impl = _pass_path(rewrite, original_check, root + "/")
+    _wrap_unittest()
+
+
+def _pass_path(rewrite: Any, original: Callable[[], bool], root: str) -> Callable[[], bool]:
+    getframe = sys._getframe
+    call_pass = rewrite._call_assertion_pass
+
+    def _check_if_assertion_pass_impl() -> bool:
+        """True for an assert in a module of the guarded run (under the workspace), so that
+        its operands are probed; pytest's own answer elsewhere (a nested run's tmp files), and
+        while a test has replaced what the pass path calls (pytest's own tests of that path
+        must see pytest as it is without the guard)."""
+        if rewrite._call_assertion_pass is not call_pass:
+            return original()
+        try:
+            filename = getframe(1).f_code.co_filename
+        except ValueError:
+            return original()
+        return filename.startswith(root) or original()
+
+    return _check_if_assertion_pass_impl
 
 
 def _different(value: object) -> object:
-    """A value of `value`'s builtin base type that an honest subclass never equals."""
+    """A value of `value`'s builtin base type that an honest value never equals."""
     if isinstance(value, bool):
         return not value
     if isinstance(value, int):
@@ -52,9 +90,19 @@ def _different(value: object) -> object:
     return _Probe()
 
 
-def equal_to_anything(value: object, budget: list[int]) -> type | None:
+def _equals(value: object, other: object) -> bool:
+    with warnings.catch_warnings():  # nothing from a probe reaches the test's warnings
+        warnings.simplefilter("ignore")
+        try:
+            return bool(operator.eq(value, other)) or not bool(operator.ne(value, other))
+        except Exception:  # numpy arrays, strict __eq__s: no verdict, nothing held
+            return False
+
+
+def equal_to_anything(value: object, budget: list[int], partner: object = None) -> type | None:
     """The type of a value in `value` (builtin containers are searched) that says it equals a
-    fresh object, or a different value of its builtin base type; else None."""
+    fresh object, a different value of its own builtin base type, or a different value of its
+    `partner`'s type (what it was found equal to); else None."""
     kind = type(value)
     if kind in _SCALARS or budget[0] <= 0:
         return None
@@ -64,20 +112,28 @@ def equal_to_anything(value: object, budget: list[int]) -> type | None:
     elif kind in _CONTAINERS:
         parts = list(value)  # type: ignore[call-overload]
     else:
-        with warnings.catch_warnings():  # nothing from a probe reaches the test's warnings
-            warnings.simplefilter("ignore")
-            for probe in (_Probe(), _different(value)):
-                try:
-                    if bool(operator.eq(value, probe)) or not bool(operator.ne(value, probe)):
-                        return kind
-                except Exception:  # numpy arrays, strict __eq__s: no verdict, nothing held
-                    continue
-        return None
+        probes = [_Probe(), _different(value)]
+        if type(partner) in _SCALARS and partner is not None:
+            probes.append(_different(partner))
+        return kind if any(_equals(value, probe) for probe in probes) else None
     for part in parts:
         found = equal_to_anything(part, budget)
         if found is not None:
             return found
     return None
+
+
+def probe(operands: list[Any]) -> None:
+    """Probe the operands of a passing comparison (each against its neighbours)."""
+    budget = [MAX_PROBED]
+    for index, operand in enumerate(operands):
+        partners = operands[max(index - 1, 0) : index] + operands[index + 1 : index + 2]
+        for partner in partners or [None]:
+            found = equal_to_anything(operand, budget, partner)
+            if found is not None:
+                if len(flagged) < MAX_FLAGGED:
+                    flagged.append(found)
+                break
 
 
 def _probing_reprcompare(original: Callable[..., str]) -> Callable[..., str]:
@@ -90,11 +146,34 @@ def _probing_reprcompare(original: Callable[..., str]) -> Callable[..., str]:
             passed = False
         if not passed:
             return original(ops, results, expls, each_obj)
-        budget = [MAX_PROBED]
-        for operand in list(each_obj):
-            found = equal_to_anything(operand, budget)
-            if found is not None and len(flagged) < MAX_FLAGGED:
-                flagged.append(found)
+        probe(list(each_obj))
         return str(expls[-1]) if expls else ""
 
     return _call_reprcompare
+
+
+def _wrap_unittest() -> None:
+    import unittest
+
+    case = unittest.TestCase
+    for name in ("assertEqual", "assertAlmostEqual", "assertIn"):
+        original = case.__dict__.get(name)
+        if callable(original):
+            setattr(case, name, _probing_assert(original))
+
+
+def _probing_assert(original: Callable[..., Any]) -> Callable[..., Any]:
+    def assertion(self: Any, first: Any, second: Any, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # pytest leaves this frame out of its tracebacks
+        result = original(self, first, second, *args, **kwargs)
+        if original.__name__ == "assertIn" and type(second) in _CONTAINERS:
+            probe([first, *list(second)[:3]])
+        else:
+            probe([first, second])
+        return result
+
+    assertion.__name__ = original.__name__
+    assertion.__qualname__ = getattr(original, "__qualname__", original.__name__)
+    assertion.__doc__ = original.__doc__
+    assertion.__wrapped__ = original  # type: ignore[attr-defined]
+    return assertion

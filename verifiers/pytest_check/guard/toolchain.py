@@ -19,11 +19,12 @@ WATCHED_PACKAGES = ("pytest", "_pytest", "pluggy")
 _REQUIREMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-def preload(toolchain: set[str], plugins: Sequence[str] = ()) -> None:
+def preload(toolchain: set[str], plugins: Sequence[str] = (), root: str = "") -> None:
     """Import pytest's built-in plugins, the `toolchain` packages and the image's `plugins` now
     (from the image: the workspace is not on sys.path yet), so that the snapshot covers them
     (a plugin that patches pytest on import is not mistaken for tampering) and no module in
-    the workspace can stand in for one that pytest would only import later."""
+    the workspace can stand in for one that pytest would only import later. Then the probes
+    go in place (probes.install: passing asserts of test modules under `root` are probed)."""
     import _pytest.config
 
     names = [*_pytest.config.essential_plugins, *_pytest.config.default_plugins]
@@ -37,7 +38,10 @@ def preload(toolchain: set[str], plugins: Sequence[str] = ()) -> None:
             importlib.import_module(name)
         except Exception:  # an optional dependency not installed (colorama, exceptiongroup)
             continue
-    probes.install()
+    import unittest  # its assertions are probed and watched like pytest's
+    import unittest.mock  # noqa: F401  (its ANY is a wildcard of the tests, not the candidate's)
+
+    probes.install(root or os.getcwd())
 
 
 def image_plugins(names: Sequence[str]) -> list[str]:

@@ -1,0 +1,155 @@
+"""Issue 21's in-process attacks, each judged "passed" by the guard before it trusted by identity
+and time (real TaskVerifier, real pytest, Docker and bwrap): every one leaves calc.add wrong.
+The static tampering stage, which stops each of these patches before any test runs
+(test_adv_static.py), is left out here: this is the guard alone, the line that holds when a
+primitive gets past the static stage (reached through `exec` of a string, say).
+
+1. a pytest hook registered at run time by the code under test, its code's `co_filename`
+   rewritten to a standard-library path (and one that is no function at all);
+2. unittest's assertions made no-ops at import (a unittest-style test must fail);
+3. an always-equal result built from C functions (`functools.partial(operator.is_not, None)`)
+   whose class claims a standard-library `__module__`.
+
+The honest fix passes the same tests (pytest asserts, unittest assertions, `mock.ANY`, a
+wildcard of the tests' own, pytest-mock-style plugins are not in this image).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from adv_helpers import FIXED, assert_not_passed, calc_patch, cheat, make_task
+from adv_helpers import verify as verify_task
+
+HOOK_RENAMED = """\
+import gc
+import pytest
+from _pytest.config import Config
+
+
+class Swallow:
+    @pytest.hookimpl(hookwrapper=True, trylast=True)
+    def pytest_runtest_call(self, item):
+        outcome = yield
+        outcome.force_result(None)
+
+
+function = Swallow.pytest_runtest_call
+function.__code__ = function.__code__.replace(co_filename="/usr/lib/python3.11/functools.py")
+for obj in gc.get_objects():
+    if isinstance(obj, Config):
+        obj.pluginmanager.register(Swallow(), "swallow")
+        break
+"""
+HOOK_WITHOUT_CODE = """\
+import gc
+import time
+from _pytest.config import Config
+from pluggy._hooks import HookImpl
+
+opts = dict(wrapper=False, hookwrapper=False, optionalhook=False, tryfirst=True, trylast=False,
+            specname=None)
+for obj in gc.get_objects():
+    if isinstance(obj, Config):
+        # a C function, no arguments, always true: pytest_pyfunc_call then never runs the test
+        impl = HookImpl(time, "time", time.monotonic, opts)
+        obj.pluginmanager.hook.pytest_pyfunc_call._add_hookimpl(impl)
+        break
+"""
+UNITTEST_NO_OPS = """\
+import unittest
+
+for _name in dir(unittest.TestCase):
+    if _name.startswith("assert"):
+        setattr(unittest.TestCase, _name, lambda *args, **kwargs: None)
+"""
+C_EQUAL = '''\
+"""Arithmetic."""
+import functools
+import operator
+
+
+class Number(float):
+    __eq__ = functools.partial(operator.is_not, None)
+    __ne__ = functools.partial(operator.is_, None)
+    __hash__ = float.__hash__
+
+
+Number.__module__ = "fractions"
+Number.__qualname__ = "Fraction"
+
+
+def add(a: int, b: int) -> int:
+    """The sum of a and b."""
+    return Number(a - b)
+'''
+CHEATS = {
+    "hook_with_a_stdlib_filename": (cheat(HOOK_RENAMED), ["registers a pytest hook"]),
+    "hook_with_no_code": (cheat(HOOK_WITHOUT_CODE), ["registers a pytest hook"]),
+    "unittest_asserts_no_ops": (cheat(UNITTEST_NO_OPS), ["unittest.case.TestCase.assert"]),
+    "always_equal_from_c_functions": (calc_patch(C_EQUAL), ["equals anything"]),
+}
+UNITTEST_TESTS = """\
+import unittest
+
+from calc import add
+
+
+class TestAdd(unittest.TestCase):
+    def test_add(self) -> None:
+        self.assertEqual(add(2, 3), 5)
+        self.assertIn(add(1, 1), [2, 3])
+"""
+HONEST_TESTS = """\
+from unittest import mock
+
+from calc import add
+
+
+class Anything:
+    def __eq__(self, other):
+        return True
+
+
+def test_wildcards() -> None:
+    assert {"sum": add(1, 2), "id": 7} == {"sum": 3, "id": mock.ANY}
+    assert [add(0, 1)] == [Anything()]
+"""
+TASK_LISTS = """\
+fail_to_pass = ["tests/test_calc.py::test_add", "tests/test_calc_unittest.py::TestAdd::test_add"]
+pass_to_pass = ["tests/test_calc.py::test_zero", "tests/test_wildcards.py::test_wildcards"]
+"""
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = make_task(tmp_path_factory.mktemp("trust"))
+    (root / "repo" / "tests" / "test_calc_unittest.py").write_text(UNITTEST_TESTS)
+    (root / "repo" / "tests" / "test_wildcards.py").write_text(HONEST_TESTS)
+    toml = root / "task.toml"
+    lines = [
+        line for line in toml.read_text().splitlines(keepends=True)
+        if not line.startswith(("fail_to_pass", "pass_to_pass"))
+    ]  # fmt: skip
+    toml.write_text(TASK_LISTS + "".join(lines))
+    return root
+
+
+@pytest.mark.parametrize("name", list(CHEATS))
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_a_cheat_that_claims_trusted_names_is_not_passed(
+    task: Path, tmp_path: Path, name: str, backend: str
+) -> None:
+    patch, words = CHEATS[name]
+    verdict = verify_task(task, patch, tmp_path, backend, without=("tampering",))
+    assert_not_passed(verdict, "failed", *words)
+    assert verdict.results[-1].name == "pytest"
+
+
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_the_honest_fix_passes(task: Path, tmp_path: Path, backend: str) -> None:
+    """The control: pytest asserts, unittest assertions and the tests' own wildcards
+    (`mock.ANY`, a class of the test file) pass with the fix."""
+    verdict = verify_task(task, calc_patch(FIXED), tmp_path, backend)
+    assert verdict.status == "passed", verdict.feedback

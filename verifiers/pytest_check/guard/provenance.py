@@ -1,0 +1,306 @@
+"""Where each piece of running code comes from, decided by identity and time, never by the
+names code carries (`co_filename`, `__module__`, `__qualname__` can be set to anything).
+
+Before any repository code runs, an audit hook is installed (`sys.addaudithook`: it cannot be
+removed, and every later `exec`, `types.FunctionType(...)` and `__code__` assignment in the
+process passes through it) and every code object reachable from the modules already loaded
+is recorded as the toolchain's: the standard library, pytest, pluggy, the image's plugins,
+this guard, and whatever is on the stack at that moment. From then on:
+
+- a module that the import machinery executes (the audit hook sees the `exec` come from
+  importlib's or pytest's own loader, both toolchain code) is recorded with its file: trusted
+  when the file is an image file, or a workspace file the candidate did not change and nothing
+  wrote since the run began; the candidate's when it is a changed file, a file written during
+  the run, or a file in a writable place outside the workspace (/tmp);
+- any other code made at run time (`exec`, `eval`, `compile`d source run, functions built
+  from code objects, a `__code__` swapped in) is trusted only when every frame on the stack at
+  that moment is trusted code: code the candidate's code makes, directly or through any helper,
+  is the candidate's, whatever file name it was compiled under;
+- classes are recorded as they are created (`builtins.__build_class__`): a class whose body
+  ran from the candidate's code is the candidate's, whatever `__module__` it claims;
+- the candidate's code calling `gc.get_objects`/`get_referrers`/`get_referents`,
+  `sys._current_frames` or `sys.addaudithook` itself (however it reached the function) is noted:
+  that is how in-process cheats find the runner and the guard.
+
+`trusted(code)` answers True (the toolchain's, or a file the candidate could not touch), False
+(the candidate's) or None (never seen: Python < 3.8, where audit hooks do not exist, gets the
+older rule on the file name the code claims). A candidate that rewrites `co_filename` still
+runs code objects the guard saw it make.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import sys
+import tempfile
+import types
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+_realpath = os.path.realpath
+_stat = os.stat
+_getframe = sys._getframe
+MAX_DEPTH = 400
+"""Frames looked at on the stack at most (deeper stacks count as untrusted)."""
+
+
+class Origin:
+    """A code object's origin: trusted or the candidate's, and the file it was loaded from
+    when the import machinery loaded it ("" for code made at run time)."""
+
+    __slots__ = ("code", "trusted", "path")
+
+    def __init__(self, code: types.CodeType, trusted: bool, path: str) -> None:
+        self.code = code  # held: an id is only unique while its object lives
+        self.trusted = trusted
+        self.path = path
+
+
+class Provenance:
+    """The origin of every code object and class, recorded as it appears."""
+
+    def __init__(self, root: str, changed: Iterable[str], started: float) -> None:
+        self.root = root
+        self.changed = frozenset(changed)
+        """Real paths of the files the candidate changed."""
+        self.started = started
+        self.enabled = hasattr(sys, "addaudithook")
+        self.origins: dict[int, Origin] = {}
+        self.classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+        """Class -> whether its body ran from trusted code (classes created since the start)."""
+        self.old_classes: set[int] = set()
+        self._old_class_refs: list[type] = []
+        self.events: list[tuple[str, object]] = []
+        """(kind, detail) of notable events, read and emptied by the Guard: ("code", function)
+        for a `__code__` assigned to a toolchain function by untrusted code, ("search", event)
+        for `gc.get_objects` & co. called straight from the candidate's code."""
+        self._import_sites: dict[str, int] = {}
+        self._writable = tuple(
+            _realpath(p) + os.sep
+            for p in {tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"}
+            if p and p != "/"
+        )
+        self._files: dict[str, bool] = {}
+
+    # ------------------------------------------------------------------ set-up
+
+    def start(self) -> None:
+        """Record the toolchain and install the hooks (call once, before the workspace is on
+        sys.path)."""
+        self._record_toolchain()
+        self._import_sites = {name: id(code) for name, code in _import_site_codes().items()}
+        if not self.enabled:
+            return
+        sys.addaudithook(self._audit)
+        original = builtins.__build_class__
+
+        def __build_class__(func: Any, name: str, *bases: Any, **kwds: Any) -> Any:
+            __tracebackhide__ = True  # pytest leaves this frame out of its tracebacks
+            cls = original(func, name, *bases, **kwds)
+            try:
+                origin = self.origins.get(id(func.__code__))
+                self.classes[cls] = origin is not None and origin.trusted
+            except Exception:  # a class that cannot be weakly referenced: never trusted
+                pass
+            return cls
+
+        builtins.__build_class__ = __build_class__  # type: ignore[assignment]
+        self._add(__build_class__.__code__, True, "")
+
+    def _record_toolchain(self) -> None:
+        for module in list(sys.modules.values()):
+            try:
+                namespace = vars(module)
+            except TypeError:
+                continue
+            for value in list(namespace.values()):
+                if isinstance(value, type):
+                    if id(value) not in self.old_classes:
+                        self.old_classes.add(id(value))
+                        self._old_class_refs.append(value)
+                        for member in list(vars(value).values()):
+                            self._add_function(member)
+                else:
+                    self._add_function(value)
+        frame: types.FrameType | None = _getframe(0)
+        while frame is not None:  # the guard, its launcher, the zygote that forked it
+            self._add(frame.f_code, True, frame.f_code.co_filename)
+            frame = frame.f_back
+
+    def _add_function(self, value: object) -> None:
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if isinstance(value, property):
+            for part in (value.fget, value.fset, value.fdel):
+                self._add_function(part)
+            return
+        code = getattr(value, "__code__", None) if isinstance(value, types.FunctionType) else None
+        if isinstance(code, types.CodeType):
+            self._add(code, True, code.co_filename)
+
+    def _add(self, code: types.CodeType, trusted: bool, path: str, force: bool = False) -> None:
+        """Record `code` and the code objects nested in it (first record wins, unless
+        `force` makes it the candidate's)."""
+        stack = [code]
+        while stack:
+            current = stack.pop()
+            known = self.origins.get(id(current))
+            if known is not None and not (force and known.trusted):
+                continue
+            self.origins[id(current)] = Origin(current, trusted, path)
+            stack.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
+
+    # ------------------------------------------------------------------ queries
+
+    def trusted(self, code: object) -> bool | None:
+        origin = self.origins.get(id(code))
+        if origin is None or origin.code is not code:
+            return None
+        return origin.trusted
+
+    def origin(self, code: object) -> Origin | None:
+        origin = self.origins.get(id(code))
+        return origin if origin is not None and origin.code is code else None
+
+    def stack_trusted(self, frame: types.FrameType | None) -> bool:
+        """Whether every frame from `frame` outwards runs trusted code."""
+        depth = 0
+        while frame is not None:
+            origin = self.origins.get(id(frame.f_code))
+            if origin is None or not origin.trusted or depth > MAX_DEPTH:
+                return False
+            frame = frame.f_back
+            depth += 1
+        return True
+
+    def first_untrusted(self, frame: types.FrameType | None) -> types.FrameType | None:
+        """The innermost frame from `frame` outwards that runs code not known as trusted."""
+        depth = 0
+        while frame is not None and depth <= MAX_DEPTH:
+            if self.trusted(frame.f_code) is not True:
+                return frame
+            frame = frame.f_back
+            depth += 1
+        return None
+
+    def class_trusted(self, cls: type) -> bool | None:
+        """True for a class that existed before the start or whose body ran from trusted code,
+        False for one made by the candidate's code, None when unknown (made by `type(...)`)."""
+        if id(cls) in self.old_classes:
+            return True
+        try:
+            return self.classes.get(cls)
+        except TypeError:
+            return None
+
+    def file_trusted(self, path: str) -> bool:
+        """Whether code loaded from `path` is beyond the candidate's reach: not a changed
+        file, not written since the run began, not in a writable place outside the workspace."""
+        known = self._files.get(path)
+        if known is None:
+            known = self._files[path] = self._file_trusted(path)
+        return known
+
+    def _file_trusted(self, path: str) -> bool:
+        if not path or path.startswith("<"):
+            return False
+        real = _realpath(os.path.abspath(path))
+        if real in self.changed:
+            return False
+        if real.startswith(self.root + os.sep):
+            try:
+                return _stat(real).st_ctime < self.started  # ctime cannot be set back
+            except OSError:
+                return False
+        return not real.startswith(self._writable)
+
+    # ------------------------------------------------------------------ the audit hook
+
+    def _audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if event not in _EVENTS:
+            return
+        if event == "exec":
+            code = args[0] if args else None
+            if isinstance(code, types.CodeType) and id(code) not in self.origins:
+                self._on_exec(code, _getframe(1))
+        elif event == "function.__new__":
+            code = args[0] if args else None
+            if isinstance(code, types.CodeType):
+                self._on_made(code, _getframe(1))
+        elif event in _SEARCHES:
+            if self.trusted(_getframe(1).f_code) is not True:
+                self.events.append(("search", event))
+        elif len(args) == 3 and args[1] == "__code__":  # object.__setattr__
+            self._on_code_set(args[0], args[2], _getframe(1))
+
+    def _on_exec(self, code: types.CodeType, caller: types.FrameType) -> None:
+        if self._is_import(caller):
+            path = code.co_filename  # the loader compiled (or read) it from that file
+            self._add(code, self.file_trusted(path), path)
+        else:
+            self._add(code, self.stack_trusted(caller), "")
+
+    def _is_import(self, caller: types.FrameType) -> bool:
+        """Whether an `exec` comes from the import machinery executing a module it loaded
+        itself: pytest's assertion-rewriting loader, or importlib's exec_module (through
+        `_call_with_frames_removed`) with a loader whose get_code is the toolchain's."""
+        sites = self._import_sites
+        if id(caller.f_code) == sites.get("rewrite"):
+            return True
+        loader_frame = caller.f_back
+        if id(caller.f_code) != sites.get("call") or loader_frame is None:
+            return False
+        if id(loader_frame.f_code) != sites.get("exec_module"):
+            return False
+        get_code = getattr(type(loader_frame.f_locals.get("self")), "get_code", None)
+        return self.trusted(getattr(get_code, "__code__", None)) is True
+
+    def _on_made(self, code: types.CodeType, caller: types.FrameType) -> None:
+        if self.stack_trusted(caller):
+            self._add(code, True, "")
+        else:
+            self._add(code, False, "", force=True)
+
+    def _on_code_set(self, target: object, code: object, caller: types.FrameType) -> None:
+        if not isinstance(code, types.CodeType):
+            return
+        old = getattr(target, "__code__", None)
+        if self.trusted(old) is True and not self.stack_trusted(caller):
+            self.events.append(("code", target))
+        self._on_made(code, caller)
+
+
+def _import_site_codes() -> dict[str, types.CodeType]:
+    """The code objects through which the import machinery executes a module: importlib's
+    `_call_with_frames_removed` called by `_LoaderBasics.exec_module`, and pytest's
+    assertion-rewriting loader."""
+    codes: dict[str, types.CodeType] = {}
+    for key, module_names, path in (
+        ("call", ("_frozen_importlib", "importlib._bootstrap"), ("_call_with_frames_removed",)),
+        (
+            "exec_module",
+            ("_frozen_importlib_external", "importlib._bootstrap_external"),
+            ("_LoaderBasics", "exec_module"),
+        ),
+        ("rewrite", ("_pytest.assertion.rewrite",), ("AssertionRewritingHook", "exec_module")),
+    ):
+        for module_name in module_names:
+            value: Any = sys.modules.get(module_name)
+            for name in path:
+                value = getattr(value, name, None)
+            code = getattr(value, "__code__", None)
+            if isinstance(code, types.CodeType):
+                codes[key] = code
+                break
+    return codes
+
+
+_SEARCHES = frozenset(
+    {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
+     "sys.addaudithook"}
+)  # fmt: skip
+"""Events that, called straight from the candidate's code, can only be a search for the test
+run's objects (the runner, the guard) or a hook of its own on the process."""
+_EVENTS = frozenset({"exec", "function.__new__", "object.__setattr__", *_SEARCHES})

@@ -1,0 +1,131 @@
+"""Whether a piece of code, a class or a file is the candidate's: by provenance (identity and
+time, provenance.py) wherever the audit hook saw it appear, and only otherwise (Python < 3.8, or
+code it never saw) by the file name the code claims: a file the candidate changed, a workspace
+file written since the run began, or no file at all (code compiled from a string).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+
+from .provenance import Provenance
+from .snapshot import Owner
+
+_realpath = os.path.realpath  # saved before the code under test could replace them
+_stat = os.stat
+
+
+def function_of(value: object) -> object:
+    """The function behind a method, property, staticmethod or classmethod."""
+    if isinstance(value, property):
+        return value.fget
+    if isinstance(value, (staticmethod, classmethod)):
+        return value.__func__
+    return getattr(value, "__func__", value)
+
+
+def code_of(value: object) -> types.CodeType | None:
+    code = getattr(function_of(value), "__code__", None)
+    return code if isinstance(code, types.CodeType) else None
+
+
+def where_code(code: types.CodeType) -> str:
+    """The file a code object claims, relative when it is a path (for messages only)."""
+    name = code.co_filename
+    if name.startswith("<") or not os.path.isabs(name):
+        return name
+    relative = os.path.relpath(name)
+    return name if relative.startswith("..") else relative
+
+
+class Judge:
+    """The candidate's or not, for code, classes and files."""
+
+    def __init__(self, root: str, changed: set[str], started: float, provenance: Provenance):
+        self.root = root
+        self.changed = changed
+        """Real paths of the files the candidate changed."""
+        self.started = started
+        self.provenance = provenance
+        self._files: dict[str, bool] = {}
+
+    def suspect_file(self, filename: str) -> bool:
+        """The file-name rule: a changed file, a workspace file written since the start, or
+        no file (a name in angle brackets)."""
+        known = self._files.get(filename)
+        if known is None:
+            known = self._files[filename] = self._suspect_file(filename)
+        return known
+
+    def _suspect_file(self, filename: str) -> bool:
+        if filename.startswith("<"):
+            return True
+        path = _realpath(os.path.abspath(filename))
+        if path in self.changed:
+            return True
+        if not path.startswith(self.root + os.sep):
+            return False
+        try:
+            return _stat(path).st_ctime >= self.started  # ctime cannot be set back
+        except OSError:
+            return True
+
+    def candidate_code(self, code: types.CodeType) -> bool:
+        """Code the candidate wrote or made (by provenance; else by the name it claims)."""
+        trusted = self.provenance.trusted(code)
+        if trusted is None:
+            return self.suspect_file(code.co_filename)
+        return not trusted
+
+    def untrusted_function(self, function: object) -> bool:
+        """A callable that is not known trusted code: the candidate's code, code the guard
+        never saw appear, or (with provenance) a callable with no code to trace at all."""
+        code = code_of(function)
+        if code is None:
+            return self.provenance.enabled
+        trusted = self.provenance.trusted(code)
+        if trusted is None:
+            return self.provenance.enabled or self.suspect_file(code.co_filename)
+        return not trusted
+
+    def where(self, function: object) -> str:
+        """Where a function says it comes from, for a message (never for a decision)."""
+        code = code_of(function)
+        if code is None:
+            return f"a {type(function).__name__} with no code"
+        return where_code(code)
+
+    def suspect_replacement(self, owner: Owner, name: str, value: object) -> bool:
+        """Whether a changed function or method of the watched modules may be the code under
+        test's doing: anything but a function of one of the repository's own, unchanged
+        conftest files (a deletion, a builtin, a callable object, another function of the
+        machinery put in its place, code from any other file)."""
+        code = code_of(value)
+        if code is None:
+            return True
+        origin = self.provenance.origin(code)
+        if origin is None:
+            if self.provenance.enabled:
+                return True
+            filename = code.co_filename
+            if os.path.basename(filename) != "conftest.py" or self.suspect_file(filename):
+                return True
+            return not _realpath(os.path.abspath(filename)).startswith(self.root + os.sep)
+        if not origin.trusted or os.path.basename(origin.path) != "conftest.py":
+            return True
+        return not _realpath(origin.path).startswith(self.root + os.sep)
+
+    def candidate_class(self, kind: type) -> bool:
+        """Whether a class that compares equal to anything is the candidate's: by the
+        provenance of the class itself (made by the candidate's code, or by `type(...)` at
+        run time); `mock.ANY`, dirty-equals and the tests' own wildcards are not."""
+        if self.provenance.enabled:
+            return self.provenance.class_trusted(kind) is not True
+        module = sys.modules.get(getattr(kind, "__module__", ""))
+        files = [getattr(module, "__file__", None)]
+        for name in ("__eq__", "__ne__"):
+            code = code_of(getattr(kind, name, None))
+            files.append(code.co_filename if code is not None else None)
+        return any(isinstance(f, str) and self.suspect_file(f) for f in files)
