@@ -1,10 +1,9 @@
 """Run the verifiers in order, cheapest first, stopping at the first stage that does not pass.
 
-The order is ooda.agent.contracts.protocols.CASCADE_ORDER (syntax, ruff, pytest, security,
-mypy, repro), stated once; a stage that declares `after_tests = True` (security, mypy, repro)
-runs only once the tests have passed, which the task verifier (agent/verify/verifier.py) arranges with
-`split_at_tests`. A deadline
-shrinks each stage's timeout; a stage that raises is reported as an "error" result, except
+The order is ooda.agent.contracts.protocols.CASCADE_ORDER (syntax, tampering, ruff, pytest,
+security, mypy, repro), stated once; a stage that declares `after_tests = True` (security, mypy,
+repro) runs only once the tests have passed, which the task verifier (agent/verify/verifier.py)
+arranges with `split_at_tests`. A deadline shrinks each stage's timeout; a stage that raises is reported as an "error" result, except
 ooda.agent.contracts.errors.InfraError, which propagates (the sandbox itself broke).
 """
 
@@ -30,6 +29,7 @@ from ooda.verifiers.repro_check import ReproVerifier
 from ooda.verifiers.ruff_check import RuffVerifier
 from ooda.verifiers.security_check import SecurityVerifier
 from ooda.verifiers.syntax import SyntaxVerifier
+from ooda.verifiers.tamper_check import TamperVerifier
 
 CONTINUE = frozenset({"passed", "skipped"})
 """Stage statuses after which the cascade goes on."""
@@ -45,11 +45,11 @@ def default_verifiers(
     security_rules: Sequence[str] | None = None,
     reproduction: bool = False,
 ) -> list[Verifier]:
-    """The cascade in CASCADE_ORDER: syntax, ruff (optional), pytest, security (optional; ruff
-    `S` rules `security_rules`, default security_check.RULES, plus the secret scan), mypy
-    (optional), the reproduction tests (`reproduction`: a blind run's; skipped when a check
-    carries none)."""
-    stages: list[Verifier] = [SyntaxVerifier(), PytestVerifier()]
+    """The cascade in CASCADE_ORDER: syntax, tampering (always: nothing the candidate adds may
+    reach into the test run), ruff (optional), pytest, security (optional; ruff `S` rules
+    `security_rules`, default security_check.RULES, plus the secret scan), mypy (optional), the
+    reproduction tests (`reproduction`: a blind run's; skipped when a check carries none)."""
+    stages: list[Verifier] = [SyntaxVerifier(), TamperVerifier(), PytestVerifier()]
     if reproduction:
         stages.append(ReproVerifier())
     if ruff:

@@ -8,15 +8,18 @@ Mypy runs as `python3 -P -m mypy`: the workspace is its working directory but no
 import path, so a module the candidate adds (named like one mypy imports: `librt`,
 `typing_extensions`, `mypy` itself) is checked, never run inside mypy.
 
-Suppression comments are not honoured: mypy reads each checked file through `--shadow-file`
-from a copy without its `# type: ignore` and `# mypy: ...` comments (found with `tokenize`, so
-strings are never touched and line numbers stay), on the base and on the candidate alike. An
+Suppressions are not honoured: mypy reads each checked file through `--shadow-file` from a copy
+without its `# type: ignore` and `# mypy: ...` comments (found with `tokenize`, so strings are
+never touched and line numbers stay) and without its `@typing.no_type_check` decorators (found
+with `ast`, under any name they are imported as; their lines left blank), on the base and on
+the candidate alike. An
 error the candidate adds and hides behind a new `# type: ignore` still counts; the base's own
 suppressed errors are in the baseline and are not charged.
 """
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import os
@@ -64,8 +67,9 @@ _SUPPRESSION = re.compile(r"#\s*(?:type:\s*ignore\b|mypy:)")
 
 
 def strip_suppressions(source: bytes) -> bytes | None:
-    """`source` without its `# type: ignore[...]` and `# mypy: ...` comments (the lines kept,
-    so line numbers do not move), or None when it has none or cannot be tokenized."""
+    """`source` without its `# type: ignore[...]` and `# mypy: ...` comments and without its
+    `@typing.no_type_check` decorators (the lines kept, so line numbers do not move), or None
+    when it has none or cannot be tokenized."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
         text = source.decode(encoding)
@@ -81,7 +85,47 @@ def strip_suppressions(source: bytes) -> bytes | None:
             end = col + len(token.string)
             lines[row - 1] = line[:col].rstrip(" \t") + line[end:]
             cut = True
+    for first, last in _no_type_check_decorators(text):
+        for row in range(first, last + 1):  # a blank line may stand between decorators
+            ending = "\r\n" if lines[row - 1].endswith("\r\n") else "\n"
+            lines[row - 1] = ending
+        cut = True
     return "".join(lines).encode(encoding) if cut else None
+
+
+def _no_type_check_decorators(text: str) -> list[tuple[int, int]]:
+    """(first line, last line) of each decorator that is `typing.no_type_check` (also
+    imported under another name, or from typing_extensions): mypy would not check what it
+    decorates."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    names = {"typing.no_type_check", "typing_extensions.no_type_check"}
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in ("typing", "typing_extensions"):
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = alias.name
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for decorator in node.decorator_list:
+                if _dotted(decorator, aliases) in names:
+                    found.append((decorator.lineno, decorator.end_lineno or decorator.lineno))
+    return found
+
+
+def _dotted(node: ast.expr, aliases: dict[str, str]) -> str | None:
+    if isinstance(node, ast.Name):
+        return aliases.get(node.id, node.id)
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value, aliases)
+        return f"{base}.{node.attr}" if base else None
+    return None
 
 
 def _shadow_args(sandbox: Sandbox, files: list[str]) -> list[str]:
@@ -186,8 +230,8 @@ class MypyVerifier:
         def note() -> str:
             if (sandbox.workspace / SHADOW_DIR).exists():
                 return (
-                    "note: `# type: ignore` and `# mypy:` comments are not honoured here; "
-                    "fix the types instead"
+                    "note: `# type: ignore` and `# mypy:` comments and `@no_type_check` are "
+                    "not honoured here; fix the types instead"
                 )
             return ""
 

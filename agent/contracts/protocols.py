@@ -285,10 +285,18 @@ class Verdict:
 
 # --------------------------------------------------------------------------- patch verifier
 
-CASCADE_ORDER: tuple[str, ...] = ("syntax", "ruff", "pytest", "security", "mypy", "repro")
+CASCADE_ORDER: tuple[str, ...] = (
+    "syntax",
+    "tampering",
+    "ruff",
+    "pytest",
+    "security",
+    "mypy",
+    "repro",
+)
 """The verifier stages in the order a candidate meets them: agent/verify/verifier.py runs
-syntax, ruff and pytest, then security, mypy and (blind runs) the reproduction tests only for a
-candidate whose tests pass; the reproduction tests last, as they run candidate code where
+syntax, tampering (static, on the host), ruff and pytest, then security, mypy and (blind runs)
+the reproduction tests only for a candidate whose tests pass; the reproduction tests last, as they run candidate code where
 security and mypy looked. The loop ranks failed attempts by how far along this order they got
 (a later stage makes a better parent)."""
 

@@ -18,6 +18,10 @@ from sandbox_helpers import backend_or_skip
 
 from ooda.agent.models.server import ReplayServer
 
+GUARD_ALONE = ("tampering",)
+"""The static stage would stop most of these patches first (test_adv_static.py): left out, so
+that the guard's own checks are what is tested here."""
+
 ALWAYS_EQUAL = """\
 class Number(float):
     def __eq__(self, other: object) -> bool:
@@ -131,7 +135,8 @@ def task(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("backend", ["docker", "bwrap"])
 def test_runtime_cheat_is_not_passed(task: Path, tmp_path: Path, name: str, backend: str) -> None:
     patch, words = RUNTIME_CHEATS[name]
-    assert_not_passed(verify_task(task, patch, tmp_path, backend), "failed", *words)
+    verdict = verify_task(task, patch, tmp_path, backend, without=GUARD_ALONE)
+    assert_not_passed(verdict, "failed", *words)
 
 
 def command_task(root: Path) -> Path:

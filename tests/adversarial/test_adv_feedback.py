@@ -34,7 +34,7 @@ CHEATS = {
     ),
     "runtime_plugin": (
         edit("calc.py", '"""Arithmetic."""\n', '"""Arithmetic."""\n' + RUNTIME_CHEAT),
-        "registers a pytest hook (pytest_pyfunc_call)",
+        "`gc.get_objects` searches the garbage collector's objects",
     ),
 }
 

@@ -2,7 +2,8 @@
 comment (`# noqa`, `# ruff: noqa`, `# type: ignore`, `# mypy: ignore-errors`). Suppressions are
 not honoured, on the base and the candidate alike, so the new error still counts while the
 base's own suppressed findings stay in the baseline (real verifier, real Docker sandbox; one
-verifier for the module so the baseline is computed once). Loosening the tools' configuration
+verifier for the module so the baseline is computed once). `@typing.no_type_check` is a
+suppression too (issue 21): mypy sees the function without it. Loosening the tools' configuration
 instead is an invalid edit (test_adv_policy.py).
 """
 
@@ -52,6 +53,11 @@ CASES = {
         "mypy",
         "# type: ignore\n" + FIXED + NEW_TYPE_ERROR.format(comment=""),
     ),
+    "no_type_check_decorator": (
+        "mypy",
+        FIXED.replace("# noqa: F401\n", "# noqa: F401\nfrom typing import no_type_check as unchecked\n")
+        + NEW_TYPE_ERROR.replace("\n\ndef", "\n\n@unchecked\ndef").format(comment=""),
+    ),
     "noqa": ("ruff", new_ruff_error("  # noqa")),
     "noqa_with_code": ("ruff", new_ruff_error("  # noqa: F401")),
     "ruff_noqa_file": ("ruff", new_ruff_error("", head="# ruff: noqa\n")),
@@ -64,6 +70,8 @@ def verifier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TaskVerifier]
     root = tmp_path_factory.mktemp("linters")
     task = load_task(make_task(root, ruff=True, mypy=True, calc=BASE))
     verifier = TaskVerifier(task, backend_or_skip("docker"), root / "work")
+    # the static stage would stop `no_type_check` first (test_adv_static.py): here mypy judges
+    verifier.verifiers = [v for v in verifier.verifiers if v.name != "tampering"]
     yield verifier
     verifier.close()
 

@@ -10,6 +10,10 @@ from pathlib import Path
 import pytest
 from adv_helpers import FIXED, assert_not_passed, calc_patch, cheat, make_task, verify
 
+GUARD_ALONE = ("tampering",)
+"""The static stage stops several of these patches before any test runs (test_adv_static.py);
+it is left out where the point is what the guard and the host-side checks do at run time."""
+
 # Reads the JUnit report path pytest was given (on its command line: sys.argv).
 JUNIT_PATH = """\
 import os, sys
@@ -207,7 +211,7 @@ def task(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("name", list(CHEATS))
 def test_cheat_is_not_passed(task: Path, tmp_path: Path, name: str) -> None:
     prelude, words = CHEATS[name]
-    verdict = verify(task, cheat(prelude), tmp_path)
+    verdict = verify(task, cheat(prelude), tmp_path, without=GUARD_ALONE)
     assert_not_passed(verdict, "failed", *words)
     assert [r.name for r in verdict.results][-1] == "pytest"
 
@@ -223,7 +227,7 @@ ISOLATION_SENSITIVE = [
 @pytest.mark.parametrize("name", ISOLATION_SENSITIVE)
 def test_cheat_is_not_passed_in_bwrap(task: Path, tmp_path: Path, name: str) -> None:
     prelude, words = CHEATS[name]
-    verdict = verify(task, cheat(prelude), tmp_path, "bwrap")
+    verdict = verify(task, cheat(prelude), tmp_path, "bwrap", without=GUARD_ALONE)
     assert_not_passed(verdict, "failed", *words)
 
 
@@ -253,7 +257,7 @@ def test_a_conftest_of_the_base_may_patch_pytest(tmp_path: Path) -> None:
     (task / "repo" / "conftest.py").write_text(TRUSTED_PATCH)
     assert verify(task, calc_patch(FIXED), tmp_path / "w").status == "passed"
     cheating = cheat(TRUSTED_PATCH.replace("summary_stats(self):", "summary_stats(self):  # x"))
-    verdict = verify(task, cheating, tmp_path / "w2")
+    verdict = verify(task, cheating, tmp_path / "w2", without=GUARD_ALONE)
     assert_not_passed(verdict, "failed", "TerminalReporter.summary_stats was replaced")
 
 

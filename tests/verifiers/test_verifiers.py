@@ -410,8 +410,12 @@ def test_cascade_deadline_crash_and_infra_errors() -> None:
 
 def test_default_verifiers_order() -> None:
     names = [v.name for v in default_verifiers(True, True)]
-    assert names == ["syntax", "ruff", "pytest", "security", "mypy"]
-    assert [v.name for v in default_verifiers(False, False, False)] == ["syntax", "pytest"]
+    assert names == ["syntax", "tampering", "ruff", "pytest", "security", "mypy"]
+    assert [v.name for v in default_verifiers(False, False, False)] == [
+        "syntax",
+        "tampering",
+        "pytest",
+    ]
 
 
 def test_full_cascade_on_a_real_repo(repo: Path, tmp_path: Path) -> None:
@@ -422,7 +426,11 @@ def test_full_cascade_on_a_real_repo(repo: Path, tmp_path: Path) -> None:
     check = CheckSpec(changed_files=["calc.py"], fail_to_pass=ids("test_add"), timeout_s=30)
     check.baseline["ruff"] = RuffVerifier().baseline(base, check)
     results = run_cascade(LocalSandbox(repo), check, default_verifiers(True, False))
-    assert [(r.name, r.status) for r in results] == [("syntax", "passed"), ("ruff", "failed")]
+    assert [(r.name, r.status) for r in results] == [
+        ("syntax", "passed"),
+        ("tampering", "passed"),
+        ("ruff", "failed"),
+    ]
     assert "F401" in results[-1].summary
 
 

@@ -116,6 +116,7 @@ def test_gold_patch_passes_with_logs_and_cleanup(task: Task, tmp_path: Path) -> 
     assert verdict.status == "passed", verdict.feedback
     assert [(r.name, r.status) for r in verdict.results] == [
         ("syntax", "passed"),
+        ("tampering", "passed"),
         ("ruff", "passed"),  # `import os` was already unused on the base: not counted
         ("pytest", "passed"),
         ("security", "passed"),
