@@ -88,5 +88,5 @@ def test_the_stage_requires_the_required_tests_and_feeds_their_script_back(
 def test_no_reproduction_test_skips_the_stage_and_it_runs_last(box: LocalSandbox) -> None:
     assert ReproVerifier().verify(box, CheckSpec(changed_files=[])).status == "skipped"
     names = [v.name for v in default_verifiers(True, True, True, reproduction=True)]
-    assert names == ["syntax", "ruff", "pytest", "security", "mypy", "repro"]
+    assert names == ["syntax", "tampering", "ruff", "pytest", "security", "mypy", "repro"]
     assert "repro" not in [v.name for v in default_verifiers()]

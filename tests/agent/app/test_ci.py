@@ -249,7 +249,8 @@ def test_no_suggestions_for_new_files_and_review_comment_shape() -> None:
 
 
 def fake_result(winner: bool, run_dir: Path) -> RunResult:
-    results = [VerifierResult(name, "passed", 0.1, "") for name in ("syntax", "ruff")]
+    names = ("syntax", "tampering", "ruff")
+    results = [VerifierResult(name, "passed", 0.1, "") for name in names]
     attempts = []
     for i in range(3):
         a = Attempt(f"r1c{i + 1}", 1, None, [])
@@ -314,7 +315,8 @@ def test_comment_says_which_stages_did_not_judge_the_fix_and_which_python_ran(
         "mypy", "skipped", 0.2, "", "mypy cannot check these files on the unpatched code "
         "either; stage skipped\nerror: x"))
     text = render_comment(report, result)
-    assert "(passed: syntax, ruff, pytest; skipped: mypy (mypy cannot check these files on " \
+    assert "(passed: syntax, tampering, ruff, pytest; skipped: mypy (mypy cannot check these " \
+        "files on " \
         "the unpatched code either; stage skipped); not run: security)" in text
     assert "Tests ran in ooda's sandbox image (Python 3.11)." in text
     result.summary["environment"] = "environment: Python 3.9 (requires-python <3.10) — detected"
@@ -340,7 +342,7 @@ def test_outputs_and_posting_create_then_edit(
         assert (out / "suggestion.diff").read_text() == GOOD_PATCH
         comment = (out / "comment.md").read_text()
         assert comment.startswith(COMMENT_MARKER) and "```diff" in comment
-        assert "passed: syntax, ruff, pytest" in comment and "1,000 + 50" in comment
+        assert "passed: syntax, tampering, ruff, pytest" in comment and "1,000 + 50" in comment
         assert json.loads((out / "suggestions.json").read_text())[0]["line"] == 2
         posts = gh.requests("POST")
         assert [r.path for r in posts] == ["/repos/acme/calc/issues/7/comments",

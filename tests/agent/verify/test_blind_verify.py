@@ -86,8 +86,8 @@ def test_regression_and_reproduction_tests_judge_a_blind_candidate(
     right = verifier.verify(patch("sum(xs) / len(xs)"), log_dir=tmp_path / "right")
     assert right.status == "passed", right.feedback
     assert [(r.name, r.status) for r in right.results] == [
-        ("syntax", "passed"), ("pytest", "passed"), ("repro", "passed")]
-    assert right.results[2].details["outcomes"] == {"repro_1": "passed", "repro_3": "error"}
+        ("syntax", "passed"), ("tampering", "passed"), ("pytest", "passed"), ("repro", "passed")]
+    assert right.results[3].details["outcomes"] == {"repro_1": "passed", "repro_3": "error"}
     pytest_log = (tmp_path / "right" / "pytest.log").read_text()
     assert "test_total" in pytest_log and "test_unrelated" not in pytest_log
     # the test failing on the base is no regression test; the other file was never run
