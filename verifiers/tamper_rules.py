@@ -9,7 +9,8 @@ one (docs/SECURITY.md):
   installing a tracer (`sys.settrace`/`setprofile`): how code finds the runner that called it;
 - `gc`: searching the collector's objects (`gc.get_objects`, `get_referrers`, `get_referents`);
 - `code`: forging code (`__code__` or `co_*` assigned, `code.replace(co_...=)`, building
-  `types.CodeType`/`types.FunctionType`, `__globals__`, `cell_contents` assigned);
+  `types.CodeType`/`types.FunctionType`, `__globals__`, `cell_contents` assigned) or reading
+  what compiled code holds (`co_consts`, `co_code`: a test's expected values);
 - `plugin`: registering with pytest's plugin manager (`pluginmanager`, `register` on it,
   `hookimpl`, `HookImpl`, `_add_hookimpl`, `_inner_hookexec`, `pytest_plugins = ...`);
 - `modules`: rewriting `sys.modules` or `builtins`;
@@ -22,7 +23,9 @@ one (docs/SECURITY.md):
   `dirty_equals`): a result that equals whatever the test expects.
 
 Names are resolved through the file's imports (`import sys as s; s._getframe`, `from gc import
-get_objects as g`), `getattr(module, "literal")` and `__import__("gc")`. A file inside a
+get_objects as g`), `getattr(module, "literal")` and `__import__("gc")`; an attribute of `sys`,
+`gc`, `inspect`, `builtins`, `ctypes`, `types`, unittest or pytest looked up by a computed name
+(`getattr(sys, "_get" + "frame")`) counts as the primitive it hides. A file inside a
 package of the test machinery itself (pytest-dev/pytest's `_pytest/`) may define and register
 hooks: `plugin`, `framework` and `wildcard` do not apply there.
 """
@@ -76,6 +79,8 @@ ATTRIBUTES: dict[str, tuple[str, str]] = {
     "_add_hookimpl": ("plugin", "adds a pytest hook"),
     "_inner_hookexec": ("plugin", "replaces pluggy's hook dispatch"),
     "add_hookcall_monitoring": ("plugin", "replaces pluggy's hook dispatch"),
+    "co_consts": ("code", "reads the constants inside compiled code (a test's expected values)"),
+    "co_code": ("code", "reads compiled bytecode"),
     "hookimpl": ("plugin", "defines a pytest hook"),
     "HookImpl": ("plugin", "defines a pytest hook"),
     "HookimplMarker": ("plugin", "defines a pytest hook"),
@@ -87,6 +92,8 @@ STORED: dict[str, tuple[str, str]] = {
     "cell_contents": ("code", "rewrites a closure"),
 }
 """Attribute names whose assignment is a primitive (`co_*` too)."""
+SENSITIVE = frozenset({"sys", "gc", "inspect", "builtins", "ctypes", "types", "unittest", "pytest"})
+"""Modules whose attributes are looked up by a computed name only to hide which one is used."""
 
 
 @dataclass(frozen=True)
@@ -204,6 +211,11 @@ class _Finder(ast.NodeVisitor):
         if resolved is not None and resolved != function and resolved in CALLS:
             kind, why = CALLS[resolved]  # getattr(sys, "_getframe"), __import__("gc")...
             self.add(node, kind, resolved, why)
+        if function in ("getattr", "setattr", "delattr", "builtins.getattr") and len(node.args) > 1:
+            owner = self.dotted(node.args[0])
+            if owner in SENSITIVE and _literal(node.args[1]) is None:
+                self.add(node, "frame" if owner in ("sys", "inspect") else "code",
+                         f"{function}({owner}, ...)", "reaches an attribute by a computed name")
         if function in ("setattr", "delattr", "builtins.setattr") and node.args:
             target = self.dotted(node.args[0])
             name = _literal(node.args[1]) if len(node.args) > 1 else None

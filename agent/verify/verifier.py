@@ -45,6 +45,7 @@ from ooda.agent.verify.workspace import PatchError, apply_patch, copy_repo, patc
 from ooda.tasks.loader import Task
 from ooda.verifiers import clip, output_runners
 from ooda.verifiers.cascade import default_verifiers, run_cascade, split_at_tests
+from ooda.verifiers.hidden import HiddenText
 from ooda.verifiers.pytest_check import TestRunError, match_id, normalize_id
 
 ApplyRule = Literal["strict", "harness"]
@@ -118,6 +119,8 @@ class TaskVerifier:
         """The task's test files: those its hidden test patch touches."""
         self.applied_by = ""
         """The harness rule: how the last prediction went in ("git apply", "patch --fuzz=5")."""
+        self._hidden: HiddenText | None = None
+        """The hidden tests' lines, withheld from every verdict (made at the first verdict)."""
         self.on_close: list[Callable[[], None]] = []
         """Called at the end of close() (e.g. to close a backend opened for this verifier)."""
         self.blind = BlindChecks(
@@ -220,7 +223,27 @@ class TaskVerifier:
         if log_dir is not None:
             for result in results:
                 (log_dir / f"{result.name}.log").write_text(result.log, encoding="utf-8")
-        return verdict_from(results, changed)
+        return self._withhold_hidden(verdict_from(results, changed))
+
+    def _withhold_hidden(self, verdict: Verdict) -> Verdict:
+        """The verdict with every line of the hidden tests taken out of what the model reads
+        (its reason, feedback and each stage's summary; the logs on disk keep everything):
+        the candidate's code could have read them and put them in its output."""
+        if self._hidden is None:
+            self._hidden = HiddenText.from_patch(self.task.test_patch or "", self._base_text)
+        hidden = self._hidden
+        if hidden:
+            for result in verdict.results:
+                result.summary = hidden.withhold(result.summary)
+            verdict.reason = hidden.withhold(verdict.reason)
+            verdict.feedback = hidden.withhold(verdict.feedback)
+        return verdict
+
+    def _base_text(self, path: str) -> str | None:
+        try:  # never through a link, never from a FIFO or device
+            return fstree.read_regular(self.base_repo, path).decode("utf-8", "replace")
+        except OSError:
+            return None
 
     def _fill(self, workspace: Path, patch: str) -> list[str]:
         """Populate an empty workspace: the repo, the patch, the hidden tests and a private copy

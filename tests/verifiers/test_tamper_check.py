@@ -17,6 +17,8 @@ CASES = {
     "frame": "import sys\nsys._getframe(1).f_back.f_locals['x'] = 1\n",
     "frame_alias": "from inspect import currentframe as here\nhere()\n",
     "frame_getattr": "import sys\ngetattr(sys, '_getframe')(0)\n",
+    "frame_computed": "import sys\ngetattr(sys, '_get' + 'frame')(0)\n",
+    "code_consts": "import tests.test_x as t\nprint(t.test_x.__code__.co_consts)\n",
     "gc": "import gc as g\nfor o in g.get_objects():\n    pass\n",
     "gc_import": "__import__('gc').get_referrers(object)\n",
     "code": "def f():\n    pass\nf.__code__ = (lambda: 0).__code__\n",
@@ -36,7 +38,8 @@ CASES = {
     "wildcard": "from unittest.mock import ANY\n\ndef add(a, b):\n    return ANY\n",
 }
 KINDS = {
-    "frame_alias": "frame", "frame_getattr": "frame", "gc_import": "gc", "code_replace": "code",
+    "frame_alias": "frame", "frame_getattr": "frame", "frame_computed": "frame",
+    "code_consts": "code", "gc_import": "gc", "code_replace": "code",
     "function_type": "code", "builtins": "modules", "framework_from": "framework",
     "framework_patch": "framework", "no_type_check": "typecheck", "type_checking_else": "typecheck",
 }  # fmt: skip

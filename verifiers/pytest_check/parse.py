@@ -68,6 +68,9 @@ class TestRun:
     """Why the run cannot be trusted (verifiers/pytest_check/integrity.py); empty for an honest run."""
     pytest_exit_code: int | None = None
     """What pytest.main itself returned, per the guard's record (None: no record)."""
+    hidden_reads: list[str] = field(default_factory=list)
+    """The task's hidden test files the candidate's code read while the tests ran (the guard's
+    record): the feedback then says which tests failed, not how."""
     limit: str | None = None
     """The sandbox killed the run for a resource limit: its one-line note (ExecResult.limit)."""
 

@@ -154,10 +154,13 @@ def run_pytest(
     known_files: Sequence[str] = (),
     changed_files: Sequence[str] = (),
     pre_test: Sequence[str] = (),
+    hidden_files: Sequence[str] = (),
 ) -> TestRun:
     """Run pytest under the guard with `<report flags> <args>` in the sandbox, read its
     report and check the run for tampering (`changed_files`: what the candidate changed);
-    the task's `pre_test` commands run first, in the same shell (PreTestFailed when one fails)."""
+    the task's `pre_test` commands run first, in the same shell (PreTestFailed when one fails).
+    The guard reports which of `hidden_files` (the task's hidden tests) the candidate's code
+    read (TestRun.hidden_reads)."""
     before = integrity.manifest(sandbox.workspace)
     directory = _report_dir(sandbox.workspace)
     nonce = uuid.uuid4().hex
@@ -165,7 +168,7 @@ def run_pytest(
     workdir = sandbox.workdir.rstrip("/") or "/"
     in_dir = PurePosixPath(workdir) / REPORT_DIR
     install_guard(directory, f"guard-{nonce}.py")
-    config = {"changed_files": list(changed_files)}
+    config = {"changed_files": list(changed_files), "hidden_files": list(hidden_files)}
     (directory / f"guard-{nonce}.json").write_text(json.dumps(config), encoding="utf-8")
     args = list(args)
     if len(args) > ARGS_FILE_THRESHOLD:
@@ -209,6 +212,8 @@ def run_pytest(
     if not result.timed_out:
         record = integrity.parse_record(read_report(sandbox.workspace, f"record-{nonce}.json"))
         run.pytest_exit_code = record["exit_code"] if record is not None else None
+        if record is not None:
+            run.hidden_reads = [str(p) for p in record.get("hidden_reads", [])][:10]
         changes = integrity.changed_files(before, integrity.manifest(sandbox.workspace))
         if changes:
             run.tampered.append(integrity.describe_files(changes))
@@ -231,6 +236,7 @@ def run_pytest_ids(
     options: Sequence[str] = (),
     whole_files: bool = False,
     pre_test: Sequence[str] = (),
+    hidden_files: Sequence[str] = (),
 ) -> TestRun:
     """Run exactly these node ids, in this order (`options`, e.g. -x, go first); a truncated
     parametrized id runs its whole function (parse.run_target), and with `whole_files` each
@@ -257,6 +263,7 @@ def run_pytest_ids(
             known_files=known,
             changed_files=changed_files,
             pre_test=pre_test,
+            hidden_files=hidden_files,
         )
         commands += run.commands
         if run.timed_out or run.exit_code != 4 or run.pytest_exit_code != 4 or run.tampered:

@@ -17,6 +17,27 @@ from ooda.verifiers.pytest_check.run import (
     run_pytest_ids,
 )
 
+HIDDEN_READ_NOTE = (
+    "note: the code under test read the task's hidden test file(s) {files} while the tests "
+    "ran, so only which tests failed is said here, not how"
+)
+
+
+def _shown(run: TestRun) -> str:
+    """The run's output as feedback may quote it: none when the code under test read the
+    hidden tests (it could have printed them)."""
+    return "[output withheld: the code under test read the hidden tests]" if run.hidden_reads \
+        else run.output
+
+
+def _quiet(run: TestRun) -> str:
+    """When the code under test read the hidden tests: drop the failure messages (they may
+    carry what it read) and return the note that says so; else ""."""
+    if not run.hidden_reads:
+        return ""
+    run.messages.clear()
+    return HIDDEN_READ_NOTE.format(files=", ".join(run.hidden_reads[:3]))
+
 
 class PytestVerifier:
     """Runs the task's tests (node ids, or a test command) and grades them per the SPEC."""
@@ -52,7 +73,7 @@ class PytestVerifier:
         and the guard's record are then incomplete, so nothing else is worth saying first)."""
         if run.limit is None or run.timed_out:
             return None
-        summary = clip(run.limit.strip("[]") + "\n" + tail(run.output, 800), SUMMARY_LIMIT)
+        summary = clip(run.limit.strip("[]") + "\n" + tail(_shown(run), 800), SUMMARY_LIMIT)
         details: dict[str, object] = {"limit": run.limit, "exit_code": run.exit_code}
         return VerifierResult(
             self.name, "failed", run.duration_s, summary, run_log(run, [run.limit]), details
@@ -78,14 +99,15 @@ class PytestVerifier:
         if run.timed_out:
             summary = f"the tests did not finish within {timeout_s:.0f}s (a hang, an endless loop?)"
             if run.output.strip():
-                summary += "\n" + tail(run.output, 800)
+                summary += "\n" + tail(_shown(run), 800)
             return VerifierResult(
                 self.name, "timeout", run.duration_s, summary, run_log(run, [summary])
             )
         if not run.report_found:
             summary = (
                 f"pytest produced no test report (exit code {run.exit_code}): the test run "
-                f"crashed or was cut short before reporting. Output tail:\n{tail(run.output, 1500)}"
+                "crashed or was cut short before reporting. Output tail:\n"
+                + tail(_shown(run), 1500)
             )
             return VerifierResult(
                 self.name, "failed", run.duration_s, summary, run_log(run, [summary])
@@ -127,7 +149,9 @@ class PytestVerifier:
         # test failing first would hide the listed ones)
         options = ["-x"] if check.verdict_only and not check.whole_files else []
         run = run_pytest_ids(sandbox, ids, check.timeout_s, check.changed_files, options,
-                             whole_files=check.whole_files, pre_test=check.pre_test)
+                             whole_files=check.whole_files, pre_test=check.pre_test,
+                             hidden_files=check.test_files)
+        note = _quiet(run)
         early = (
             self._over_limit(run) or self._untrusted(run) or self._no_report(run, check.timeout_s)
         )
@@ -149,6 +173,8 @@ class PytestVerifier:
                         f"(stopped at the first failure; {len(unrun)} did not run):")
                 bad = [g for g in bad if g.outcome != "missing"]
             summary = summarize(head, bad, run, check.passed_before)
+            if note:
+                summary = clip(f"{summary}\n{note}", SUMMARY_LIMIT)
             return VerifierResult(
                 self.name, "failed", run.duration_s, summary, run_log(run, table), details
             )
@@ -157,7 +183,7 @@ class PytestVerifier:
             summary = (
                 f"runner exit code disagrees: the report says all {len(graded)} required tests "
                 f"passed but pytest exited with {run.exit_code}. Output tail:\n"
-                + tail(run.output, 1200)
+                + tail(_shown(run), 1200)
             )
             return VerifierResult(
                 self.name, "failed", run.duration_s, summary, run_log(run, table), details
@@ -169,7 +195,8 @@ class PytestVerifier:
         self, sandbox: Sandbox, check: CheckSpec, args: list[str], env: dict[str, str]
     ) -> VerifierResult:
         run = run_pytest(sandbox, args, check.timeout_s, env=env, changed_files=check.changed_files,
-                         pre_test=check.pre_test)
+                         pre_test=check.pre_test, hidden_files=check.test_files)
+        note = _quiet(run)
         early = (
             self._over_limit(run) or self._untrusted(run) or self._no_report(run, check.timeout_s)
         )
@@ -192,12 +219,14 @@ class PytestVerifier:
         details: dict[str, object] = {"outcomes": run.outcomes, "exit_code": run.exit_code}
         if bad:
             summary = summarize(f"{len(bad)} of {len(run.outcomes)} tests did not pass:", bad, run)
+            if note:
+                summary = clip(f"{summary}\n{note}", SUMMARY_LIMIT)
         elif passed == 0:
             summary = "no test passed: the test command collected no test that ran and passed"
         elif run.exit_code != 0:
             summary = (
                 f"runner exit code disagrees: the report shows no failing test but pytest "
-                f"exited with {run.exit_code}. Output tail:\n{tail(run.output, 1200)}"
+                f"exited with {run.exit_code}. Output tail:\n{tail(_shown(run), 1200)}"
             )
         else:
             return VerifierResult(

@@ -38,6 +38,7 @@ def main(argv: list[str]) -> NoReturn:
     root = os.path.realpath(os.getcwd())
     changed_real = {os.path.realpath(os.path.join(root, p)) for p in changed}
     provenance = Provenance(root, changed_real, time.time())
+    provenance.watch_reads(config.get("hidden_files", []))
     provenance.start()  # before anything of the workspace can be imported
     names = toolchain.toolchain_modules()
     # pytest-dev/pytest tests pytest: its own pytest runs them, as the harness runs them (the
@@ -72,7 +73,9 @@ def main(argv: list[str]) -> NoReturn:
                 stream.flush()
         except Exception:
             pass
-    data = _dumps(guard.records.record(exit_code, guard.problems)).encode("utf-8")
+    record = guard.records.record(exit_code, guard.problems)
+    record["hidden_reads"] = provenance.hidden_reads[:10]
+    data = _dumps(record).encode("utf-8")
     while data:
         data = data[_write(fd, data) :]
     _exit(exit_code)

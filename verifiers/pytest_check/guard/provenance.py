@@ -20,7 +20,12 @@ this guard, and whatever is on the stack at that moment. From then on:
   ran from the candidate's code is the candidate's, whatever `__module__` it claims;
 - the candidate's code calling `gc.get_objects`/`get_referrers`/`get_referents`,
   `sys._current_frames` or `sys.addaudithook` itself (however it reached the function) is noted:
-  that is how in-process cheats find the runner and the guard.
+  that is how in-process cheats find the runner and the guard; and so is `sys._getframe` called
+  by code the candidate's code made at run time (an `exec`'d string hides it from the static
+  stage, not from this);
+- so is the candidate's code opening one of the task's hidden test files (directly or through
+  any trusted helper): what it read could come back in the feedback (the host then says only
+  which tests failed).
 
 `trusted(code)` answers True (the toolchain's, or a file the candidate could not touch), False
 (the candidate's) or None (never seen: Python < 3.8, where audit hooks do not exist, gets the
@@ -83,6 +88,19 @@ class Provenance:
             if p and p != "/"
         )
         self._files: dict[str, bool] = {}
+        self._hidden: dict[str, frozenset[str]] = {}
+        """Base name -> real paths of the task's hidden test files (whose reads are noted)."""
+        self.hidden_reads: list[str] = []
+        self._busy = False
+        """Hidden test files the candidate's code opened, as given (relative to the root)."""
+
+    def watch_reads(self, paths: Iterable[str]) -> None:
+        """Note when the candidate's code opens one of `paths` (the task's hidden tests)."""
+        found: dict[str, set[str]] = {}
+        for path in paths:
+            real = _realpath(os.path.join(self.root, path))
+            found.setdefault(os.path.basename(real), set()).add(real)
+        self._hidden = {name: frozenset(reals) for name, reals in found.items()}
 
     # ------------------------------------------------------------------ set-up
 
@@ -221,7 +239,10 @@ class Provenance:
     def _audit(self, event: str, args: tuple[Any, ...]) -> None:
         if event not in _EVENTS:
             return
-        if event == "exec":
+        if event == "open":
+            if self._hidden and args:
+                self._on_open(args[0])
+        elif event == "exec":
             code = args[0] if args else None
             if isinstance(code, types.CodeType) and id(code) not in self.origins:
                 self._on_exec(code, _getframe(1))
@@ -229,6 +250,15 @@ class Provenance:
             code = args[0] if args else None
             if isinstance(code, types.CodeType):
                 self._on_made(code, _getframe(1))
+        elif event == "sys._getframe":
+            if not self._busy:  # our own _getframe below raises this event again
+                self._busy = True
+                try:
+                    origin = self.origins.get(id(_getframe(1).f_code))
+                finally:
+                    self._busy = False
+                if origin is not None and not origin.trusted and not origin.path:
+                    self.events.append(("search", "sys._getframe from code it made at run time"))
         elif event in _SEARCHES:
             if self.trusted(_getframe(1).f_code) is not True:
                 self.events.append(("search", event))
@@ -256,6 +286,22 @@ class Provenance:
             return False
         get_code = getattr(type(loader_frame.f_locals.get("self")), "get_code", None)
         return self.trusted(getattr(get_code, "__code__", None)) is True
+
+    def _on_open(self, path: object) -> None:
+        """A hidden test file opened with the candidate's code the innermost untrusted frame
+        on the stack (directly, or through pathlib, linecache, inspect...)."""
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if not isinstance(path, str):
+            return
+        reals = self._hidden.get(os.path.basename(path))
+        if reals is None or _realpath(os.path.join(self.root, path)) not in reals:
+            return
+        frame = self.first_untrusted(_getframe(2))
+        if frame is not None and self.trusted(frame.f_code) is False:
+            relative = os.path.relpath(_realpath(os.path.join(self.root, path)), self.root)
+            if relative not in self.hidden_reads:
+                self.hidden_reads.append(relative)
 
     def _on_made(self, code: types.CodeType, caller: types.FrameType) -> None:
         if self.stack_trusted(caller):
@@ -303,4 +349,6 @@ _SEARCHES = frozenset(
 )  # fmt: skip
 """Events that, called straight from the candidate's code, can only be a search for the test
 run's objects (the runner, the guard) or a hook of its own on the process."""
-_EVENTS = frozenset({"exec", "function.__new__", "object.__setattr__", *_SEARCHES})
+_EVENTS = frozenset(
+    {"exec", "function.__new__", "object.__setattr__", "open", "sys._getframe", *_SEARCHES}
+)
