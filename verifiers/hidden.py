@@ -12,9 +12,9 @@ candidate controls what a failure report says (`pytest.fail(text, pytrace=False)
 quote cannot be told from a forgery; pytest's `E` lines (the values an assertion saw, which
 are not file text) still say why a test failed.
 
-Lines the base files already hold are not hidden (the candidate sees the repository), and
-short lines (fewer than MIN_CHARS letters and digits: `def test_x():`, `x = 1`) are not worth
-withholding. A candidate that transforms the text in other ways gets past this; it would first
+Which lines are hidden is tasks/hidden.py's account (`hidden_tests(task).lines`: added by the
+test patch, not in the base version of their file nor in the statement, at least 16
+characters); here they are compared by their letters and digits (MIN_CHARS at least). A candidate that transforms the text in other ways gets past this; it would first
 have to read the hidden files, which the guard reports (the pytest stage then says only which
 tests failed), and blind runs keep the hidden tests out of the loop entirely
 (docs/SECURITY.md).
@@ -25,7 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 MIN_CHARS = 10
 """Shortest hidden line (letters and digits) worth withholding: `assert add(2, 3) == 5` is 12."""
@@ -52,25 +52,6 @@ class HiddenText:
 
     def __bool__(self) -> bool:
         return bool(self.forms)
-
-    @classmethod
-    def from_patch(cls, patch: str, base_file: Callable[[str], str | None]) -> HiddenText:
-        """The lines `patch` adds that the base version of their file (`base_file(path)`,
-        None when absent) does not already hold."""
-        added: dict[str, list[str]] = {}
-        current: list[str] | None = None
-        for line in patch.splitlines():
-            if line.startswith("+++ "):
-                path = line[4:].strip()
-                path = path[2:] if path.startswith("b/") else path
-                current = added.setdefault(path, []) if path != "/dev/null" else None
-            elif line.startswith("+") and current is not None:
-                current.append(line[1:])
-        hidden: list[str] = []
-        for path, lines in added.items():
-            visible = {_norm(v) for v in (base_file(path) or "").splitlines()}
-            hidden += [line for line in lines if _norm(line) not in visible]
-        return cls(hidden)
 
     def holds(self, line: str) -> bool:
         """Whether `line` carries a hidden line (possibly reversed or encoded)."""

@@ -42,6 +42,7 @@ from ooda.agent.verify.environment import EnvironmentBackend, PreparedEnv, prepa
 from ooda.agent.verify.harness_apply import apply_prediction, restore_test_files
 from ooda.agent.verify.watched import FEEDBACK_LIMIT, Watched, verdict_from
 from ooda.agent.verify.workspace import PatchError, apply_patch, copy_repo, patch_paths
+from ooda.tasks.hidden import hidden_tests
 from ooda.tasks.loader import Task
 from ooda.verifiers import clip, output_runners
 from ooda.verifiers.cascade import default_verifiers, run_cascade, split_at_tests
@@ -230,7 +231,7 @@ class TaskVerifier:
         (its reason, feedback and each stage's summary; the logs on disk keep everything):
         the candidate's code could have read them and put them in its output."""
         if self._hidden is None:
-            self._hidden = HiddenText.from_patch(self.task.test_patch or "", self._base_text)
+            self._hidden = HiddenText(hidden_tests(self.task).lines)
         hidden = self._hidden
         if hidden:
             for result in verdict.results:
@@ -238,12 +239,6 @@ class TaskVerifier:
             verdict.reason = hidden.withhold(verdict.reason)
             verdict.feedback = hidden.withhold(verdict.feedback)
         return verdict
-
-    def _base_text(self, path: str) -> str | None:
-        try:  # never through a link, never from a FIFO or device
-            return fstree.read_regular(self.base_repo, path).decode("utf-8", "replace")
-        except OSError:
-            return None
 
     def _fill(self, workspace: Path, patch: str) -> list[str]:
         """Populate an empty workspace: the repo, the patch, the hidden tests and a private copy

@@ -1,17 +1,21 @@
-"""verifiers/hidden.py: the hidden tests' lines kept out of what goes back to the model, whatever
-form a candidate puts them in, while pytest's own account of a failure (values, ids) stays."""
+"""verifiers/hidden.py: the hidden tests' lines (tasks/hidden.py's account of what a test patch
+hides) kept out of what goes back to the model, whatever form a candidate puts them in, while
+pytest's own account of a failure (values, ids) stays."""
 
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
+from ooda.tasks.hidden import hidden_tests
+from ooda.tasks.loader import Task
 from ooda.verifiers.hidden import MARKER, HiddenText
 
 PATCH = """\
 diff --git a/tests/test_calc.py b/tests/test_calc.py
 --- a/tests/test_calc.py
 +++ b/tests/test_calc.py
-@@ -1,4 +1,8 @@
+@@ -1,3 +1,7 @@
  from calc import add
 +
 +
@@ -24,19 +28,22 @@ BASE = "from calc import add\ndef test_add() -> None:\n    assert add(2, 3) == 5
 SECRET = '    assert add(40, 2) == 42, "forty-two from the secret inputs"'
 
 
-def hidden() -> HiddenText:
-    return HiddenText.from_patch(PATCH, lambda path: BASE if path == "tests/test_calc.py" else None)
+def hidden(root: Path) -> HiddenText:
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_calc.py").write_text(BASE)
+    task = Task(id="calc", statement="add() subtracts", repo=root, test_patch=PATCH)
+    return HiddenText(hidden_tests(task).lines)
 
 
-def test_added_lines_are_hidden_the_base_s_are_not() -> None:
-    text = hidden()
+def test_added_lines_are_hidden_the_base_s_are_not(tmp_path: Path) -> None:
+    text = hidden(tmp_path)
     assert text.holds(SECRET) and text.holds("def test_secret() -> None:")
     assert not text.holds("    assert add(2, 3) == 5")  # the base holds it: the model saw it
     assert not HiddenText()  # no test patch, nothing to hide
 
 
-def test_every_form_of_a_hidden_line_is_withheld() -> None:
-    text = hidden()
+def test_every_form_of_a_hidden_line_is_withheld(tmp_path: Path) -> None:
+    text = hidden(tmp_path)
     encoded = base64.b64encode(SECRET.encode()).decode()
     feedback = "\n".join([
         "1 of 2 required tests did not pass:",
