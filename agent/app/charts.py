@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ooda.agent.core.records import AttemptRecord
 from ooda.agent.support.textsafe import printable
 
 COLORS = {
@@ -217,10 +218,10 @@ def stacked_bar(parts_in: Mapping[str, float], *, title: str, unit: str = "s",
             f"<title>{escape(title)}</title>{''.join(parts)}</svg>")
 
 
-def timeline(attempts: Sequence[Mapping[str, Any]], *, title: str) -> str:
+def timeline(attempts: Sequence[AttemptRecord], *, title: str) -> str:
     """One row per attempt: generating (blue) then verifying, colored by its status."""
-    rows = [a for a in attempts if isinstance(a.get("t_start_s"), int | float)]
-    top = max([float(a.get("t_verified_s") or a.get("t_generated_s") or a["t_start_s"])
+    rows = [a for a in attempts if a.t_start_s is not None]
+    top = max([float(a.t_verified_s or a.t_generated_s or a.t_start_s or 0.0)
                for a in rows] + [1e-9])
     x_ticks = nice_ticks(top)
     x_hi = x_ticks[-1]
@@ -239,13 +240,11 @@ def timeline(attempts: Sequence[Mapping[str, Any]], *, title: str) -> str:
     for i, a in enumerate(rows):
         y = MT + row_h * i + row_h * 0.15
         h = row_h * 0.7
-        start = float(a["t_start_s"])
-        generated = a.get("t_generated_s")
-        verified = a.get("t_verified_s")
-        gen_end = float(generated) if isinstance(generated, int | float) else start
-        end = float(verified) if isinstance(verified, int | float) else gen_end
-        color = COLORS.get(str(a.get("status")), "#757575")
-        label = f"{a.get('attempt_id')} {a.get('status')}"
+        start = float(a.t_start_s or 0.0)
+        gen_end = float(a.t_generated_s) if a.t_generated_s is not None else start
+        end = float(a.t_verified_s) if a.t_verified_s is not None else gen_end
+        color = COLORS.get(a.status, "#757575")
+        label = f"{a.attempt_id} {a.status}"
         parts.append(f'<rect x="{x_of(start):.1f}" y="{y:.1f}" '
                      f'width="{max(1.0, x_of(gen_end) - x_of(start)):.1f}" height="{h:.1f}" '
                      f'fill="{COLORS["generation"]}"><title>{escape(label)} generating</title></rect>')
@@ -253,7 +252,7 @@ def timeline(attempts: Sequence[Mapping[str, Any]], *, title: str) -> str:
                      f'width="{max(1.0, x_of(end) - x_of(gen_end)):.1f}" height="{h:.1f}" '
                      f'fill="{color}"><title>{escape(label)} verifying</title></rect>')
         parts.append(f'<text x="{ML - 4}" y="{y + h * 0.8:.1f}" text-anchor="end" '
-                     f'font-size="10">{escape(a.get("attempt_id"))}</text>')
+                     f'font-size="10">{escape(a.attempt_id)}</text>')
     parts.append(f'<text x="{(ML + W - MR) / 2:.1f}" y="{height - 6}" text-anchor="middle" '
                  'font-size="12">seconds since the run began</text>')
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height:.0f}" '

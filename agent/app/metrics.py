@@ -14,6 +14,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ooda.agent.core.records import AttemptRecord
+
 VERIFIED_STATUSES = frozenset({"passed", "failed", "invalid_edit", "timeout"})
 """Attempt statuses that count as a candidate judged for pass@k (n); "passed" ones are c."""
 
@@ -108,7 +110,7 @@ def cost(tokens: Mapping[str, int], price_prompt: float | None,
     )
 
 
-def attempt_stats(attempts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def attempt_stats(attempts: Sequence[AttemptRecord]) -> dict[str, Any]:
     """Per-task figures from its attempts.jsonl records.
 
     n / c for pass@k; the seconds spent waiting for the first token (t_start to
@@ -118,24 +120,23 @@ def attempt_stats(attempts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     overlap in time); the seconds the verifiers themselves ran, and the stage where the last
     failed attempt failed.
     """
-    n = sum(1 for a in attempts if a.get("status") in VERIFIED_STATUSES)
-    c = sum(1 for a in attempts if a.get("status") == "passed")
+    n = sum(1 for a in attempts if a.status in VERIFIED_STATUSES)
+    c = sum(1 for a in attempts if a.status == "passed")
     waiting = generation = verification = verifier_run = 0.0
     for a in attempts:
-        start, first = _number(a.get("t_start_s")), _number(a.get("t_first_token_s"))
-        generated, verified = _number(a.get("t_generated_s")), _number(a.get("t_verified_s"))
+        start, first = a.t_start_s, a.t_first_token_s
+        generated, verified = a.t_generated_s, a.t_verified_s
         if start is not None and first is not None:
             waiting += max(0.0, first - start)
         elif start is not None and generated is None and verified is not None \
-                and a.get("status") in ("error", "timeout"):
+                and a.status in ("error", "timeout"):
             waiting += max(0.0, verified - start)  # no token ever came
         if start is not None and generated is not None:
             generation += max(0.0, generated - (first if first is not None else start))
             if verified is not None:
                 verification += max(0.0, verified - generated)
-        if a.get("duplicate_of") is None:
-            for v in a.get("verifiers") or []:
-                verifier_run += float(v.get("duration_s") or 0.0)
+        if a.duplicate_of is None:
+            verifier_run += sum(float(v.duration_s or 0.0) for v in a.verifiers)
     return {
         "n": n,
         "c": c,
@@ -145,23 +146,19 @@ def attempt_stats(attempts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "verification_s": round(verification, 3),
         "verifier_run_s": round(verifier_run, 3),
         "last_failed_verifier": last_failed_stage(attempts),
-        "tokens_estimated": any(a.get("tokens_estimated") for a in attempts),
+        "tokens_estimated": any(a.tokens_estimated for a in attempts),
     }
 
 
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) else None
-
-
-def answer_formats(attempts: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+def answer_formats(attempts: Sequence[AttemptRecord]) -> dict[str, dict[str, int]]:
     """How the answers were written: `edit_formats` counts the parsed answers by the edit
     format they were read in ("invalid" for those that did not apply), `invalid_reasons`
     the invalid ones by the short name of the reason (agent/edits EditError.kind)."""
-    parsed = [a for a in attempts if a.get("edit_format") or a.get("status") == "invalid_edit"]
+    parsed = [a for a in attempts if a.edit_format or a.status == "invalid_edit"]
     return {
-        "edit_formats": _count(a.get("edit_format") or "invalid" for a in parsed),
-        "invalid_reasons": _count(a.get("invalid_reason") or "other" for a in attempts
-                                  if a.get("status") == "invalid_edit"),
+        "edit_formats": _count(a.edit_format or "invalid" for a in parsed),
+        "invalid_reasons": _count(a.invalid_reason or "other" for a in attempts
+                                  if a.status == "invalid_edit"),
     }
 
 
@@ -174,19 +171,17 @@ def _add_counts(records: Iterable[Mapping[str, Any]], key: str) -> dict[str, int
     return dict(sorted(total.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def last_failed_stage(attempts: Sequence[Mapping[str, Any]]) -> str | None:
+def last_failed_stage(attempts: Sequence[AttemptRecord]) -> str | None:
     """Where the last failed attempt (by t_verified) stopped: a verifier's name, "edit" for an
     edit that did not apply, "timeout"; None when no attempt failed."""
-    failed = [a for a in attempts if a.get("status") in ("failed", "invalid_edit", "timeout")]
+    failed = [a for a in attempts if a.status in ("failed", "invalid_edit", "timeout")]
     if not failed:
         return None
-    last = max(failed, key=lambda a: float(a.get("t_verified_s") or 0.0))
-    if last.get("status") == "invalid_edit":
+    last = max(failed, key=lambda a: float(a.t_verified_s or 0.0))
+    if last.status == "invalid_edit":
         return "edit"
-    bad = [v.get("name") for v in last.get("verifiers") or [] if v.get("status") != "passed"]
-    if bad and isinstance(bad[-1], str):
-        return bad[-1]
-    return str(last.get("status"))
+    bad = [v.name for v in last.verifiers if v.status != "passed"]
+    return bad[-1] if bad else last.status
 
 
 def summarize(

@@ -118,10 +118,10 @@ def judging_recorded(result: RunResult, log: RunLog) -> Iterator[None]:
         yield
     except (InfraError, KeyboardInterrupt) as exc:
         why = one_line(exc) if isinstance(exc, InfraError) else "interrupted (Ctrl-C)"
-        summary = {**result.summary, "protocol": "blind", "hidden_tests": True,
-                   "loop_status": result.status, "loop_reason": result.reason,
-                   "status": "error", "reason": f"judging the submitted patch: {why}",
-                   "winner": None, "resolved": False}
+        summary = replace(result.summary, protocol="blind", hidden_tests=True,
+                          loop_status=result.status, loop_reason=result.reason,
+                          status="error", reason=f"judging the submitted patch: {why}",
+                          winner=None, resolved=False)
         with contextlib.suppress(InfraError):
             log.write_summary(summary)
         raise
@@ -133,7 +133,6 @@ def blind_outcome(result: RunResult, judgement: Judgement, log: RunLog,
     (then it is the winner and final.diff), failed otherwise; the loop's own status kept as
     `loop_status`. submitted.diff always holds what was submitted. `regression`: what the
     regression tests were (run.json `regression`: each test file run on the base)."""
-    summary = dict(result.summary)
     submitted = judgement.submitted
     if submitted is not None:
         (log.dir / "submitted.diff").write_text(submitted.patch, encoding="utf-8")
@@ -151,20 +150,21 @@ def blind_outcome(result: RunResult, judgement: Judgement, log: RunLog,
         why = judgement.verdict.reason if judgement.verdict else "not judged"
         status, reason = "failed", f"the submitted patch {submitted.attempt_id} does not " \
                                    f"pass the hidden tests ({why})"
-    summary.update({
-        "protocol": "blind",
-        "hidden_tests": True,
-        "loop_status": result.status,
-        "loop_reason": result.reason,
-        "status": status,
-        "reason": reason,
-        "winner": submitted.attempt_id if resolved and submitted else None,
-        "resolved": resolved,
-        "oracle_coverage": any(s == "passed" for s in judgement.judged.values()),
-        "oracle": judgement.record(),
-        "regression": regression or {},
-    })
-    summary["time_to_first_pass_s"] = summary.get("submitted_verified_s") if resolved else None
+    summary = replace(
+        result.summary,
+        protocol="blind",
+        hidden_tests=True,
+        loop_status=result.status,
+        loop_reason=result.reason,
+        status=status,
+        reason=reason,
+        winner=submitted.attempt_id if resolved and submitted else None,
+        resolved=resolved,
+        oracle_coverage=any(s == "passed" for s in judgement.judged.values()),
+        oracle=judgement.record(),
+        regression=regression or {},
+        time_to_first_pass_s=result.summary.submitted_verified_s if resolved else None,
+    )
     log.write_summary(summary)
     return replace(result, status=status, reason=reason, winner=submitted if resolved else None,
                    summary=summary)
@@ -174,7 +174,7 @@ def plain_outcome(result: RunResult, protocol: Protocol, hidden: bool, log: RunL
     """A run whose loop saw the task's own tests (oracle, or no hidden tests): resolved is the
     loop's pass, and so is oracle coverage."""
     passed = result.status == "passed"
-    result.summary.update({"protocol": protocol, "hidden_tests": hidden, "resolved": passed,
-                           "oracle_coverage": passed})
+    result.summary = replace(result.summary, protocol=protocol, hidden_tests=hidden,
+                             resolved=passed, oracle_coverage=passed)
     log.write_summary(result.summary)
     return result

@@ -22,6 +22,7 @@ from ooda.agent.app.charts import (
     step_chart,
     timeline,
 )
+from ooda.agent.core.records import AttemptRecord, RunSummary
 from ooda.agent.support.reasons import failure_reason
 from ooda.agent.support.textsafe import printable
 
@@ -261,23 +262,23 @@ def _answer_tables(summary: Mapping[str, Any]) -> list[tuple[str, str, list[tupl
     return [table for table in tables if table[2]]
 
 
-def run_html(run: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]], patch: str) -> str:
+def run_html(run: RunSummary, attempts: Sequence[AttemptRecord], patch: str) -> str:
     """A short report of one run: its verdict, a timeline of the attempts, the attempts."""
-    title = f"ooda run {run.get('run_id') or ''}".strip()
-    status = str(run.get("status"))
-    tokens = run.get("tokens") or {}
+    title = f"ooda run {run.run_id}".strip()
+    status = run.status
     out = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
-        f'<p>Task <code>{escape(run.get("task_id"))}</code> · <b class="{escape(status)}">'
-        f"{escape(status.upper())}</b> ({escape(run.get('reason', ''))}) · model "
-        f"<code>{escape(run.get('model'))}</code> · {fmt_num(run.get('attempts'))} attempts, "
-        f"{fmt_num(run.get('rounds_used'))} round(s) · {fmt_num(run.get('wall_s'))} s of "
-        f"{fmt_num(run.get('budget_s'))} s · tokens {fmt_num(tokens.get('prompt'))} + "
-        f"{fmt_num(tokens.get('completion'))}</p>",
-        *([f"<p>{escape(run_protocol(run))}</p>"] if run_protocol(run) else []),
-        *modelstats.html(run, escape),
+        f'<p>Task <code>{escape(run.task_id)}</code> · <b class="{escape(status)}">'
+        f"{escape(status.upper())}</b> ({escape(run.reason)}) · model "
+        f"<code>{escape(run.model)}</code> · {fmt_num(run.attempts)} attempts, "
+        f"{fmt_num(run.rounds_used)} round(s) · {fmt_num(run.wall_s)} s of "
+        f"{fmt_num(run.budget_s)} s · tokens {fmt_num(run.tokens.prompt)} + "
+        f"{fmt_num(run.tokens.completion)}</p>",
+        *([f"<p>{escape(run_protocol(run.to_json()))}</p>"]
+          if run_protocol(run.to_json()) else []),
+        *modelstats.html(run.to_json(), escape),
         "<h2>Timeline</h2>", timeline(attempts, title="Attempts over time"),
         "<h2>Attempts</h2><table><tr>",
         *[f"<th>{escape(c)}</th>" for c in RUN_COLUMNS], "</tr>",
@@ -297,27 +298,24 @@ def run_html(run: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]], patc
 RUN_COLUMNS = ("attempt", "status", "round", "generated (s)", "verified (s)", "tokens", "reason")
 
 
-def _attempt_row(a: Mapping[str, Any]) -> list[str]:
-    tokens = int(a.get("prompt_tokens") or 0) + int(a.get("completion_tokens") or 0)
-    reason = str(a.get("reason") or "").splitlines()
-    return [str(a.get("attempt_id")), str(a.get("status")), fmt_num(a.get("round")),
-            fmt_num(a.get("t_generated_s"), 2), fmt_num(a.get("t_verified_s"), 2),
-            fmt_num(tokens), (reason[0] if reason else "")[:120]]
+def _attempt_row(a: AttemptRecord) -> list[str]:
+    reason = a.reason.splitlines()
+    return [a.attempt_id, a.status, fmt_num(a.round),
+            fmt_num(a.t_generated_s, 2), fmt_num(a.t_verified_s, 2),
+            fmt_num(a.prompt_tokens + a.completion_tokens), (reason[0] if reason else "")[:120]]
 
 
-def run_markdown(run: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]],
-                 patch: str) -> str:
+def run_markdown(run: RunSummary, attempts: Sequence[AttemptRecord], patch: str) -> str:
     """A short Markdown report of one run."""
-    tokens = run.get("tokens") or {}
     lines = [
-        f"# ooda run {run.get('run_id') or ''}".rstrip(), "",
-        f"Task `{run.get('task_id')}`: **{str(run.get('status')).upper()}** "
-        f"({run.get('reason', '')}), model `{run.get('model')}`, "
-        f"{fmt_num(run.get('attempts'))} attempts, {fmt_num(run.get('rounds_used'))} round(s), "
-        f"{fmt_num(run.get('wall_s'))} s of {fmt_num(run.get('budget_s'))} s, tokens "
-        f"{fmt_num(tokens.get('prompt'))} + {fmt_num(tokens.get('completion'))}.", "",
-        *([run_protocol(run), ""] if run_protocol(run) else []),
-        *modelstats.markdown(run),
+        f"# ooda run {run.run_id}".rstrip(), "",
+        f"Task `{run.task_id}`: **{run.status.upper()}** "
+        f"({run.reason}), model `{run.model}`, "
+        f"{fmt_num(run.attempts)} attempts, {fmt_num(run.rounds_used)} round(s), "
+        f"{fmt_num(run.wall_s)} s of {fmt_num(run.budget_s)} s, tokens "
+        f"{fmt_num(run.tokens.prompt)} + {fmt_num(run.tokens.completion)}.", "",
+        *([run_protocol(run.to_json()), ""] if run_protocol(run.to_json()) else []),
+        *modelstats.markdown(run.to_json()),
         "## Attempts", "", *_md_table(RUN_COLUMNS, [_attempt_row(a) for a in attempts]), "",
     ]
     if patch:

@@ -1,22 +1,23 @@
 """Run one task end to end: pick the model and sandbox, set up the run directory, run the loop.
 
-Shared by `ooda run`, `ooda eval` and `ooda ci`.
+Shared by `ooda run`, `ooda eval` and `ooda ci`; their options are RunOptions
+(agent/app/options.py), re-exported here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
+import dataclasses
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rich.console import Console
 
 from ooda.agent.app.basecheck import check_base
+from ooda.agent.app.options import RunOptions, apply_stages
 from ooda.agent.app.progress import RunProgress
 from ooda.agent.app.protocol import (
     blind_outcome,
@@ -27,170 +28,28 @@ from ooda.agent.app.protocol import (
     protocol_for,
     runs_blind,
 )
-from ooda.agent.contracts.defaults import DEFAULTS
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import EndpointReport, Model, SandboxBackend
-from ooda.agent.core.loop import Loop, LoopConfig, RunResult
+from ooda.agent.core.loop import Loop, RunResult
+from ooda.agent.core.records import RunSummary
 from ooda.agent.core.repro_writer import ReproWriter
 from ooda.agent.core.runlog import RunLog, new_run_id
-from ooda.agent.core.schedule import DEFAULT_BUDGET_BELOW, ModelSchedule, Price, Tier
-from ooda.agent.models import ModelSpec, open_model
+from ooda.agent.core.schedule import ModelSchedule, Price, Tier
+from ooda.agent.models import open_model
 from ooda.agent.sandbox.environments.spec import EnvSpec
 from ooda.agent.sandbox.registry import open_backend
 from ooda.agent.support.fstree import remove_workspace
 from ooda.agent.support.text import one_line
 from ooda.agent.support.textsafe import markup_safe
 from ooda.agent.verify.verifier import TaskVerifier
-from ooda.tasks.environment import check_environment_choice, environment_from_file
+from ooda.tasks.environment import environment_from_file
 from ooda.tasks.hidden import has_hidden_tests, visible_task
 from ooda.tasks.loader import Task
 
 if TYPE_CHECKING:
     from ooda.agent.sandbox.docker.launch import Launched
 
-
-@dataclass
-class RunOptions:
-    """Everything `ooda run` can be told besides the task itself."""
-
-    model: str | None = None
-    """Model name sent to the endpoint; "gold" = the task's reference patch; "replay" = the
-    bundled endpoint replaying the task's scripted answers (offline demo and tests)."""
-    base_url: str | None = None
-    """OpenAI-compatible endpoint; default from OPENAI_BASE_URL."""
-    samples: int = DEFAULTS.samples
-    """Candidates sampled in parallel per round."""
-    rounds: int = DEFAULTS.rounds
-    """Feedback rounds at most."""
-    time_budget_s: float = DEFAULTS.time_budget_s
-    """Wall-clock budget for the whole task."""
-    token_budget: int | None = None
-    """Token budget for the whole run (prompt + completion)."""
-    max_tokens: int | None = DEFAULTS.max_tokens
-    """Completion tokens one answer may take (lowered to what the context window leaves)."""
-    context_window: int | None = None
-    """The model's context window in tokens; None: learned from the endpoint."""
-    request_timeout_s: float | None = None
-    """Longest time one model request may take; None: only the time budget bounds it."""
-    max_prose_tokens: int = DEFAULTS.max_prose_tokens
-    """Stop an answer that streams this many tokens of prose before any edit (0: never)."""
-    select: Literal["first", "best"] = "first"
-    """Stop at the first passing candidate, or pick the best of a round."""
-    sandbox: str | None = None
-    """docker | bwrap | local; None = Docker, else bubblewrap."""
-    runs_dir: Path = Path("runs")
-    """Where run directories go."""
-    temperature: float = DEFAULTS.temperature
-    """Sampling temperature."""
-    concurrency: int = DEFAULTS.concurrency
-    """Model requests in flight at once."""
-    verify_concurrency: int = DEFAULTS.verify_concurrency
-    """Candidates verified at once."""
-    price_prompt: float | None = None
-    """Dollars per million prompt tokens (for the cost shown; None = unpriced)."""
-    price_completion: float | None = None
-    """Dollars per million completion tokens."""
-    replay_tokens_per_s: float = 0.0
-    """With --model replay: simulated generation speed (0 = instant)."""
-    retry_failed_environments: bool = False
-    """Build again a task environment whose build failed before (`ooda eval --retry-errors`);
-    otherwise a recorded failure is raised at once."""
-    escalate_to: str | None = None
-    """The stronger model later rounds escalate to (agent/core/schedule.py); `--model a,b`
-    sets it too."""
-    escalate_base_url: str | None = None
-    """Its endpoint; None: the same as the model's."""
-    escalate_key_env: str | None = None
-    """The environment variable holding its API key; None: the same key as the model's."""
-    escalate_price_prompt: float | None = None
-    """Its dollars per million prompt tokens (None = unpriced)."""
-    escalate_price_completion: float | None = None
-    """Its dollars per million completion tokens."""
-    escalate_after: int | None = None
-    """Rounds of the fast model without a pass before escalating; None: all but the last."""
-    escalate_below: float = DEFAULT_BUDGET_BELOW
-    """Escalate once less than this fraction of the budget is left."""
-    environment: str | None = None
-    """For a task that names no environment: "auto" detects one from the repository's files
-    (tasks/detect_environment.py), "none" keeps ooda's image, else a TOML file holding an
-    [environment] table (`ooda run` and `ooda ci`); None: the task's own only (`ooda eval`)."""
-    oracle: bool = False
-    """Let the loop verify with the task's hidden tests and feed their failures back (an
-    oracle's number); otherwise a task with hidden tests runs blind (agent/app/protocol.py)."""
-    repro_tests: int = DEFAULTS.repro_tests
-    """Reproduction tests a blind run asks the model for."""
-
-    context_tokens: int = DEFAULTS.context_tokens
-    """The most tokens the first prompt may take, the code it shows included (agent/context)."""
-
-    def validate(self) -> None:
-        """Reject impossible values with a one-line UsageError."""
-        if self.context_tokens < 1:
-            raise UsageError(f"--context-tokens must be positive (got {self.context_tokens})")
-        if self.samples < 1:
-            raise UsageError(f"--samples must be at least 1 (got {self.samples})")
-        if self.rounds < 1:
-            raise UsageError(f"--rounds must be at least 1 (got {self.rounds})")
-        if self.time_budget_s <= 0:
-            raise UsageError(f"--time-budget must be positive (got {self.time_budget_s})")
-        if self.token_budget is not None and self.token_budget < 1:
-            raise UsageError(f"--token-budget must be positive (got {self.token_budget})")
-        self._validate_model_limits()
-        if self.repro_tests < 0:
-            raise UsageError(f"--repro-tests must not be negative (got {self.repro_tests})")
-        if self.concurrency < 1 or self.verify_concurrency < 1:
-            raise UsageError("--concurrency and --verify-concurrency must be at least 1")
-        if self.sandbox not in (None, "auto", "docker", "bwrap", "local"):
-            raise UsageError(f"--sandbox must be docker, bwrap or local (got {self.sandbox!r})")
-        if self.environment is not None:
-            check_environment_choice(self.environment)
-        if not self.model:
-            raise UsageError(
-                "no model given: pass --model NAME (with --base-url or OPENAI_BASE_URL), "
-                "--model gold, or --model replay for the scripted offline demo"
-            )
-        self._validate_escalation()
-
-    def _validate_model_limits(self) -> None:
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise UsageError(f"--max-tokens must be positive (got {self.max_tokens})")
-        if self.max_tokens is not None and self.max_tokens > MAX_ANSWER_TOKENS:
-            raise UsageError(
-                f"--max-tokens caps each answer, as in OpenAI's API, and {self.max_tokens:,} is "
-                f"more than models answer at once; for a token budget of the whole run (what "
-                f"--max-tokens meant before), use --token-budget {self.max_tokens}")
-        if self.context_window is not None and self.context_window < 1:
-            raise UsageError(f"--context-window must be positive (got {self.context_window})")
-        if self.request_timeout_s is not None and self.request_timeout_s <= 0:
-            raise UsageError(
-                f"--request-timeout must be positive (got {self.request_timeout_s:g})")
-        if self.max_prose_tokens < 0:
-            raise UsageError(
-                f"--max-prose-tokens must not be negative (got {self.max_prose_tokens})")
-
-    def _validate_escalation(self) -> None:
-        names = [n.strip() for n in (self.model or "").split(",")]
-        if len(names) > 2 or not all(names):
-            raise UsageError(f"--model {self.model!r}: give one model, or two as FAST,STRONG")
-        if len(names) == 2:
-            if self.escalate_to and self.escalate_to != names[1]:
-                raise UsageError("--model FAST,STRONG and --escalate-to name different models")
-            self.model, self.escalate_to = names
-        if self.escalate_to is None:
-            return
-        if self.escalate_to == self.model:
-            raise UsageError("--escalate-to names the model itself")
-        if self.escalate_after is not None and self.escalate_after < 1:
-            raise UsageError(f"--escalate-after must be at least 1 (got {self.escalate_after})")
-        if not 0 <= self.escalate_below < 1:
-            raise UsageError(f"--escalate-below must be in [0, 1) (got {self.escalate_below})")
-        if self.escalate_key_env and not os.environ.get(self.escalate_key_env):
-            raise UsageError(f"--escalate-key-env: ${self.escalate_key_env} is not set")
-
-
-MAX_ANSWER_TOKENS = 131_072
-"""The largest `--max-tokens` taken: above it, the value is surely a run's budget (its meaning
-before it capped each answer)."""
+__all__ = ["Prestarted", "RunOptions", "apply_environment", "open_verifier", "run_task"]
 
 
 class Prestarted(Protocol):
@@ -210,53 +69,19 @@ class Prestarted(Protocol):
         ...
 
 
-def model_spec(options: RunOptions) -> ModelSpec:
-    """The model registry's spec (ooda.agent.models) for these options."""
-    if not options.model:
-        raise UsageError("no model given")  # RunOptions.validate says how to give one
-    return ModelSpec(
-        name=options.model,
-        base_url=options.base_url,
-        temperature=options.temperature,
-        concurrency=options.concurrency,
-        replay_tokens_per_s=options.replay_tokens_per_s,
-        max_tokens=options.max_tokens,
-        context_window=options.context_window,
-        request_timeout_s=options.request_timeout_s,
-    )
-
-
-def escalation_spec(options: RunOptions) -> ModelSpec | None:
-    """The registry's spec of the model `options` escalate to (None: no escalation)."""
-    if not options.escalate_to:
-        return None
-    key = os.environ.get(options.escalate_key_env) if options.escalate_key_env else None
-    return ModelSpec(
-        name=options.escalate_to,
-        base_url=options.escalate_base_url or options.base_url,
-        api_key=key,
-        temperature=options.temperature,
-        concurrency=options.concurrency,
-        replay_tokens_per_s=options.replay_tokens_per_s,
-        max_tokens=options.max_tokens,
-        request_timeout_s=options.request_timeout_s,
-    )
-
-
 def schedule_for(options: RunOptions, model: Model, strong: Model | None) -> ModelSchedule:
     """The run's models in escalation order, with their prices."""
-    fast = Tier(model, Price(options.price_prompt or 0.0, options.price_completion or 0.0))
+    given = options.model
+    fast = Tier(model, Price(given.price_prompt or 0.0, given.price_completion or 0.0))
+    esc = options.escalation
     if strong is None:
         return ModelSchedule(fast)
     return ModelSchedule(
         fast,
-        Tier(
-            strong,
-            Price(options.escalate_price_prompt or 0.0, options.escalate_price_completion or 0.0),
-            "strong",
-        ),
-        after_rounds=options.escalate_after,
-        budget_below=options.escalate_below,
+        Tier(strong, Price(esc.escalate_price_prompt or 0.0,
+                           esc.escalate_price_completion or 0.0), "strong"),
+        after_rounds=esc.escalate_after,
+        budget_below=esc.escalate_below,
     )
 
 
@@ -280,27 +105,20 @@ def run_task(
     for this command (a backend, a container), taken when it fits. `strong`: the model to
     escalate to, when shared like `model` (otherwise opened here from `options.escalate_to`).
     """
-    options.validate()
-    said = apply_environment(task, options.environment, options.sandbox)
+    options = options.checked()
+    task = apply_stages(task, options.stages)
+    said = apply_environment(task, options.environment.environment, options.sandbox.sandbox)
     if said and show_progress and console is not None:
         console.print(markup_safe(said), highlight=False)
-    gold = options.model == "gold"  # the reference patch: one candidate, verified once
-    protocol = protocol_for(options.oracle, options.model)
+    loop_options = options.loop
+    if options.model.name == "gold":  # the reference patch: one candidate, verified once
+        loop_options = dataclasses.replace(loop_options, samples=1, rounds=1, context_votes=0)
+    protocol = protocol_for(loop_options.oracle, options.model.name)
     blind = runs_blind(task, protocol)
     whole = task  # the task as the hidden tests judge it
     if blind:
         task = visible_task(task)  # all the loop and its verifier ever see
-    loop_config = LoopConfig(
-        samples=1 if gold else options.samples,
-        rounds=1 if gold else options.rounds,
-        time_budget_s=options.time_budget_s,
-        token_budget=options.token_budget,
-        max_prose_tokens=options.max_prose_tokens,
-        select="blind" if blind else options.select,
-        verify_concurrency=options.verify_concurrency,
-        context_tokens=options.context_tokens,
-        context_votes=0 if gold else DEFAULTS.context_votes,  # the reference patch votes not
-    )
+        loop_options = dataclasses.replace(loop_options, select="blind")
     log = RunLog(options.runs_dir, run_id or new_run_id(task.id))
     with contextlib.ExitStack() as stack:
         with _setup_failures_recorded(log, task.id):
@@ -312,14 +130,15 @@ def run_task(
                                        prestarted, blind)
                 stack.callback(_close_opened, opening)
                 if model is None:
-                    model = stack.enter_context(open_model(model_spec(options), task))
-                strong_spec = escalation_spec(options)
-                if strong is None and strong_spec is not None:
-                    strong = stack.enter_context(open_model(strong_spec, task))
+                    model = stack.enter_context(open_model(options.model, task))
+                strong_options = options.escalation_model()
+                if strong is None and strong_options is not None:
+                    strong = stack.enter_context(open_model(
+                        strong_options, task, api_key=options.escalation.api_key()))
                 verifier = opening.result()
             judge = None
             if blind:  # the hidden tests, run on the base now and on candidates at the end
-                judge = open_judge(whole, verifier, options.retry_failed_environments)
+                judge = open_judge(whole, verifier, options.sandbox.retry_failed_environments)
                 stack.callback(judge.close)
             task = verifier.prepare()
             passing_before = check_base(judge or verifier, whole)
@@ -328,12 +147,13 @@ def run_task(
         if show_progress and console is not None:
             say_notices(model, console)
         schedule = schedule_for(options, model, strong)
-        progress = (RunProgress(task.id, options.time_budget_s, options.rounds, console,
-                                (options.price_prompt, options.price_completion))
+        progress = (RunProgress(task.id, loop_options.time_budget_s, loop_options.rounds,
+                                console, (options.model.price_prompt,
+                                          options.model.price_completion))
                     if show_progress and console is not None else None)
-        writer = (ReproWriter(task, model, verifier, options.repro_tests, log.dir / "reproduction")
-                  if blind else None)
-        loop = Loop(task, model, verifier, log, loop_config, progress, schedule, writer)
+        writer = (ReproWriter(task, model, verifier, loop_options.repro_tests,
+                              log.dir / "reproduction") if blind else None)
+        loop = Loop(task, model, verifier, log, loop_options, progress, schedule, writer)
         with progress or contextlib.nullcontext():
             try:
                 result = loop.run()
@@ -342,15 +162,16 @@ def run_task(
                 raise KeyboardInterrupt(str(log.dir)) from None
         if judge is not None:
             with judging_recorded(result, log):
-                judgement = judge_candidates(judge, result, log, options.verify_concurrency)
+                judgement = judge_candidates(judge, result, log,
+                                             loop_options.verify_concurrency)
             result = blind_outcome(result, judgement, log,
                                    verifier.blind.record() if verifier.blind else None)
         else:
             result = plain_outcome(result, protocol, has_hidden_tests(whole), log)
-        extra = {**({"environment": said} if said else {}),
-                 **({PASSING_BEFORE: passing_before} if passing_before else {})}
-        if extra:  # what the loop's run.json cannot know: kept with it
-            result.summary.update(extra)
+        if said or passing_before:  # what the loop's run.json cannot know: kept with it
+            result.summary = dataclasses.replace(
+                result.summary, environment=said,
+                fail_to_pass_passing_before=list(passing_before))
             log.write_summary(result.summary)
         return result, log
     raise AssertionError("unreachable")
@@ -362,10 +183,6 @@ def say_notices(model: Model, console: Console) -> None:
     if isinstance(model, EndpointReport) and model.on_notice is None:
         model.on_notice = lambda text: console.print(f"[yellow]note:[/yellow] {markup_safe(text)}",
                                                      highlight=False)
-
-
-PASSING_BEFORE = "fail_to_pass_passing_before"
-"""run.json's list of FAIL_TO_PASS ids that passed on the unpatched code (absent when none)."""
 
 
 def _passing_before_line(ids: list[str]) -> str:
@@ -427,8 +244,7 @@ def _setup_failures_recorded(log: RunLog, task_id: str) -> Iterator[None]:
     except (InfraError, KeyboardInterrupt) as exc:
         reason = one_line(exc) if isinstance(exc, InfraError) else "interrupted (Ctrl-C)"
         with contextlib.suppress(InfraError):
-            log.write_summary({"run_id": log.run_id, "task_id": task_id, "status": "error",
-                               "reason": reason, "attempts": 0, "winner": None})
+            log.write_summary(RunSummary.error(log.run_id, task_id, reason))
         raise
 
 
@@ -452,17 +268,17 @@ def open_verifier(
     (its task is the visible one)."""
     own = backend is None
     if backend is None:
-        taken = prestarted.take_backend(options.sandbox) if prestarted is not None else None
-        backend = taken or open_backend(options.sandbox,
-                                        clean_leftovers=clean_leftovers(prestarted))
+        name = options.sandbox.sandbox
+        taken = prestarted.take_backend(name) if prestarted is not None else None
+        backend = taken or open_backend(name, clean_leftovers=clean_leftovers(prestarted))
     opened = backend
     try:
-        verifier = TaskVerifier(task, opened, work_root, concurrency=options.verify_concurrency,
-                                retry_failed_environment=options.retry_failed_environments,
-                                blind=blind)
+        verifier = TaskVerifier(
+            task, opened, work_root, concurrency=options.loop.verify_concurrency,
+            retry_failed_environment=options.sandbox.retry_failed_environments, blind=blind)
         if prestarted is not None:
             _adopt_prestarted(verifier, opened, prestarted)
-        verifier.warm(min(options.samples, options.verify_concurrency))
+        verifier.warm(min(options.loop.samples, options.loop.verify_concurrency))
     except BaseException:
         if own:
             opened.close()

@@ -1,9 +1,9 @@
 """The `ooda ci` command (typer): fix-suggestion bot for a failing CI job.
 
-Registered on the main app in agent/cli/app.py; the work is agent/app/ci/run.py's `run_ci`. The shared
-options (`--model --base-url -n --rounds --time-budget --sandbox --runs-dir --json`) mean what
-they mean for `ooda run`; `--runs-dir` defaults to `<out>/runs` so that one artifact holds
-everything a CI job produced.
+Registered on the main app in agent/cli/app.py; the work is agent/app/ci/run.py's `run_ci`. The
+option groups (model, loop, escalation, sandbox, environment, stages: agent/contracts/options.py)
+mean what they mean for `ooda run`; `--runs-dir` defaults to `<out>/runs` so that one artifact
+holds everything a CI job produced.
 """
 
 from __future__ import annotations
@@ -15,27 +15,15 @@ from typing import Annotated
 
 import typer
 
-from ooda.agent.cli.options import (
-    BaseUrlOpt,
-    BudgetOpt,
-    ContextTokensOpt,
-    ContextWindowOpt,
-    EnvironmentOpt,
-    JsonOpt,
-    MaxProseTokensOpt,
-    MaxTokensOpt,
-    NoMypyOpt,
-    NoRuffOpt,
-    RequestTimeoutOpt,
-    RoundsOpt,
-    SamplesOpt,
-    SandboxOpt,
-    TokenBudgetOpt,
-    VerifierTimeoutOpt,
-    options_from,
+from ooda.agent.cli.options import JsonOpt, grouped
+from ooda.agent.contracts.options import (
+    EnvironmentOptions,
+    EscalationOptions,
+    LoopOptions,
+    ModelOptions,
+    SandboxOptions,
+    StageOptions,
 )
-from ooda.agent.contracts.defaults import DEFAULTS
-from ooda.agent.contracts.errors import UsageError
 from ooda.agent.support.textsafe import markup_safe
 
 
@@ -43,8 +31,15 @@ class PostTarget(StrEnum):
     github = "github"
 
 
+@grouped("ci")
 def ci(
     ctx: typer.Context,
+    model: ModelOptions,
+    loop: LoopOptions,
+    escalation: EscalationOptions,
+    sandbox: SandboxOptions,
+    environment: EnvironmentOptions,
+    stages: StageOptions,
     junit: Annotated[
         list[Path] | None,
         typer.Option("--junit", help="The failed job's JUnit XML report (repeat for several)."),
@@ -77,15 +72,6 @@ def ci(
         bool,
         typer.Option("--push-branch", help="Push the fix to origin as branch ooda-fix/<sha>."),
     ] = False,
-    model: Annotated[
-        str | None, typer.Option("--model", help="Model name sent to the endpoint (--base-url "
-                                 "or OPENAI_BASE_URL).")
-    ] = None,
-    base_url: BaseUrlOpt = None,
-    samples: SamplesOpt = DEFAULTS.samples,
-    rounds: RoundsOpt = DEFAULTS.rounds,
-    time_budget: BudgetOpt = DEFAULTS.time_budget_s,
-    sandbox: SandboxOpt = None,
     runs_dir: Annotated[
         Path | None,
         typer.Option("--runs-dir", help="Where run directories go (default: OUT/runs)."),
@@ -98,30 +84,15 @@ def ci(
         Path | None,
         typer.Option("--requirements", help="requirements.txt the tests need in the sandbox."),
     ] = None,
-    no_ruff: NoRuffOpt = False,
-    no_mypy: NoMypyOpt = False,
-    verifier_timeout: VerifierTimeoutOpt = None,
-    max_tokens: MaxTokensOpt = DEFAULTS.max_tokens,
-    token_budget: TokenBudgetOpt = None,
-    context_window: ContextWindowOpt = None,
-    request_timeout: RequestTimeoutOpt = None,
-    max_prose_tokens: MaxProseTokensOpt = DEFAULTS.max_prose_tokens,
-    environment: EnvironmentOpt = "auto",
-    context_tokens: ContextTokensOpt = DEFAULTS.context_tokens,
 ) -> None:
     """Suggest a verified fix for a failing CI job (and post it to the pull request)."""
     from ooda.agent.app.ci.outcome import CiOptions
     from ooda.agent.app.ci.run import run_ci
+    from ooda.agent.app.run import RunOptions
     from ooda.agent.cli.console import make_console
-    from ooda.tasks.loader import VerifierOptions
 
     if out is None:
         out = default_out(repo)
-    verifiers = VerifierOptions(ruff=not no_ruff, mypy=not no_mypy)
-    if verifier_timeout is not None:
-        if verifier_timeout <= 0:
-            raise UsageError("--verifier-timeout must be positive")
-        verifiers.timeout_s = verifier_timeout
     options = CiOptions(
         repo=repo,
         junit=list(junit or []),
@@ -133,15 +104,10 @@ def ci(
         push_branch=push_branch,
         task_id=task_id,
         requirements=requirements,
-        verifiers=verifiers,
     )
-    run_options = options_from(
-        model=model, base_url=base_url, samples=samples, rounds=rounds,
-        time_budget=time_budget, sandbox=sandbox, token_budget=token_budget,
-        runs_dir=runs_dir if runs_dir is not None else out / "runs", environment=environment,
-        max_tokens=max_tokens, context_window=context_window, request_timeout=request_timeout,
-        max_prose_tokens=max_prose_tokens,
-        context_tokens=context_tokens,
+    run_options = RunOptions(
+        model=model, loop=loop, escalation=escalation, sandbox=sandbox, environment=environment,
+        stages=stages, runs_dir=runs_dir if runs_dir is not None else out / "runs",
     )
     console = make_console()
     outcome = run_ci(options, run_options, console=console, show_progress=not json_out,

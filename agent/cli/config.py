@@ -2,7 +2,7 @@
 variables and a config file, `ooda.toml` or the `[tool.ooda]` table of pyproject.toml (the
 nearest one in the working directory or above it). Precedence: flag > environment > config >
 default (click applies it: a value on the command line wins, then the option's envvar, then
-the context's default_map, then the default from agent/contracts/defaults.py).
+the context's default_map, then the default declared in agent/contracts/options.py).
 
 A config file holds option names (dashes or underscores) at its top level, and optionally a
 table per command (`[run]`, `[eval]`; `[tool.ooda.eval]` in pyproject.toml) that overrides them
@@ -15,6 +15,7 @@ import difflib
 import enum
 import os
 import tomllib
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,9 @@ def _metavar(param: Any) -> str | None:
         return None
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
         return "[" + "|".join(str(member.value) for member in kind) + "]"
+    choices = _literal_values(kind)
+    if choices:  # the option groups' choices (agent/contracts/options.py)
+        return "[" + "|".join(str(choice) for choice in choices) + "]"
     name = str(param.name)
     if kind is int:
         return "N"
@@ -88,6 +92,16 @@ def _metavar(param: Any) -> str | None:
     if kind is Path:
         return "DIR" if name.endswith("_dir") else "PATH"
     return name.upper()
+
+
+def _literal_values(kind: Any) -> tuple[Any, ...]:
+    """The values of `Literal[...]` (or `Literal[...] | None`); () for any other type."""
+    if typing.get_origin(kind) is typing.Literal:
+        return typing.get_args(kind)
+    for arg in typing.get_args(kind):
+        if typing.get_origin(arg) is typing.Literal:
+            return typing.get_args(arg)
+    return ()
 
 
 def find_config(start: Path) -> Path | None:

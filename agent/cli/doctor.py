@@ -6,11 +6,17 @@ Exit 0 when everything a run needs is there; a missing endpoint is a note (the o
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ooda.agent.cli.options import BaseUrlOpt
+from ooda.agent.cli.options import one_option
+from ooda.agent.contracts.options import ModelOptions
+
+if TYPE_CHECKING:
+    BaseUrlOpt = str | None
+else:  # --base-url as `ooda run` declares it (agent/contracts/options.py)
+    BaseUrlOpt = one_option(ModelOptions, "base_url", "doctor")
 
 
 def doctor(

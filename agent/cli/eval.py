@@ -11,57 +11,27 @@ from typing import Annotated, Any
 
 import typer
 
-from ooda.agent.cli.escalation import (
-    EscalateAfterOpt,
-    EscalateBaseUrlOpt,
-    EscalateBelowOpt,
-    EscalateKeyEnvOpt,
-    EscalatePriceCompletionOpt,
-    EscalatePricePromptOpt,
-    EscalateToOpt,
-    set_escalation,
-)
-from ooda.agent.cli.options import (
-    BaseUrlOpt,
-    ContextTokensOpt,
-    ContextWindowOpt,
-    MaxProseTokensOpt,
-    MaxTokensOpt,
-    OracleOpt,
-    ReproTestsOpt,
-    RequestTimeoutOpt,
-    RoundsOpt,
-    SamplesOpt,
-    SandboxOpt,
-    SelectName,
-    TemperatureOpt,
-    TokenBudgetOpt,
-    is_quiet,
-    options_from,
-)
-from ooda.agent.contracts.defaults import DEFAULTS
+from ooda.agent.cli.options import grouped, is_quiet
 from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.options import (
+    EscalationOptions,
+    LoopOptions,
+    ModelOptions,
+    SandboxOptions,
+)
 from ooda.agent.support.textsafe import printable
 
 
+@grouped("eval")
 def eval_command(
     ctx: typer.Context,
     taskset: Annotated[
         Path, typer.Argument(help="A directory of task directories, or a SWE-bench .jsonl.")
     ],
-    model: Annotated[
-        str | None,
-        typer.Option("--model", envvar="OODA_MODEL",
-                     help="Model name sent to the endpoint; 'gold' = each task's reference "
-                     "patch (harness validation); 'replay' = the tasks' scripted answers."),
-    ] = None,
-    base_url: BaseUrlOpt = None,
-    samples: SamplesOpt = DEFAULTS.samples,
-    rounds: RoundsOpt = DEFAULTS.rounds,
-    time_budget: Annotated[
-        float, typer.Option("--time-budget", help="Wall-clock seconds per task.")
-    ] = DEFAULTS.time_budget_s,
-    sandbox: SandboxOpt = None,
+    model: ModelOptions,
+    loop: LoopOptions,
+    escalation: EscalationOptions,
+    sandbox: SandboxOptions,
     runs_dir: Annotated[
         Path, typer.Option("--runs-dir", help="Where the evaluation directory goes.")
     ] = Path("runs"),
@@ -97,27 +67,6 @@ def eval_command(
     only: Annotated[
         list[str] | None, typer.Option("--only", help="Run only this task id (repeat).")
     ] = None,
-    price_prompt: Annotated[
-        float | None, typer.Option("--price-prompt", help="Dollars per 1M prompt tokens.")
-    ] = None,
-    price_completion: Annotated[
-        float | None,
-        typer.Option("--price-completion", help="Dollars per 1M completion tokens."),
-    ] = None,
-    max_tokens: MaxTokensOpt = DEFAULTS.max_tokens,
-    token_budget: TokenBudgetOpt = None,
-    context_window: ContextWindowOpt = None,
-    request_timeout: RequestTimeoutOpt = None,
-    max_prose_tokens: MaxProseTokensOpt = DEFAULTS.max_prose_tokens,
-    select: Annotated[
-        SelectName, typer.Option(help="'first' stops at the first pass; 'best' picks among a "
-                                 "round.")
-    ] = SelectName.first,
-    temperature: TemperatureOpt = DEFAULTS.temperature,
-    verify_concurrency: Annotated[
-        int, typer.Option(help="Candidates verified at once, per task.")
-    ] = DEFAULTS.verify_concurrency,
-    context_tokens: ContextTokensOpt = DEFAULTS.context_tokens,
     executor: Annotated[
         str, typer.Option("--executor", help="Where tasks run: 'local' (this process) or "
                           "'ray' (a Ray cluster; pip install 'ooda[ray]'; docs/SCALE.md).")
@@ -126,13 +75,6 @@ def eval_command(
         str | None, typer.Option("--ray-address", help="--executor ray: the cluster "
                                  "(default: $RAY_ADDRESS, else the one running here).")
     ] = None,
-    escalate_to: EscalateToOpt = None,
-    escalate_base_url: EscalateBaseUrlOpt = None,
-    escalate_key_env: EscalateKeyEnvOpt = None,
-    escalate_price_prompt: EscalatePricePromptOpt = None,
-    escalate_price_completion: EscalatePriceCompletionOpt = None,
-    escalate_after: EscalateAfterOpt = None,
-    escalate_below: EscalateBelowOpt = DEFAULTS.escalate_below,
     predictions: Annotated[
         Path | None,
         typer.Option("--predictions", help="Judge another system's predictions (the SWE-bench "
@@ -144,23 +86,15 @@ def eval_command(
         bool, typer.Option("--compare", help="With a model to escalate to: evaluate fast-only, "
                            "strong-only and the cascade, and compare them in one report.")
     ] = False,
-    oracle: OracleOpt = False,
-    repro_tests: ReproTestsOpt = DEFAULTS.repro_tests,
 ) -> None:
     """Evaluate on many tasks, K at a time: resolved rate, pass@k, a report, predictions."""
     from ooda.agent.app.evaluate import EvalOptions, evaluate
     from ooda.agent.app.evaluate.records import latest_by_task, read_records
+    from ooda.agent.app.run import RunOptions
     from ooda.agent.cli.console import make_console
 
-    run_options = options_from(
-        model=model, base_url=base_url, samples=samples, rounds=rounds,
-        time_budget=time_budget, sandbox=sandbox, runs_dir=runs_dir, token_budget=token_budget,
-        select=select, temperature=temperature, verify_concurrency=verify_concurrency,
-        max_tokens=max_tokens, context_window=context_window, request_timeout=request_timeout,
-        max_prose_tokens=max_prose_tokens,
-        context_tokens=context_tokens,
-        oracle=oracle, repro_tests=repro_tests,
-    )
+    run_options = RunOptions(model=model, loop=loop, escalation=escalation, sandbox=sandbox,
+                             runs_dir=runs_dir)
     options = EvalOptions(
         taskset=taskset,
         run=run_options,
@@ -171,24 +105,15 @@ def eval_command(
         retry_errors=retry_errors,
         repos_dir=repos_dir,
         only=list(only) if only else None,
-        price_prompt=price_prompt,
-        price_completion=price_completion,
         executor=executor,
         ray_address=ray_address,
     )
-    set_escalation(
-        run_options, escalate_to=escalate_to, escalate_base_url=escalate_base_url,
-        escalate_key_env=escalate_key_env, escalate_price_prompt=escalate_price_prompt,
-        escalate_price_completion=escalate_price_completion, escalate_after=escalate_after,
-        escalate_below=escalate_below,
-    )
-    run_options.price_prompt, run_options.price_completion = price_prompt, price_completion
     console = make_console()
     if predictions is not None:
-        if model is not None or compare or resume:
+        if model.name or compare or resume:
             raise UsageError("--predictions judges a file of patches: it takes no --model, "
                              "--compare or --resume")
-        _judge(options, predictions, sandbox.value if sandbox else None, json_out)
+        _judge(options, predictions, sandbox.sandbox, json_out)
     if compare:
         from ooda.agent.app.evaluate.compare import compare as compare_variants
 

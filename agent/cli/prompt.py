@@ -6,13 +6,19 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ooda.agent.cli.options import ContextTokensOpt, FailToPassOpt, JsonOpt
-from ooda.agent.contracts.defaults import DEFAULTS
+from ooda.agent.cli.options import FailToPassOpt, JsonOpt, one_option
 from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.options import LoopOptions
+
+if TYPE_CHECKING:
+    ContextTokensOpt = int
+else:  # --context-tokens as `ooda run` declares it (agent/contracts/options.py)
+    ContextTokensOpt = one_option(LoopOptions, "context_tokens", "prompt")
+CONTEXT_TOKENS = LoopOptions().context_tokens
 
 
 def prompt(
@@ -28,7 +34,7 @@ def prompt(
         str | None, typer.Option(help="Test command (plain repositories), as for `ooda run`.")
     ] = None,
     fail_to_pass: FailToPassOpt = None,
-    context_tokens: ContextTokensOpt = DEFAULTS.context_tokens,
+    context_tokens: ContextTokensOpt = CONTEXT_TOKENS,
 ) -> None:
     """Print the first prompt a run would send for this task (no model is called)."""
     from ooda.agent.app.prompt import prompt_report

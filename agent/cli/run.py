@@ -9,66 +9,42 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ooda.agent.cli.escalation import (
-    EscalateAfterOpt,
-    EscalateBaseUrlOpt,
-    EscalateBelowOpt,
-    EscalateKeyEnvOpt,
-    EscalatePriceCompletionOpt,
-    EscalatePricePromptOpt,
-    EscalateToOpt,
-    set_escalation,
-)
 from ooda.agent.cli.options import (
-    BaseUrlOpt,
-    BudgetOpt,
-    ContextTokensOpt,
-    ContextWindowOpt,
-    EnvironmentOpt,
     FailToPassOpt,
     JsonOpt,
-    MaxProseTokensOpt,
-    MaxTokensOpt,
-    ModelOpt,
-    NoMypyOpt,
-    NoRuffOpt,
-    OracleOpt,
     PassToPassOpt,
-    PriceCompletionOpt,
-    PricePromptOpt,
-    ReproTestsOpt,
-    RequestTimeoutOpt,
-    RoundsOpt,
     RunsDirOpt,
-    SamplesOpt,
-    SandboxOpt,
-    SelectName,
-    SelectOpt,
-    TemperatureOpt,
-    TokenBudgetOpt,
-    VerifierTimeoutOpt,
+    grouped,
     is_quiet,
-    options_from,
 )
-from ooda.agent.contracts.defaults import DEFAULTS
 from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.options import (
+    EnvironmentOptions,
+    EscalationOptions,
+    LoopOptions,
+    ModelOptions,
+    SandboxOptions,
+    StageOptions,
+)
 from ooda.agent.support.textsafe import markup_safe, printable
 
 if TYPE_CHECKING:
+    from ooda.agent.core.records import RunSummary
     from ooda.tasks.loader import Task
 
 
+@grouped("run")
 def run(
     ctx: typer.Context,
     path: Annotated[
         Path, typer.Argument(help="A task directory (holds task.toml) or a repository.")
     ],
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    samples: SamplesOpt = DEFAULTS.samples,
-    rounds: RoundsOpt = DEFAULTS.rounds,
-    time_budget: BudgetOpt = DEFAULTS.time_budget_s,
-    sandbox: SandboxOpt = None,
+    model: ModelOptions,
+    loop: LoopOptions,
+    escalation: EscalationOptions,
+    sandbox: SandboxOptions,
+    environment: EnvironmentOptions,
+    stages: StageOptions,
     runs_dir: RunsDirOpt = Path("runs"),
     json_out: JsonOpt = False,
     statement: Annotated[str | None, typer.Option(help="What to do (plain repositories).")] = None,
@@ -80,43 +56,13 @@ def run(
     ] = None,
     fail_to_pass: FailToPassOpt = None,
     pass_to_pass: PassToPassOpt = None,
-    no_ruff: NoRuffOpt = False,
-    no_mypy: NoMypyOpt = False,
-    verifier_timeout: VerifierTimeoutOpt = None,
-    max_tokens: MaxTokensOpt = DEFAULTS.max_tokens,
-    token_budget: TokenBudgetOpt = None,
-    context_window: ContextWindowOpt = None,
-    request_timeout: RequestTimeoutOpt = None,
-    max_prose_tokens: MaxProseTokensOpt = DEFAULTS.max_prose_tokens,
-    select: SelectOpt = SelectName.first,
-    temperature: TemperatureOpt = DEFAULTS.temperature,
-    concurrency: Annotated[
-        int, typer.Option(help="Model requests in flight at once (in `ooda eval`, "
-                          "--concurrency counts tasks and --requests counts requests).")
-    ] = DEFAULTS.concurrency,
-    verify_concurrency: Annotated[
-        int, typer.Option(help="Candidates verified at once.")
-    ] = DEFAULTS.verify_concurrency,
     apply: Annotated[
         bool, typer.Option("--apply", help="Write the winning patch into the repository.")
     ] = False,
-    escalate_to: EscalateToOpt = None,
-    escalate_base_url: EscalateBaseUrlOpt = None,
-    escalate_key_env: EscalateKeyEnvOpt = None,
-    escalate_price_prompt: EscalatePricePromptOpt = None,
-    escalate_price_completion: EscalatePriceCompletionOpt = None,
-    escalate_after: EscalateAfterOpt = None,
-    escalate_below: EscalateBelowOpt = DEFAULTS.escalate_below,
-    price_prompt: PricePromptOpt = None,
-    price_completion: PriceCompletionOpt = None,
-    environment: EnvironmentOpt = "auto",
-    context_tokens: ContextTokensOpt = DEFAULTS.context_tokens,
-    oracle: OracleOpt = False,
-    repro_tests: ReproTestsOpt = DEFAULTS.repro_tests,
 ) -> None:
     """Solve one task: sample candidates, verify them, feed failures back."""
     from ooda.agent.app.metrics import cost
-    from ooda.agent.app.run import run_task
+    from ooda.agent.app.run import RunOptions, run_task
     from ooda.agent.cli.console import make_console
     from ooda.agent.verify.workspace import apply_patch
 
@@ -129,36 +75,13 @@ def run(
             statement = statement_file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read --statement-file {statement_file}: {exc}") from exc
-    _check_plain_model(path, model, base_url)
+    _check_plain_model(path, model.name, model.base_url)
     task = _task(path, statement, test_cmd, fail_to_pass, pass_to_pass)
-    if no_ruff:
-        task.verifiers.ruff = False
-    if no_mypy:
-        task.verifiers.mypy = False
-    if verifier_timeout is not None:
-        if verifier_timeout <= 0:
-            raise UsageError("--verifier-timeout must be positive")
-        task.verifiers.timeout_s = verifier_timeout
-    options = options_from(
-        model=model, base_url=base_url, samples=samples, rounds=rounds,
-        time_budget=time_budget, sandbox=sandbox, runs_dir=runs_dir, token_budget=token_budget,
-        select=select, temperature=temperature, concurrency=concurrency,
-        verify_concurrency=verify_concurrency, price_prompt=price_prompt,
-        price_completion=price_completion, environment=environment, max_tokens=max_tokens,
-        context_window=context_window, request_timeout=request_timeout,
-        max_prose_tokens=max_prose_tokens,
-        context_tokens=context_tokens, oracle=oracle, repro_tests=repro_tests,
-    )
-    set_escalation(
-        options, escalate_to=escalate_to, escalate_base_url=escalate_base_url,
-        escalate_key_env=escalate_key_env, escalate_price_prompt=escalate_price_prompt,
-        escalate_price_completion=escalate_price_completion, escalate_after=escalate_after,
-        escalate_below=escalate_below,
-    )
-    options.validate()
+    options = RunOptions(model=model, loop=loop, escalation=escalation, sandbox=sandbox,
+                         environment=environment, stages=stages, runs_dir=runs_dir).checked()
     console = make_console()
     quiet = json_out or is_quiet(ctx)
-    if options.model == "replay" and not quiet:
+    if options.model.name == "replay" and not quiet:
         console.print(
             "[yellow]--model replay: answers are replayed from the task's script, "
             "not generated by a model.[/yellow]"
@@ -173,13 +96,14 @@ def run(
         raise
     if apply and result.winner is not None:
         apply_patch(task.repo, result.winner.patch)
-    summary = {**result.summary, "run_dir": str(log.dir), "applied": bool(apply and result.winner)}
+    summary = {**result.summary.to_json(), "run_dir": str(log.dir),
+               "applied": bool(apply and result.winner)}
     if json_out:
         print(json.dumps(summary, indent=2))
     else:
         _print_run_result(
             console, result.summary, log.dir, result.winner.patch if result.winner else None,
-            cost(result.summary["tokens"], price_prompt, price_completion),
+            cost(result.summary.tokens.to_json(), model.price_prompt, model.price_completion),
         )
         if apply and result.winner is not None:
             console.print(f"Applied the winning patch to {task.repo}.")
@@ -246,22 +170,21 @@ def _task(path: Path, statement: str | None, test_cmd: str | None,
 
 
 def _print_run_result(
-    console: Any, summary: dict[str, Any], run_dir: Path, patch: str | None,
+    console: Any, summary: RunSummary, run_dir: Path, patch: str | None,
     dollars: float | None,
 ) -> None:
     from rich.syntax import Syntax
 
     from ooda.agent.app.progress import tokens_phrase
 
-    status = summary["status"]
-    style = {"passed": "bold green", "failed": "bold red"}.get(status, "bold yellow")
+    style = {"passed": "bold green", "failed": "bold red"}.get(summary.status, "bold yellow")
     console.print(
-        f"[{style}]{status.upper()}[/{style}] {markup_safe(summary['task_id'])}: "
-        f"{markup_safe(summary['reason'])} — "
-        f"{summary['attempts']} attempts, {summary['rounds_used']} round(s), "
-        f"{summary['wall_s']:.1f}s, "
-        + tokens_phrase(summary["tokens"]["prompt"], summary["tokens"]["completion"], dollars,
-                        bool(summary["tokens"].get("estimated")))
+        f"[{style}]{summary.status.upper()}[/{style}] {markup_safe(summary.task_id)}: "
+        f"{markup_safe(summary.reason)} — "
+        f"{summary.attempts} attempts, {summary.rounds_used} round(s), "
+        f"{summary.wall_s:.1f}s, "
+        + tokens_phrase(summary.tokens.prompt, summary.tokens.completion, dollars,
+                        summary.tokens.estimated)
     )
     if patch:
         console.print(Syntax(printable(patch), "diff", theme="ansi_dark"))

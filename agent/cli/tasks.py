@@ -11,8 +11,9 @@ from typing import Annotated, Any
 
 import typer
 
-from ooda.agent.cli.options import SandboxOpt
+from ooda.agent.cli.options import grouped
 from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.agent.contracts.options import SandboxOptions
 
 app = typer.Typer(help="Work with task sets: import public benchmarks.", no_args_is_help=True)
 
@@ -54,9 +55,10 @@ def tasks_import(
 
 
 @app.command("validate")
+@grouped("validate")
 def tasks_validate(
     path: Annotated[Path, typer.Argument(help="A task directory or a directory of them.")],
-    sandbox: SandboxOpt = None,
+    sandbox: SandboxOptions,
 ) -> None:
     """Check each task before a model solves it: its environment builds, FAIL_TO_PASS fails
     and PASS_TO_PASS passes on the unpatched code, the gold patch passes (verified once).
@@ -66,7 +68,8 @@ def tasks_validate(
 
     if not path.is_dir():
         raise UsageError(f"{path}: not a directory")
-    backend = open_backend(sandbox.value if sandbox else None)
+    sandbox.check()
+    backend = open_backend(sandbox.sandbox)
     try:
         results = validate_tasks(path, backend, report=_say_validation)
     finally:

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ooda.agent.cli.options import FailToPassOpt, JsonOpt, PassToPassOpt, SandboxOpt
+from ooda.agent.cli.options import FailToPassOpt, JsonOpt, PassToPassOpt, grouped
 from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.options import SandboxOptions
 from ooda.agent.support.textsafe import markup_safe, printable
 
 if TYPE_CHECKING:
@@ -18,11 +19,12 @@ if TYPE_CHECKING:
     from ooda.tasks.loader import Task
 
 
+@grouped("verify")
 def verify(
     path: Annotated[Path, typer.Argument(help="A task directory (holds task.toml) or a "
                                          "repository (with --test-cmd or --fail-to-pass).")],
     patch: Annotated[Path, typer.Option("--patch", help="The unified diff to verify.")],
-    sandbox: SandboxOpt = None,
+    sandbox: SandboxOptions,
     json_out: JsonOpt = False,
     logs: Annotated[
         Path | None, typer.Option("--logs", help="Directory for the verifiers' full logs.")
@@ -44,7 +46,8 @@ def verify(
         patch_text = patch.read_bytes().decode("utf-8", "surrogateescape")
     except OSError as exc:
         raise UsageError(f"cannot read --patch {patch}: {exc.strerror or exc}") from exc
-    backend = get_backend(sandbox.value if sandbox else None)
+    sandbox.check()
+    backend = get_backend(sandbox.sandbox)
     try:
         with tempfile.TemporaryDirectory(prefix="ooda-verify-") as work:
             verifier = TaskVerifier(task, backend, Path(work))

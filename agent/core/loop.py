@@ -27,6 +27,7 @@ from ooda.agent.context.index import RepoIndex
 from ooda.agent.context.rank import Ranking
 from ooda.agent.context.widen import widen
 from ooda.agent.contracts.errors import ContextOverflow, GenerationError, InfraError, UsageError
+from ooda.agent.contracts.options import LoopOptions
 from ooda.agent.contracts.protocols import (
     Completion,
     EndpointReport,
@@ -38,11 +39,12 @@ from ooda.agent.core import blind_select, normalize, prompts, selection
 from ooda.agent.core.budget import Budget
 from ooda.agent.core.records import (
     Attempt,
+    AttemptRecord,
     AttemptStatus,
-    LoopConfig,
     ProgressHook,
     RunResult,
-    attempt_record,
+    RunSummary,
+    Tokens,
 )
 from ooda.agent.core.repro_writer import ReproWriter
 from ooda.agent.core.runlog import RunLog
@@ -57,8 +59,8 @@ ANSWER_ROOM = 4096
 WINDOW_SHARE = 0.85
 """The context counts ~3.5 characters a token; a window is filled as if ~3 (agent/models)."""
 
-__all__ = ["Attempt", "AttemptStatus", "Loop", "LoopConfig", "ProgressHook", "RunResult"]
-"""The records are re-exported: callers take Loop, LoopConfig and its results from here."""
+__all__ = ["Attempt", "AttemptStatus", "Loop", "LoopOptions", "ProgressHook", "RunResult"]
+"""The records are re-exported: callers take Loop, its options and its results from here."""
 
 
 class Loop:
@@ -70,7 +72,7 @@ class Loop:
         model: Model,
         verifier: PatchVerifier,
         log: RunLog,
-        config: LoopConfig,
+        config: LoopOptions,
         progress: ProgressHook | None = None,
         schedule: ModelSchedule | None = None,
         repro: ReproWriter | None = None,
@@ -479,50 +481,52 @@ class Loop:
                 return tier
         return self.schedule.fast
 
-    def _attempt_record(self, a: Attempt) -> dict[str, Any]:
-        return attempt_record(a, self.model.name, self.budget.since_start)
+    def _attempt_record(self, a: Attempt) -> AttemptRecord:
+        return AttemptRecord.of(a, self.model.name, self.budget.since_start)
 
     def _summary(
         self, status: str, reason: str, winner: Attempt | None, rounds_used: int,
         submitted: Attempt | None = None,
-    ) -> dict[str, Any]:
-        blind = {
-            "submitted": submitted.attempt_id if submitted else None,
-            "submitted_verified_s": self.budget.since_start(submitted.t_verified)
-            if submitted else None,
-            "selection": self.selection,
-            **({"reproduction": self.repro.summary()} if self.repro is not None else {}),
-        } if self.config.select == "blind" else {}
-        return {
-            "run_id": self.log.run_id,
-            "task_id": self.task.id,
-            "status": status,
-            "reason": reason,
-            "model": self.model.name,
-            "samples": self.config.samples,
-            "rounds": self.config.rounds,
-            "rounds_used": rounds_used,
-            "select": self.config.select,
-            "wall_s": round(self.budget.elapsed(), 3),
-            "budget_s": self.config.time_budget_s,
-            "winner": winner.attempt_id if winner else None,
-            "attempts": len([a for a in self.attempts if a.status != "pending"]),
-            "statuses": dict(Counter(a.status for a in self.attempts)),
-            "tokens": {
-                "prompt": self.budget.prompt_tokens,
-                "completion": self.budget.completion_tokens,
-                "estimated": self.budget.estimated,
-            },
-            "time_to_first_pass_s": self.budget.since_start(winner.t_verified) if winner else None,
-            "endpoint": self.model.report() if isinstance(self.model, EndpointReport) else None,
+    ) -> RunSummary:
+        models = per_model(self.attempts, self.schedule, winner,
+                           self.repro.usage() if self.repro is not None else None)
+        blind = self.config.select == "blind"
+        return RunSummary(
+            run_id=self.log.run_id,
+            task_id=self.task.id,
+            status=status,
+            reason=reason,
+            model=self.model.name,
+            samples=self.config.samples,
+            rounds=self.config.rounds,
+            rounds_used=rounds_used,
+            select=self.config.select,
+            wall_s=round(self.budget.elapsed(), 3),
+            budget_s=self.config.time_budget_s,
+            winner=winner.attempt_id if winner else None,
+            attempts=len([a for a in self.attempts if a.status != "pending"]),
+            statuses=dict(Counter(a.status for a in self.attempts)),
+            tokens=Tokens(self.budget.prompt_tokens, self.budget.completion_tokens,
+                          self.budget.estimated),
+            time_to_first_pass_s=self.budget.since_start(winner.t_verified) if winner else None,
+            endpoint=self.model.report() if isinstance(self.model, EndpointReport) else None,
             # the backend of agent/verify's TaskVerifier; PatchVerifier does not require one
-            "sandbox": getattr(getattr(self.verifier, "backend", None), "name", None),
-            "fail_to_pass": list(self.task.fail_to_pass),
-            "pass_to_pass": list(self.task.pass_to_pass),
-            "context": self._context_record(),
-            **self._escalation(winner),
-            **blind,
-        }
+            sandbox=getattr(getattr(self.verifier, "backend", None), "name", None),
+            fail_to_pass=list(self.task.fail_to_pass),
+            pass_to_pass=list(self.task.pass_to_pass),
+            context=self._context_record(),
+            models=models,
+            winner_model=winner.model if winner else None,
+            escalate_to=self.schedule.strong.model.name if self.schedule.strong else None,
+            escalated_at_round=self.schedule.escalated_at,
+            escalation_reason=self.schedule.escalation_reason,
+            cost_usd=round(sum(m["cost_usd"] for m in models.values()), 6),
+            submitted=submitted.attempt_id if blind and submitted else None,
+            submitted_verified_s=self.budget.since_start(submitted.t_verified)
+            if blind and submitted else None,
+            selection=self.selection if blind else None,
+            reproduction=self.repro.summary() if blind and self.repro is not None else None,
+        )
 
     def _context_record(self) -> dict[str, Any] | None:
         """What the first prompt showed of the repository, and the fast model's votes."""
@@ -533,20 +537,6 @@ class Loop:
             "files": [{"path": f.path, "whole": f.whole} for f in self._context.files],
             "votes": self.context_votes.record() if self.context_votes else None,
         }
-
-    def _escalation(self, winner: Attempt | None) -> dict[str, Any]:
-        """Per-model accounting: tokens, cost and time of each model, which one won."""
-        models = per_model(self.attempts, self.schedule, winner,
-                           self.repro.usage() if self.repro is not None else None)
-        return {
-            "models": models,
-            "winner_model": winner.model if winner else None,
-            "escalate_to": self.schedule.strong.model.name if self.schedule.strong else None,
-            "escalated_at_round": self.schedule.escalated_at,
-            "escalation_reason": self.schedule.escalation_reason,
-            "cost_usd": round(sum(m["cost_usd"] for m in models.values()), 6),
-        }
-
 
 
 def _no_answer_reason(attempts: list[Attempt], ended: str) -> str:

@@ -6,7 +6,7 @@ from ooda.agent.context import Context, choose_context
 from ooda.agent.context.choose import Refine
 from ooda.agent.context.tokens import estimate
 from ooda.agent.context.visible import visible_tests
-from ooda.agent.contracts.defaults import DEFAULTS
+from ooda.agent.contracts.options import LoopOptions
 from ooda.agent.edits.search_replace import SearchReplace
 from ooda.agent.edits.udiff import UnifiedDiff
 from ooda.tasks.loader import Task
@@ -31,7 +31,7 @@ PARTIAL_NOTE = (
 
 
 def first_prompt(task: Task, context: Context | None = None, *, told: str = "",
-                 context_tokens: int = DEFAULTS.context_tokens) -> list[dict[str, str]]:
+                 context_tokens: int = LoopOptions().context_tokens) -> list[dict[str, str]]:
     """The system and user messages that start a candidate from scratch: the issue, the code
     `context` shows (agent/context; when not given, chosen so that the whole prompt stays
     within `context_tokens`), the tests the model may see; `told`: what earlier candidates

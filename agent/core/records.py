@@ -1,53 +1,26 @@
-"""What the loop works on and hands back: its configuration, one Attempt per candidate, the
-RunResult, and the JSON record each finished attempt leaves in attempts.jsonl.
+"""What the loop works on and hands back: one Attempt per candidate, the RunResult, and the
+two records a run leaves, as types written in one place: AttemptRecord (one attempts.jsonl
+line per finished attempt) and RunSummary (run.json).
 
 Kept apart from the loop's control flow so that the applications (progress display, ci
-comments) can read attempts without importing the loop's threads.
+comments, reports, evaluations) can read attempts and summaries without importing the loop's
+threads. Both records read back what they wrote (`from_json`), tolerating keys they do not know
+and missing keys (older runs): a reader uses attributes, never string keys. A new record field is
+one field here (with its default) and the code that fills it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from ooda.agent.contracts.defaults import DEFAULTS
 from ooda.agent.contracts.protocols import Verdict
 from ooda.agent.core import prompts
 
 AttemptStatus = Literal[
     "pending", "passed", "failed", "invalid_edit", "timeout", "cancelled", "error"
 ]
-
-
-@dataclass
-class LoopConfig:
-    """How one task is attacked."""
-
-    samples: int = DEFAULTS.samples
-    """Candidates sampled in parallel per round."""
-    rounds: int = DEFAULTS.rounds
-    """Feedback rounds at most."""
-    time_budget_s: float = DEFAULTS.time_budget_s
-    """Hard wall-clock deadline for the whole task: generation, verification and clean-up."""
-    token_budget: int | None = None
-    """Prompt plus completion tokens for the whole run; None for no limit."""
-    max_prose_tokens: int = DEFAULTS.max_prose_tokens
-    """Stop an answer that streams this many tokens of prose before any edit (0: never)."""
-    select: Literal["first", "best", "blind"] = "first"
-    """"first": stop at the first passing candidate; "best": finish the round and pick;
-    "blind": finish the round and pick as a blind run does (agent/core/blind_select.py), and
-    when none passed, submit the best standing candidate all the same."""
-    verify_concurrency: int = DEFAULTS.verify_concurrency
-    """Candidates verified at once (verification is CPU-bound)."""
-    sibling_digest: bool = True
-    """Tell each next-round candidate how its parent's siblings failed."""
-    context_votes: int = DEFAULTS.context_votes
-    """Requests to the fast model for its votes on where the change belongs, when the
-    repository is too large to show whole (agent/context/votes.py); 0: none."""
-    context_tokens: int = DEFAULTS.context_tokens
-    """The most tokens the first prompt may take, the repository's code it shows included
-    (agent/context fits the code to what is left)."""
 
 
 @dataclass
@@ -122,57 +95,249 @@ class Attempt:
         return failed[-1] if failed else self.status
 
 
+OMIT_EMPTY = "ooda.omit_empty"
+"""Field metadata: the key is left out of the JSON when the value is None or empty."""
+
+
+def _to_json(record: Any) -> dict[str, Any]:
+    """A record dataclass as JSON values, in field order (nested records too)."""
+    out: dict[str, Any] = {}
+    for f in fields(record):
+        value = getattr(record, f.name)
+        if f.metadata.get(OMIT_EMPTY) and not value:
+            continue
+        if hasattr(value, "to_json"):
+            value = value.to_json()
+        elif isinstance(value, list):
+            value = [v.to_json() if hasattr(v, "to_json") else v for v in value]
+        elif isinstance(value, dict):
+            value = dict(value)
+        out[f.name] = value
+    return out
+
+
+def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of `data` that are fields of `cls` (unknown keys ignored)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """Prompt and completion tokens."""
+
+    prompt: int = 0
+    completion: int = 0
+    estimated: bool = False
+    """Some of the counts are estimates (an endpoint that sends no usage)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_json(self)
+
+    @classmethod
+    def from_json(cls, data: object) -> Tokens:
+        if not isinstance(data, Mapping):
+            return cls()
+        return cls(int(data.get("prompt") or 0), int(data.get("completion") or 0),
+                   bool(data.get("estimated")))
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    """One verifier stage's outcome in an attempt record."""
+
+    name: str
+    status: str
+    duration_s: float = 0.0
+    summary: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_json(self)
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One attempts.jsonl line: a finished attempt."""
+
+    attempt_id: str
+    round: int = 0
+    parent_id: str | None = None
+    model: str = ""
+    t_start_s: float | None = None
+    t_request_s: float | None = None
+    t_first_token_s: float | None = None
+    t_generated_s: float | None = None
+    t_verified_s: float | None = None
+    """Seconds since the run started (generation began, its request was sent, first token,
+    answer done, verdict)."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tokens_estimated: bool = False
+    """The counts are estimates (~4 characters a token): the endpoint sent none."""
+    finish_reason: str | None = None
+    """How the endpoint said the answer ended ("stop", "length", …); None when cut or stopped
+    early."""
+    patch_sha256: str | None = None
+    duplicate_of: str | None = None
+    status: str = "pending"
+    reason: str = ""
+    edit_format: str | None = None
+    invalid_reason: str | None = None
+    """For an invalid edit: the short name of the reason (EditError.kind)."""
+    verifiers: list[StageRecord] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AttemptRecord:
+        values = _known(cls, data)
+        values["attempt_id"] = str(values.get("attempt_id", ""))
+        values["verifiers"] = [
+            StageRecord(**_known(StageRecord, v)) for v in values.get("verifiers") or []
+            if isinstance(v, Mapping)
+        ]
+        return cls(**values)
+
+    @classmethod
+    def of(cls, a: Attempt, model_name: str,
+           since: Callable[[float | None], float | None]) -> AttemptRecord:
+        """The record of a finished attempt; `since` turns a monotonic instant into seconds
+        since the run started."""
+        results = a.verdict.results if a.verdict else []
+        return cls(
+            attempt_id=a.attempt_id,
+            round=a.round,
+            parent_id=a.parent_id,
+            model=a.model or model_name,
+            t_start_s=since(a.t_start),
+            t_request_s=since(a.t_request),
+            t_first_token_s=since(a.t_first_token),
+            t_generated_s=since(a.t_generated),
+            t_verified_s=since(a.t_verified),
+            prompt_tokens=a.prompt_tokens,
+            completion_tokens=a.completion_tokens,
+            tokens_estimated=a.tokens_estimated,
+            finish_reason=a.finish_reason,
+            patch_sha256=a.patch_sha256,
+            duplicate_of=a.duplicate_of,
+            status=a.status,
+            reason=a.reason,
+            edit_format=a.edit_format,
+            invalid_reason=a.invalid_kind,
+            verifiers=[StageRecord(r.name, r.status, round(r.duration_s, 3), r.summary)
+                       for r in results],
+        )
+
+
+RunStatus = Literal["passed", "failed", "error"]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """run.json: what one run did and how it ended. Written by the loop when it ends, by the
+    run's set-up when it fails before the loop starts, and on Ctrl-C; always through this
+    type (agent/core/runlog.py writes it)."""
+
+    run_id: str
+    task_id: str
+    status: str
+    """passed | failed | error"""
+    reason: str = ""
+    model: str = ""
+    samples: int = 0
+    rounds: int = 0
+    rounds_used: int = 0
+    select: str = "first"
+    wall_s: float = 0.0
+    budget_s: float = 0.0
+    winner: str | None = None
+    """The winning attempt's id."""
+    attempts: int = 0
+    """Attempts finished (each has its attempts.jsonl line)."""
+    statuses: dict[str, int] = field(default_factory=dict)
+    tokens: Tokens = field(default_factory=Tokens)
+    time_to_first_pass_s: float | None = None
+    endpoint: dict[str, Any] | None = None
+    """What the model client learned of its endpoint (agent/contracts EndpointReport):
+    requests at once, the context window; None for a stand-in model."""
+    sandbox: str | None = None
+    fail_to_pass: list[str] = field(default_factory=list)
+    pass_to_pass: list[str] = field(default_factory=list)
+    context: dict[str, Any] | None = None
+    """What the first prompt showed of the repository (tokens, files) and the fast model's
+    votes (agent/context); None when no context was chosen."""
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per model: role, attempts, tokens, generation time, cost, whether it solved the task."""
+    winner_model: str | None = None
+    escalate_to: str | None = None
+    escalated_at_round: int | None = None
+    escalation_reason: str | None = None
+    cost_usd: float = 0.0
+    protocol: str | None = None
+    """blind | oracle (agent/app/protocol.py): which number `resolved` is."""
+    hidden_tests: bool = False
+    """The task has hidden tests (a test patch)."""
+    resolved: bool = False
+    """The submitted patch passes the task's tests (blind: the hidden ones, after the loop)."""
+    oracle_coverage: bool = False
+    """Some candidate would have passed the hidden tests (blind: measured after the loop)."""
+    loop_status: str | None = field(default=None, metadata={OMIT_EMPTY: True})
+    loop_reason: str | None = field(default=None, metadata={OMIT_EMPTY: True})
+    """Blind runs: how the loop itself ended (status and reason then say what the hidden
+    tests said of the submitted patch)."""
+    oracle: dict[str, Any] | None = field(default=None, metadata={OMIT_EMPTY: True})
+    regression: dict[str, Any] | None = field(default=None, metadata={OMIT_EMPTY: True})
+    """Blind runs: the regression tests (each test file run on the base)."""
+    """Blind runs: what the hidden tests said of the candidates (submitted_verdict, judged,
+    n, c, seconds)."""
+    submitted: str | None = field(default=None, metadata={OMIT_EMPTY: True})
+    submitted_verified_s: float | None = field(default=None, metadata={OMIT_EMPTY: True})
+    selection: dict[str, Any] | None = field(default=None, metadata={OMIT_EMPTY: True})
+    reproduction: dict[str, Any] | None = field(default=None, metadata={OMIT_EMPTY: True})
+    """Blind runs: the submitted attempt, when its verdict came, why it was chosen, and the
+    reproduction tests written for it."""
+    environment: str | None = field(default=None, metadata={OMIT_EMPTY: True})
+    """What the tests ran in, when it is not ooda's image as always (the plan's line)."""
+    fail_to_pass_passing_before: list[str] = field(default_factory=list,
+                                                   metadata={OMIT_EMPTY: True})
+    """FAIL_TO_PASS ids that passed on the unpatched code (absent when none)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
+        values = _known(cls, data)
+        values.setdefault("run_id", "")
+        values.setdefault("task_id", "")
+        values.setdefault("status", "unfinished")
+        values["tokens"] = Tokens.from_json(values.get("tokens"))
+        for name in ("fail_to_pass", "pass_to_pass", "fail_to_pass_passing_before"):
+            values[name] = list(values.get(name) or [])
+        values["models"] = dict(values.get("models") or {})
+        values["statuses"] = dict(values.get("statuses") or {})
+        return cls(**values)
+
+    @classmethod
+    def error(cls, run_id: str, task_id: str, reason: str) -> RunSummary:
+        """The summary of a run that ended before its loop began (nothing attempted)."""
+        return cls(run_id, task_id, "error", reason)
+
+
 @dataclass
 class RunResult:
     """What a run ended with."""
 
-    status: Literal["passed", "failed", "error"]
+    status: RunStatus
     reason: str
     winner: Attempt | None
     attempts: list[Attempt]
     rounds_used: int
-    summary: dict[str, Any]
+    summary: RunSummary
     submitted: Attempt | None = None
     """The candidate a blind run submits: the winner, else the best standing one (None: the
     other selections submit only a winner)."""
 
 
 ProgressHook = Callable[[Attempt, str], None]
-
-
-def attempt_record(
-    a: Attempt, model_name: str, since: Callable[[float | None], float | None]
-) -> dict[str, Any]:
-    """The attempts.jsonl line of a finished attempt; `since` turns a monotonic instant into
-    seconds since the run started."""
-    results = a.verdict.results if a.verdict else []
-    return {
-        "attempt_id": a.attempt_id,
-        "round": a.round,
-        "parent_id": a.parent_id,
-        "model": a.model or model_name,
-        "t_start_s": since(a.t_start),
-        "t_request_s": since(a.t_request),
-        "t_first_token_s": since(a.t_first_token),
-        "t_generated_s": since(a.t_generated),
-        "t_verified_s": since(a.t_verified),
-        "prompt_tokens": a.prompt_tokens,
-        "completion_tokens": a.completion_tokens,
-        "tokens_estimated": a.tokens_estimated,
-        "finish_reason": a.finish_reason,
-        "patch_sha256": a.patch_sha256,
-        "duplicate_of": a.duplicate_of,
-        "status": a.status,
-        "reason": a.reason,
-        "edit_format": a.edit_format,
-        "invalid_reason": a.invalid_kind,
-        "verifiers": [
-            {
-                "name": r.name,
-                "status": r.status,
-                "duration_s": round(r.duration_s, 3),
-                "summary": r.summary,
-            }
-            for r in results
-        ],
-    }

@@ -1,5 +1,8 @@
 """The run directory: run.json (atomic, last), attempts.jsonl (appended), final.diff, attempts/.
 
+The records written are the types of agent/core/records.py (RunSummary, AttemptRecord);
+`read_summary` and `read_attempts` read them back from a run directory.
+
 A write that fails (a full disk, a read-only or vanished directory) raises InfraError naming
 the directory and the reason: the run cannot keep its record, so it ends with exit 3.
 """
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ooda.agent.contracts.errors import InfraError
+from ooda.agent.core.records import AttemptRecord, RunSummary
 
 
 def new_run_id(task_id: str) -> str:
@@ -94,14 +98,38 @@ class RunLog:
         with self._writing():  # the model's text as it came, even when not valid UTF-8
             path.write_text(text, encoding="utf-8", errors="backslashreplace")
 
-    def record_attempt(self, record: dict[str, Any]) -> None:
+    def record_attempt(self, record: AttemptRecord) -> None:
         with self._writing():
-            append_jsonl(self.attempts_path, record, self._lock)
+            append_jsonl(self.attempts_path, record.to_json(), self._lock)
 
     def write_final_diff(self, patch: str) -> None:
         with self._writing():
             write_atomic(self.dir / "final.diff", patch)
 
-    def write_summary(self, summary: dict[str, Any]) -> None:
+    def write_summary(self, summary: RunSummary) -> None:
         with self._writing():
-            write_json_atomic(self.dir / "run.json", summary)
+            write_json_atomic(self.dir / "run.json", summary.to_json())
+
+
+def read_summary(run_dir: Path) -> RunSummary | None:
+    """run.json of `run_dir` (None when missing or unreadable)."""
+    try:
+        data = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return RunSummary.from_json(data) if isinstance(data, dict) else None
+
+
+def read_attempts(run_dir: Path) -> list[AttemptRecord]:
+    """attempts.jsonl of `run_dir`; a torn or corrupt line (a crash mid-write) is skipped."""
+    try:
+        text = (run_dir / "attempts.jsonl").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    records = []
+    for line in text.splitlines():
+        with contextlib.suppress(json.JSONDecodeError, TypeError, ValueError):
+            data = json.loads(line)
+            if isinstance(data, dict):
+                records.append(AttemptRecord.from_json(data))
+    return records

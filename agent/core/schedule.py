@@ -15,11 +15,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ooda.agent.contracts.defaults import DEFAULTS
+from ooda.agent.contracts.options import EscalationOptions
 from ooda.agent.contracts.protocols import Model
 from ooda.agent.core.records import Attempt
 
-DEFAULT_BUDGET_BELOW = DEFAULTS.escalate_below
+DEFAULT_BUDGET_BELOW: float = EscalationOptions().escalate_below
 """Escalate once less than this fraction of the time (or token) budget is left."""
 DIGEST_CANDIDATES = 3
 """How many of the fast model's failing candidates the strong model is shown."""

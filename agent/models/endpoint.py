@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 from urllib.parse import urlsplit
 
-from ooda.agent.contracts.defaults import DEFAULTS
 from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.options import ModelOptions
 from ooda.agent.support.text import estimate_tokens
 
 __all__ = ["DEFAULT_BASE_URL", "LOCAL_API_KEY", "ModelConfig", "estimate_tokens",
@@ -24,33 +25,26 @@ LOCAL_API_KEY = "ooda-local"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-@dataclass
-class ModelConfig:
-    """How to reach the model and how to sample from it."""
+@dataclass(frozen=True)
+class ModelConfig(ModelOptions):
+    """How to reach the model and how to sample from it: the user's model options
+    (agent/contracts/options.py, declared once there) plus what only the client sets."""
 
-    name: str
-    """Model name sent to the endpoint."""
-    base_url: str | None = None
-    """Endpoint base URL (…/v1); None: $OPENAI_BASE_URL, else the OpenAI API."""
     api_key: str | None = None
     """API key; None: $OPENAI_API_KEY, else "ooda-local" for a loopback endpoint."""
-    temperature: float = DEFAULTS.temperature
-    """Sampling temperature (diversity across the N parallel samples)."""
-    max_tokens: int | None = DEFAULTS.max_tokens
-    """Cap on completion tokens per answer (lowered to what the context window leaves);
-    None: the endpoint's default."""
-    context_window: int | None = None
-    """The model's context window in tokens, when the user knows it (else learned)."""
-    request_timeout_s: float | None = None
-    """Longest time one request may take, first token included; None: only the deadline."""
     idle_timeout_s: float = 120.0
     """Longest wait for the endpoint's next bytes (connect, first token, between chunks)."""
     max_retries: int = 6
     """Retries after the first attempt for transient failures (429, 5xx, broken streams)."""
-    concurrency: int = DEFAULTS.concurrency
-    """Requests in flight at once through one OpenAIModel, across all threads."""
     retry_backoff_s: float = 0.5
     """First wait before a retry without Retry-After; doubles each time, capped at 8 s."""
+
+    @classmethod
+    def from_options(cls, options: ModelOptions, **client: Any) -> ModelConfig:
+        """The client's configuration of `options`, with `client`'s own settings (api_key,
+        or a name or endpoint of its own)."""
+        values = {f.name: getattr(options, f.name) for f in fields(ModelOptions)}
+        return cls(**{**values, **client})
 
 
 def is_loopback(base_url: str) -> bool:

@@ -31,8 +31,8 @@ def test_whole_files_and_bare_functions_resolve_like_diffs(tmp_path: Path,
         script = {"answer": f"The fix:\n\n```diff\n{gold}```\n"}
         (task / "replay.jsonl").write_text(json.dumps(script) + "\n")
     with ReplayServer([taskset], answer_as="mixed") as server:
-        run = RunOptions(model="chatty", base_url=server.base_url, samples=1, rounds=1,
-                         time_budget_s=120.0, runs_dir=tmp_path / "runs")
+        run = RunOptions.of(model="chatty", base_url=server.base_url, samples=1, rounds=1,
+                            time_budget_s=120.0, runs_dir=tmp_path / "runs")
         out = ev.evaluate(ev.EvalOptions(taskset=taskset, run=run, concurrency=2),
                           show_progress=False)
     s = out.summary

@@ -18,7 +18,7 @@ import pytest
 from sandbox_helpers import backend_or_skip
 
 from ooda.agent.contracts.protocols import Sandbox
-from ooda.agent.core.loop import Loop, LoopConfig
+from ooda.agent.core.loop import Loop, LoopOptions
 from ooda.agent.core.normalize import normal_form, normalized_key
 from ooda.agent.core.runlog import RunLog
 from ooda.agent.models.openai_model import ModelConfig, OpenAIModel
@@ -220,7 +220,7 @@ def test_candidates_equal_up_to_formatting_are_verified_once(tmp_path: Path) -> 
     ]
     verifier = FakeVerifier(delay_s=0.2)
     log = RunLog(tmp_path / "runs", "run1")
-    config = LoopConfig(samples=3, rounds=1)
+    config = LoopOptions(samples=3, rounds=1)
     result = Loop(task, FakeModel({1: answers}), verifier, log, config).run()  # type: ignore[arg-type]
     lines = [json.loads(x) for x in (log.dir / "attempts.jsonl").read_text().splitlines()]
     assert result.status == "failed"
@@ -354,7 +354,7 @@ def test_a_hopeless_stream_is_cut_off_and_generation_cancelled(tmp_path: Path) -
         model = OpenAIModel(ModelConfig(name="m", base_url=server.base_url))
         log = RunLog(tmp_path / "runs", "run1")
         started = time.monotonic()
-        result = Loop(task, model, verifier, log, LoopConfig(samples=1, rounds=1)).run()  # type: ignore[arg-type]
+        result = Loop(task, model, verifier, log, LoopOptions(samples=1, rounds=1)).run()  # type: ignore[arg-type]
         elapsed = time.monotonic() - started
         time.sleep(0.3)
         in_flight = server.stats["in_flight"]

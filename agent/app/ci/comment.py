@@ -4,7 +4,6 @@ and GitHub review suggestions for the hunks that fit in one."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ from ooda.agent.support.textsafe import printable
 
 if TYPE_CHECKING:
     from ooda.agent.core.loop import Attempt, RunResult
+    from ooda.agent.core.records import RunSummary
 
 
 def suggestions_from_patch(patch: str) -> list[dict[str, Any]]:
@@ -123,9 +123,10 @@ def render_comment(
         lines.append(f"- ... and {len(report.failures) - COMMENT_TESTS} more")
     lines.append("")
     stats = (
-        f"{summary.get('attempts', len(result.attempts))} attempt(s) in "
-        f"{result.rounds_used} round(s), {float(summary.get('wall_s', 0.0)):.1f} s, "
-        f"tokens {_tokens(summary)}, model `{summary.get('model', '?')}`"
+        f"{summary.attempts} attempt(s) in "
+        f"{result.rounds_used} round(s), {summary.wall_s:.1f} s, "
+        f"tokens {summary.tokens.prompt:,} + {summary.tokens.completion:,}, "
+        f"model `{summary.model or '?'}`"
     )
     winner = result.winner
     if winner is not None:
@@ -179,10 +180,10 @@ def _checks(attempt: Attempt) -> str:
     return "; ".join(parts)
 
 
-def _environment(summary: Mapping[str, Any]) -> str:
+def _environment(summary: RunSummary) -> str:
     """The Python the tests ran in: the repository's detected or given environment, else
     ooda's sandbox image."""
-    said = str(summary.get("environment") or "").removeprefix("environment: ").strip()
+    said = (summary.environment or "").removeprefix("environment: ").strip()
     return f"`{_inline(said, 200)}`" if said else f"ooda's sandbox image (Python {PYTHON_VERSION})"
 
 
@@ -200,11 +201,6 @@ def _why(attempt: Attempt) -> str:
         if r.status not in ("passed", "skipped") and r.summary.strip():
             return r.summary
     return attempt.reason or attempt.status
-
-
-def _tokens(summary: Mapping[str, Any]) -> str:
-    tokens = summary.get("tokens") or {}
-    return f"{int(tokens.get('prompt', 0)):,} + {int(tokens.get('completion', 0)):,}"
 
 
 def _inline(text: str, limit: int) -> str:

@@ -7,8 +7,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ooda.tasks.loader import VerifierOptions
-
 MESSAGE_CHARS = 1_200
 """Failure text kept per failing test in the statement."""
 
@@ -45,7 +43,6 @@ class CiOptions:
     task_id: str | None = None
     requirements: Path | None = None
     """Third-party packages the repository's tests need in the sandbox (requirements.txt)."""
-    verifiers: VerifierOptions = field(default_factory=VerifierOptions)
 
 
 @dataclass

@@ -18,7 +18,6 @@ agent/app/run.py's apply_environment), for the reproduction and the loop alike.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -41,6 +40,7 @@ from ooda.agent.app.ci.github import (
 from ooda.agent.app.ci.junit import parse_junit
 from ooda.agent.app.ci.outcome import CiOptions, CiOutcome, FailureReport
 from ooda.agent.app.ci.statement import build_statement, reproduce
+from ooda.agent.app.options import apply_stages
 from ooda.agent.app.run import (
     Prestarted,
     RunOptions,
@@ -54,7 +54,7 @@ from ooda.agent.core.loop import RunResult
 from ooda.agent.core.runlog import RunLog, write_atomic, write_json_atomic
 from ooda.agent.sandbox.registry import open_backend
 from ooda.agent.support.textsafe import markup_safe
-from ooda.tasks.loader import Task, task_from_repo
+from ooda.tasks.loader import Task, VerifierOptions, task_from_repo
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -84,7 +84,7 @@ def run_ci(
     say = console.print if console is not None else (lambda *a, **k: None)
     repo = ci.repo.resolve() if ci.repo.exists() else ci.repo
     _check_inputs(ci, repo)
-    run_options.validate()
+    run_options = run_options.checked()
     event = event_from_env(env)
     branch = current_branch(repo, event, env)
     if branch and branch.startswith(BRANCH_PREFIX):
@@ -97,18 +97,19 @@ def run_ci(
         _check_pushable(repo)
     ci.out.mkdir(parents=True, exist_ok=True)
 
-    task = task_from_repo(
+    task = apply_stages(task_from_repo(
         repo,
         statement="(filled in from the failures)",
         fail_to_pass=[],
         pass_to_pass=[],
         test_cmd=ci.test_cmd,
-        verifiers=ci.verifiers,
+        verifiers=VerifierOptions(),
         task_id=ci.task_id,
         requirements=ci.requirements,
-    ) if ci.test_cmd else None
+    ), run_options.stages) if ci.test_cmd else None
+    environment, sandbox = run_options.environment.environment, run_options.sandbox.sandbox
     if task is not None:
-        said = apply_environment(task, run_options.environment, run_options.sandbox)
+        said = apply_environment(task, environment, sandbox)
         if said:
             say(markup_safe(said), highlight=False)
 
@@ -122,23 +123,23 @@ def run_ci(
         if not report.fail_to_pass and not ci.test_cmd:
             raise UsageError(f"no failing test in {report.source}: nothing to fix")
         statement = build_statement(report, event, ci.test_cmd)
-        task = task_from_repo(
+        task = apply_stages(task_from_repo(
             repo,
             statement=statement,
             fail_to_pass=report.fail_to_pass,
             pass_to_pass=report.pass_to_pass,
             test_cmd=ci.test_cmd,
-            verifiers=ci.verifiers,
+            verifiers=VerifierOptions(),
             task_id=ci.task_id,
             requirements=ci.requirements,
-        )
-        said = apply_environment(task, run_options.environment, run_options.sandbox)
+        ), run_options.stages)
+        said = apply_environment(task, environment, sandbox)
         if said and not ci.test_cmd:  # with --test-cmd, said before the reproduction
             say(markup_safe(said), highlight=False)
         if run_task_fn is None:
             run_task_fn = functools.partial(run_task, prestarted=prestarted)
         result, log = run_task_fn(
-            task, dataclasses.replace(run_options, environment=None), console=console,
+            task, run_options.replace(environment=None), console=console,
             show_progress=show_progress, backend=the_backend,
         )
 
@@ -200,7 +201,8 @@ def _backend_scope(options: RunOptions, given: SandboxBackend | None,
     if given is not None:
         yield given
         return
-    backend = open_backend(options.sandbox, clean_leftovers=clean_leftovers(prestarted))
+    backend = open_backend(options.sandbox.sandbox,
+                           clean_leftovers=clean_leftovers(prestarted))
     try:
         yield backend
     finally:
@@ -220,7 +222,7 @@ def _write_outputs(ci: CiOptions, report: FailureReport, result: RunResult,
     comment = render_comment(report, result, run_dir=run_dir)
     write_atomic(ci.out / "comment.md", comment)
     return CiOutcome(
-        status=result.status, reason=result.reason, summary=dict(result.summary),
+        status=result.status, reason=result.reason, summary=result.summary.to_json(),
         out_dir=ci.out, comment=comment, suggestions=suggestions, patch=patch, run_dir=run_dir,
     )
 

@@ -8,28 +8,19 @@ run directory the loop wrote (attempts.jsonl, attempts/<id>/patch.diff).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
+
+from ooda.agent.core.runlog import read_attempts
 
 
 def best_patch(run_dir: Path) -> str:
     """The patch of the run's furthest-reaching attempt ("" when none left a patch)."""
-    try:
-        lines = (run_dir / "attempts.jsonl").read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return ""
     ranked: list[tuple[int, int, str]] = []
-    for order, line in enumerate(lines):
-        try:
-            attempt: dict[str, Any] = json.loads(line)
-        except json.JSONDecodeError:
+    for order, attempt in enumerate(read_attempts(run_dir)):
+        if not attempt.attempt_id:
             continue
-        if not isinstance(attempt, dict) or not isinstance(attempt.get("attempt_id"), str):
-            continue
-        stages = attempt.get("verifiers") or []
-        passed = sum(1 for s in stages if isinstance(s, dict) and s.get("status") == "passed")
-        ranked.append((passed, order, attempt["attempt_id"]))
+        passed = sum(1 for stage in attempt.verifiers if stage.status == "passed")
+        ranked.append((passed, order, attempt.attempt_id))
     for _passed, _order, attempt_id in sorted(ranked, reverse=True):
         if "/" in attempt_id or attempt_id.startswith("."):
             continue

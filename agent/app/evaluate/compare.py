@@ -23,25 +23,18 @@ VARIANTS = ("fast-only", "strong-only", "cascade")
 
 def variants(options: EvalOptions) -> dict[str, EvalOptions]:
     """The three evaluations compared, from the cascade's options (which must escalate)."""
-    options.validate()  # splits --model FAST,STRONG
+    options = options.checked()  # splits --model FAST,STRONG
     run = options.run
-    if not run.escalate_to:
+    strong = run.escalation_model()
+    if strong is None:
         raise UsageError("--compare needs a model to escalate to (--escalate-to or --model A,B)")
     base_id = options.eval_id or default_eval_id(options)
-    strong_run = replace(
-        run,
-        model=run.escalate_to,
-        base_url=run.escalate_base_url or run.base_url,
-        price_prompt=run.escalate_price_prompt,
-        price_completion=run.escalate_price_completion,
-        escalate_to=None,
-    )
+    alone = replace(run.escalation, escalate_to=None)
     return {
-        "fast-only": replace(options, run=replace(run, escalate_to=None),
+        "fast-only": replace(options, run=replace(run, escalation=alone),
                              eval_id=f"{base_id}-fast-only"),
-        "strong-only": replace(options, run=strong_run, eval_id=f"{base_id}-strong-only",
-                               price_prompt=run.escalate_price_prompt,
-                               price_completion=run.escalate_price_completion),
+        "strong-only": replace(options, run=replace(run, model=strong, escalation=alone),
+                               eval_id=f"{base_id}-strong-only"),
         "cascade": replace(options, eval_id=f"{base_id}-cascade"),
     }
 

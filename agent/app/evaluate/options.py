@@ -3,6 +3,7 @@ evaluation directory's file names and default id."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -10,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ooda.agent.contracts.defaults import DEFAULTS
 from ooda.agent.contracts.errors import UsageError
 
 if TYPE_CHECKING:
@@ -36,21 +36,6 @@ WORK_DIR = ".work"
 """Scratch space for repos exported from SWE-bench clones while their task runs."""
 
 
-RESULT_OPTIONS = (
-    "model", "base_url", "samples", "rounds", "time_budget_s", "token_budget", "max_tokens",
-    "context_window", "max_prose_tokens", "select", "temperature", "oracle", "repro_tests",
-    "escalate_to", "escalate_base_url", "escalate_after", "escalate_below",
-)
-"""RunOptions fields that change results: they go into the default eval id's hash and are
-checked when resuming."""
-
-NEWER_OPTIONS = {"token_budget": None, "max_tokens": DEFAULTS.max_tokens,
-                 "context_window": None, "max_prose_tokens": DEFAULTS.max_prose_tokens}
-"""Result options added since evaluations were first fingerprinted, with their defaults: left
-out of the fingerprint at their default, so that earlier evaluations still resume (and give
-the same default eval id)."""
-
-
 @dataclass
 class EvalOptions:
     """Everything `ooda eval` is told."""
@@ -74,10 +59,6 @@ class EvalOptions:
     """SWE-bench: directory of local clones named owner__name."""
     only: list[str] | None = None
     """Run only these task ids."""
-    price_prompt: float | None = None
-    """Dollars per million prompt tokens."""
-    price_completion: float | None = None
-    """Dollars per million completion tokens."""
     executor: str = "local"
     """Where tasks run: "local" (threads in this process) or "ray" (a Ray cluster)."""
     ray_address: str | None = None
@@ -89,10 +70,6 @@ class EvalOptions:
             raise UsageError(f"--concurrency must be at least 1 (got {self.concurrency})")
         if self.requests is not None and self.requests < 1:
             raise UsageError(f"--requests must be at least 1 (got {self.requests})")
-        for name, price in (("--price-prompt", self.price_prompt),
-                            ("--price-completion", self.price_completion)):
-            if price is not None and not price >= 0:
-                raise UsageError(f"{name} must be a non-negative number (got {price})")
         if self.executor not in ("local", "ray"):
             raise UsageError(f"--executor {self.executor!r}: choose local or ray")
         if self.ray_address is not None and self.executor != "ray":
@@ -104,26 +81,26 @@ class EvalOptions:
                 f"--eval-id {self.eval_id!r}: use letters, digits and . _ - "
                 "(starting with a letter or digit)"
             )
-        self.run.validate()
+        self.run.checked()
+
+    def checked(self) -> EvalOptions:
+        """These options checked (UsageError, one line), `--model FAST,STRONG` read as two."""
+        self.validate()
+        return dataclasses.replace(self, run=self.run.checked())
 
     def model_requests(self) -> int:
         if self.requests is not None:
             return self.requests
-        return max(1, min(64, self.run.samples * self.concurrency))
+        return max(1, min(64, self.run.loop.samples * self.concurrency))
 
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def result_options(run: RunOptions) -> dict[str, Any]:
-    """The options that change results, as plain JSON values (the escalation ones only when
-    there is a model to escalate to, so that earlier evaluations still resume)."""
-    return {
-        name: getattr(run, name)
-        for name in RESULT_OPTIONS
-        if (run.escalate_to is not None or not name.startswith("escalate_"))
-        and (name not in NEWER_OPTIONS or getattr(run, name) != NEWER_OPTIONS[name])
-    }
+    """The options that change results (declared so in agent/contracts/options.py), as plain
+    JSON values: they go into the default eval id's hash and are checked when resuming."""
+    return run.results()
 
 
 def fingerprint(options: EvalOptions) -> dict[str, Any]:
@@ -144,7 +121,7 @@ def default_eval_id(options: EvalOptions) -> str:
     name = options.taskset.name
     if name.endswith(".jsonl"):
         name = name[: -len(".jsonl")]
-    return f"{_slug(name)}-{_slug(options.run.model or 'model')}-{digest}"
+    return f"{_slug(name)}-{_slug(options.run.model.name or 'model')}-{digest}"
 
 
 def _slug(text: str) -> str:

@@ -43,9 +43,10 @@ from typing import Any
 
 from ooda.agent.app.evaluate.records import error_record, remove_path, run_record
 from ooda.agent.app.evaluate.refs import TaskRef
-from ooda.agent.app.run import RunOptions, model_spec, run_task
+from ooda.agent.app.run import RunOptions, run_task
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import Completion, Model
+from ooda.agent.core.records import RunSummary
 from ooda.agent.models import open_model
 from ooda.agent.sandbox.registry import open_backend
 from ooda.agent.support.tarsafe import extract_all
@@ -146,18 +147,18 @@ def run_on_node(task_data: bytes, options: RunOptions, run_id: str, permits: Any
     events.push.remote("started", run_id, node)
     with tempfile.TemporaryDirectory(prefix="ooda-ray-") as tmp:
         runs_dir = Path(tmp) / "runs"
-        options = dataclasses.replace(options, runs_dir=runs_dir)
+        options = options.replace(runs_dir=runs_dir)
         try:
             task = unpack_task(task_data, Path(tmp) / "task")
             with contextlib.ExitStack() as stack:
                 # another node's containers may share this engine: leave leftovers alone
                 backend = open_backend(sandbox, clean_leftovers=False)
                 stack.callback(backend.close)
-                model = stack.enter_context(open_model(model_spec(options), task))
+                model = stack.enter_context(open_model(options.model, task))
                 limited = _Limited(model, permits, run_id)
                 result, log = run_task(task, options, console=None, show_progress=False,
                                        model=limited, backend=backend, run_id=run_id)
-            return NodeOutcome(str(result.status), dict(result.summary), "",
+            return NodeOutcome(str(result.status), result.summary.to_json(), "",
                                time.monotonic() - started, tar_dir(Path(log.dir)), node)
         except (InfraError, UsageError) as exc:
             reason = one_line(exc)
@@ -345,7 +346,8 @@ class RayCluster:
             _extract(outcome.run_dir, run_dir)
         if outcome.status == "error" and outcome.reason:
             return error_record(task_id, outcome.reason, outcome.wall_s, run_dir, eval_dir)
-        return run_record(task_id, outcome.status, outcome.summary, run_dir, eval_dir)
+        return run_record(task_id, outcome.status, RunSummary.from_json(outcome.summary),
+                          run_dir, eval_dir)
 
 
 @contextlib.contextmanager

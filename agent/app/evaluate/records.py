@@ -13,7 +13,8 @@ from ooda.agent.app import metrics, modelstats, report
 from ooda.agent.app.evaluate.best import best_patch
 from ooda.agent.app.evaluate.options import EVAL_FILE, PREDICTIONS_FILE, RESULTS_FILE, SUMMARY_FILE
 from ooda.agent.contracts.errors import UsageError
-from ooda.agent.core.runlog import write_atomic, write_json_atomic
+from ooda.agent.core.records import AttemptRecord, RunSummary
+from ooda.agent.core.runlog import read_attempts, read_summary, write_atomic, write_json_atomic
 from ooda.agent.support import fstree
 
 
@@ -52,56 +53,53 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def run_record(task_id: str, status: str, summary: dict[str, Any], run_dir: Path,
+def run_record(task_id: str, status: str, summary: RunSummary, run_dir: Path,
                eval_dir: Path) -> dict[str, Any]:
     """The results.jsonl line of a finished run (status resolved | unresolved | error)."""
-    attempts = read_records_any(run_dir / "attempts.jsonl")
+    attempts = read_attempts(run_dir)
     stats = metrics.attempt_stats(attempts)
-    oracle = summary.get("oracle")
-    if isinstance(oracle, dict):  # blind: pass@k counts what the hidden tests said afterwards
-        stats.update(n=int(oracle.get("n", 0)), c=int(oracle.get("c", 0)))
-    tokens = summary.get("tokens") or {}
-    reproduction = summary.get("reproduction") or {}
+    if summary.oracle is not None:  # blind: pass@k counts what the hidden tests said after
+        stats.update(n=int(summary.oracle.get("n", 0)), c=int(summary.oracle.get("c", 0)))
+    reproduction = summary.reproduction or {}
     return {
         "task_id": task_id,
         "status": {"passed": "resolved", "error": "error"}.get(status, "unresolved"),
-        "reason": str(summary.get("reason", "")),
+        "reason": summary.reason,
         "last_reason": _last_reason(attempts),
-        "attempts": int(summary.get("attempts", len(attempts))),
-        "rounds": int(summary.get("rounds_used", 0)),
+        "attempts": summary.attempts,
+        "rounds": summary.rounds_used,
         "n": stats["n"],
         "c": stats["c"],
-        "time_to_first_pass_s": summary.get("time_to_first_pass_s"),
-        "tokens": {"prompt": int(tokens.get("prompt", 0)),
-                   "completion": int(tokens.get("completion", 0)),
-                   "estimated": bool(tokens.get("estimated") or stats["tokens_estimated"])},
+        "time_to_first_pass_s": summary.time_to_first_pass_s,
+        "tokens": {**summary.tokens.to_json(),
+                   "estimated": summary.tokens.estimated or stats["tokens_estimated"]},
         "last_failed_verifier": stats["last_failed_verifier"],
         "edit_formats": stats["edit_formats"],
         "invalid_reasons": stats["invalid_reasons"],
-        "wall_s": float(summary.get("wall_s", 0.0)),
+        "wall_s": summary.wall_s,
         "first_token_s": stats["first_token_s"],
         "generation_s": stats["generation_s"],
         "verification_s": stats["verification_s"],
         "verifier_run_s": stats["verifier_run_s"],
         "run_dir": _relative(run_dir, eval_dir),
-        "models": summary.get("models") or {},
-        "winner_model": summary.get("winner_model"),
-        "fail_to_pass_passing_before": list(summary.get("fail_to_pass_passing_before") or []),
-        "protocol": summary.get("protocol"),
-        "hidden_tests": bool(summary.get("hidden_tests")),
-        "oracle_coverage": bool(summary.get("oracle_coverage")),
-        "submitted": summary.get("submitted"),
-        "selection": (summary.get("selection") or {}).get("why"),
+        "models": summary.models,
+        "winner_model": summary.winner_model,
+        "fail_to_pass_passing_before": list(summary.fail_to_pass_passing_before),
+        "protocol": summary.protocol,
+        "hidden_tests": summary.hidden_tests,
+        "oracle_coverage": summary.oracle_coverage,
+        "submitted": summary.submitted,
+        "selection": (summary.selection or {}).get("why"),
         "reproduction": {k: reproduction.get(k, 0) for k in ("requested", "kept", "required")}
         if reproduction else None,
     }
 
 
-def _last_reason(attempts: list[dict[str, Any]]) -> str:
+def _last_reason(attempts: list[AttemptRecord]) -> str:
     """The reason of the last candidate that was judged (failed, invalid, timed out): what
     the report and the console show for an unresolved task."""
-    judged = [a for a in attempts if a.get("status") not in ("passed", "cancelled", "pending")]
-    return str(judged[-1].get("reason") or "") if judged else ""
+    judged = [a for a in attempts if a.status not in ("passed", "cancelled", "pending")]
+    return judged[-1].reason if judged else ""
 
 
 def error_record(task_id: str, reason: str, wall_s: float, run_dir: Path,
@@ -115,21 +113,6 @@ def error_record(task_id: str, reason: str, wall_s: float, run_dir: Path,
         "verification_s": 0.0, "verifier_run_s": 0.0,
         "run_dir": _relative(run_dir, eval_dir) if run_dir.exists() else None,
     }
-
-
-def read_records_any(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a .jsonl file, skipping torn lines (attempts.jsonl and the like)."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in text.splitlines():
-        with contextlib.suppress(json.JSONDecodeError):
-            record = json.loads(line)
-            if isinstance(record, dict):
-                out.append(record)
-    return out
 
 
 def _relative(path: Path, base: Path) -> str:
@@ -285,8 +268,8 @@ def rerender_report(path: Path) -> list[Path]:
         write_atomic(path / "report.md", report.eval_markdown(summary, ordered))
         return [path / "report.html", path / "report.md"]
     if (path / "run.json").is_file() or (path / "attempts.jsonl").is_file():
-        run = read_json(path / "run.json") or {"run_id": path.name, "status": "unfinished"}
-        attempts = read_records_any(path / "attempts.jsonl")
+        run = read_summary(path) or RunSummary(path.name, "", "unfinished")
+        attempts = read_attempts(path)
         final = path / "final.diff"
         patch = final.read_text(encoding="utf-8", errors="replace") if final.is_file() else ""
         write_atomic(path / "report.html", report.run_html(run, attempts, patch))

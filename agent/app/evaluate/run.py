@@ -20,7 +20,6 @@ apart from unresolved tasks and run again only with `--retry-errors`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import json
 import threading
@@ -58,14 +57,7 @@ from ooda.agent.app.evaluate.records import (
     write_outputs,
 )
 from ooda.agent.app.evaluate.refs import TaskRef, load_refs
-from ooda.agent.app.run import (
-    Prestarted,
-    RunOptions,
-    clean_leftovers,
-    model_spec,
-    run_task,
-    say_notices,
-)
+from ooda.agent.app.run import Prestarted, RunOptions, clean_leftovers, run_task, say_notices
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import Model, SandboxBackend
 from ooda.agent.core.runlog import append_jsonl, write_atomic, write_json_atomic
@@ -125,7 +117,7 @@ def evaluate(
     caller (tests); otherwise the backend comes from `--sandbox` and the model from
     `--model` and both are closed at the end. `prestarted`: what start-up began for this
     command (a started container the first task may adopt)."""
-    options.validate()
+    options = options.checked()
     if options.executor == "ray":
         ray_executor.check_available()
     eval_id = options.eval_id or default_eval_id(options)
@@ -138,8 +130,8 @@ def evaluate(
     if run_one is None:
         run_one = functools.partial(run_task, prestarted=prestarted)
     console = console or Console(stderr=True, soft_wrap=True)
-    task_options = dataclasses.replace(
-        options.run, runs_dir=eval_dir / TASKS_DIR, concurrency=options.model_requests(),
+    task_options = options.run.replace(
+        runs_dir=eval_dir / TASKS_DIR, concurrency=options.model_requests(),
         retry_failed_environments=options.retry_errors,
     )
     cluster = None
@@ -147,20 +139,20 @@ def evaluate(
         if todo and options.executor == "ray":  # the nodes open their own backend and model
             cluster = stack.enter_context(ray_executor.connect(
                 options.ray_address, concurrency=options.concurrency,
-                requests=options.model_requests(), sandbox=options.run.sandbox))
+                requests=options.model_requests(), sandbox=options.run.sandbox.sandbox))
         elif todo:  # resources first: a missing sandbox leaves the directory untouched
             if backend is None:
-                backend = open_backend(options.run.sandbox,
+                backend = open_backend(options.run.sandbox.sandbox,
                                        clean_leftovers=clean_leftovers(prestarted))
                 stack.callback(backend.close)
-            if model is None and options.run.model != "gold":
+            if model is None and options.run.model.name != "gold":
                 model = stack.enter_context(_shared_model(task_options, refs))
                 if show_progress:
                     say_notices(model, console)
         _open_dir(eval_dir, config, results, resuming=bool(results) or options.resume)
         state = _State(config, results, previous_wall)
         bar = EvalProgress(console, eval_id, len(refs),
-                           (options.price_prompt, options.price_completion))
+                           (options.run.model.price_prompt, options.run.model.price_completion))
         bar.note(list(results.values()))
         with _shown(bar, show_progress):
 
@@ -201,12 +193,12 @@ def evaluate(
 
 
 def _check_model_inputs(options: EvalOptions, refs: Sequence[TaskRef]) -> None:
-    if options.run.model == "gold":
+    if options.run.model.name == "gold":
         missing = [r.id for r in refs if not r.has_gold]
         if missing:
             raise UsageError(f"--model gold: {len(missing)} task(s) have no gold patch "
                              f"(first: {missing[0]})")
-    if options.run.model == "replay":
+    if options.run.model.name == "replay":
         missing = [r.id for r in refs if r.replay is None]
         if missing:
             raise UsageError(f"--model replay: {len(missing)} task(s) ship no replay.jsonl "
@@ -220,15 +212,15 @@ def _config(options: EvalOptions, eval_id: str, refs: Sequence[TaskRef]) -> dict
         "fingerprint": fingerprint(options),
         "options": {
             **result_options(options.run),
-            "base_url": endpoint_of(options.run.model, options.run.base_url),
-            "sandbox": options.run.sandbox,
-            "verify_concurrency": options.run.verify_concurrency,
+            "base_url": endpoint_of(options.run.model.name, options.run.model.base_url),
+            "sandbox": options.run.sandbox.sandbox,
+            "verify_concurrency": options.run.loop.verify_concurrency,
         },
         "concurrency": options.concurrency,
         "requests": options.model_requests(),
         "repos_dir": str(options.repos_dir.resolve()) if options.repos_dir else None,
-        "price_prompt": options.price_prompt,
-        "price_completion": options.price_completion,
+        "price_prompt": options.run.model.price_prompt,
+        "price_completion": options.run.model.price_completion,
         "task_ids": [r.id for r in refs],
     }
 
@@ -310,7 +302,7 @@ def _cleanup_leftovers() -> None:
 def _shared_model(options: RunOptions, refs: Sequence[TaskRef]) -> AbstractContextManager[Model]:
     """One model for all tasks; for "replay", one bundled endpoint over every task's script."""
     replays = [r.replay for r in refs if r.replay is not None]
-    return open_model(model_spec(options), None, replays=replays)
+    return open_model(options.model, None, replays=replays)
 
 
 def _run_ref(ref: TaskRef, options: RunOptions, eval_dir: Path, run_one: RunOne,
@@ -324,10 +316,10 @@ def _run_ref(ref: TaskRef, options: RunOptions, eval_dir: Path, run_one: RunOne,
         task = ref.load()
         with contextlib.ExitStack() as stack:
             # no shared model: each task's gold patch answers for it
-            model = shared_model or stack.enter_context(open_model(model_spec(options), task))
+            model = shared_model or stack.enter_context(open_model(options.model, task))
             result, log = run_one(task, options, console=None, show_progress=False,
                                   model=model, backend=backend, run_id=ref.id)
-        record = run_record(ref.id, str(result.status), dict(result.summary), Path(log.dir),
+        record = run_record(ref.id, str(result.status), result.summary, Path(log.dir),
                             eval_dir)
     except (InfraError, UsageError) as exc:
         record = error_record(ref.id, one_line(exc), time.monotonic() - started, run_dir,

@@ -4,6 +4,7 @@ endpoint) on a git repository whose test suite fails."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import json
@@ -29,6 +30,7 @@ from ooda.agent.app.run import RunOptions
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.protocols import Verdict, VerifierResult
 from ooda.agent.core.loop import Attempt, RunResult
+from ooda.agent.core.records import RunSummary, Tokens
 from ooda.agent.core.runlog import RunLog, new_run_id
 
 BUGGY = textwrap.dedent("""\
@@ -262,10 +264,10 @@ def fake_result(winner: bool, run_dir: Path) -> RunResult:
         attempts[-1].status = "passed"
         attempts[-1].verdict = Verdict("passed", "passed", results + [
             VerifierResult("pytest", "passed", 0.5, "")])
-    summary = {"run_id": run_dir.name, "status": "passed" if winner else "failed",
-               "reason": "passed" if winner else "rounds exhausted", "model": "fake",
-               "attempts": 3, "wall_s": 1.5, "tokens": {"prompt": 1000, "completion": 50}}
-    return RunResult("passed" if winner else "failed", summary["reason"],  # type: ignore[arg-type]
+    summary = RunSummary(run_dir.name, "t", "passed" if winner else "failed",
+                         "passed" if winner else "rounds exhausted", model="fake", attempts=3,
+                         wall_s=1.5, tokens=Tokens(1000, 50))
+    return RunResult("passed" if winner else "failed", summary.reason,
                      attempts[-1] if winner else None, attempts, 1, summary)
 
 
@@ -291,7 +293,7 @@ class NoBackend:
 
 def fake_ci(ci: CiOptions, tmp_path: Path, winner: bool = True) -> tuple[Any, FakeRunTask]:
     fake = FakeRunTask(winner)
-    outcome = run_ci(ci, RunOptions(model="fake", runs_dir=tmp_path / "runs"),
+    outcome = run_ci(ci, RunOptions.of(model="fake", runs_dir=tmp_path / "runs"),
                      run_task_fn=fake, backend=NoBackend())  # type: ignore[arg-type]
     return outcome, fake
 
@@ -319,7 +321,8 @@ def test_comment_says_which_stages_did_not_judge_the_fix_and_which_python_ran(
         "files on " \
         "the unpatched code either; stage skipped); not run: security)" in text
     assert "Tests ran in ooda's sandbox image (Python 3.11)." in text
-    result.summary["environment"] = "environment: Python 3.9 (requires-python <3.10) — detected"
+    result.summary = dataclasses.replace(
+        result.summary, environment="environment: Python 3.9 (requires-python <3.10) — detected")
     assert "Tests ran in `Python 3.9 (requires-python <3.10) — detected`." in \
         render_comment(report, result)
 

@@ -5,6 +5,7 @@ built from a tiny local git repository."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -23,6 +24,7 @@ import pytest
 from ooda.agent.app import evaluate as ev
 from ooda.agent.app.run import RunOptions
 from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.agent.core.records import RunSummary
 from ooda.tasks.loader import Task
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -86,7 +88,8 @@ class FakeRunner:
                 raise RuntimeError("boom")
             result, log = self._write(task, run_dir, passed=what in ("pass", "hang", "base"))
             if what == "base":  # its FAIL_TO_PASS passed on the unpatched code already
-                result.summary["fail_to_pass_passing_before"] = ["t.py::test_x"]
+                result.summary = dataclasses.replace(
+                    result.summary, fail_to_pass_passing_before=["t.py::test_x"])
             return result, log
         finally:
             with self.lock:
@@ -114,7 +117,7 @@ class FakeRunner:
         if passed:
             (run_dir / "final.diff").write_text(task.gold_patch or "")
         (run_dir / "run.json").write_text(json.dumps(summary))
-        result = SimpleNamespace(status=summary["status"], summary=summary)
+        result = SimpleNamespace(status=summary["status"], summary=RunSummary.from_json(summary))
         return result, SimpleNamespace(dir=run_dir)
 
 
@@ -127,14 +130,17 @@ class FakeBackend:
 
 def options(taskset: Path, runs: Path, **kw: Any) -> ev.EvalOptions:
     run_kw = {k: kw.pop(k) for k in list(kw) if k in ("model", "samples", "rounds",
-                                                      "time_budget_s", "sandbox")}
-    run = RunOptions(model=run_kw.pop("model", "fake-model"), samples=run_kw.pop("samples", 2),
-                     rounds=run_kw.pop("rounds", 1), runs_dir=runs, **run_kw)
+                                                      "time_budget_s", "sandbox",
+                                                      "price_prompt", "price_completion")}
+    run = RunOptions.of(model=run_kw.pop("model", "fake-model"),
+                        samples=run_kw.pop("samples", 2), rounds=run_kw.pop("rounds", 1),
+                        runs_dir=runs, **run_kw)
     return ev.EvalOptions(taskset=taskset, run=run, **kw)
 
 
 def run_fake(opts: ev.EvalOptions, runner: FakeRunner) -> ev.EvalOutcome:
-    model = None if opts.run.model == "gold" else SimpleNamespace(name=opts.run.model)
+    name = opts.run.model.name
+    model = None if name == "gold" else SimpleNamespace(name=name)
     return ev.evaluate(opts, show_progress=False, run_one=runner,
                        backend=FakeBackend(), model=model)  # type: ignore[arg-type]
 
@@ -368,7 +374,7 @@ def small_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def real_options(taskset: Path, runs: Path, model: str, **kw: Any) -> ev.EvalOptions:
-    run = RunOptions(model=model, samples=1, rounds=1, time_budget_s=120.0, runs_dir=runs)
+    run = RunOptions.of(model=model, samples=1, rounds=1, time_budget_s=120.0, runs_dir=runs)
     return ev.EvalOptions(taskset=taskset, run=run, concurrency=2, **kw)
 
 

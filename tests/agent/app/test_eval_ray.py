@@ -52,8 +52,8 @@ def cluster() -> Iterator[Cluster]:
 
 
 def options(tasks: Path, runs: Path, sandbox: str, **kw: Any) -> ev.EvalOptions:
-    run = RunOptions(model="gold", samples=1, rounds=1, time_budget_s=120.0, runs_dir=runs,
-                     sandbox=sandbox)
+    run = RunOptions.of(model="gold", samples=1, rounds=1, time_budget_s=120.0, runs_dir=runs,
+                        sandbox=sandbox)
     return ev.EvalOptions(taskset=tasks, run=run, concurrency=2, **kw)
 
 
@@ -112,7 +112,7 @@ def test_without_ray_the_extra_is_named(monkeypatch: pytest.MonkeyPatch, tmp_pat
     monkeypatch.setattr(ray_executor.importlib.util, "find_spec",
                         lambda name, *a: None if name == "ray" else real(name, *a))
     opts = ev.EvalOptions(taskset=ROOT / "tasks" / "examples",
-                          run=RunOptions(model="gold", runs_dir=tmp_path), executor="ray")
+                          run=RunOptions.of(model="gold", runs_dir=tmp_path), executor="ray")
     with pytest.raises(UsageError, match=r"pip install 'ooda\[ray\]'"):
         ev.evaluate(opts, show_progress=False)
     assert not any(tmp_path.iterdir())  # nothing written
@@ -154,7 +154,7 @@ def test_one_request_limit_for_the_cluster(cluster: Cluster) -> None:
 @needs_ray
 def test_no_cluster_at_the_address_is_an_infrastructure_error(tmp_path: Path) -> None:
     opts = ev.EvalOptions(taskset=ROOT / "tasks" / "examples",
-                          run=RunOptions(model="gold", runs_dir=tmp_path), executor="ray",
+                          run=RunOptions.of(model="gold", runs_dir=tmp_path), executor="ray",
                           ray_address="127.0.0.9:1")
     with pytest.raises(InfraError, match="no Ray cluster answers at 127.0.0.9:1"):
         ev.evaluate(opts, show_progress=False)

@@ -8,6 +8,7 @@ from fractions import Fraction
 import pytest
 
 from ooda.agent.app import metrics
+from ooda.agent.core.records import AttemptRecord
 
 
 def exact_pass_at_k(n: int, c: int, k: int) -> float:
@@ -86,12 +87,12 @@ def test_resolved_by_budget_is_a_rising_step() -> None:
 
 def attempt(status: str, t0: float, tg: float | None, tv: float | None,
             verifiers: list[tuple[str, str, float]] | None = None,
-            duplicate_of: str | None = None) -> dict[str, object]:
-    return {
+            duplicate_of: str | None = None) -> AttemptRecord:
+    return AttemptRecord.from_json({
         "attempt_id": f"a{t0}", "status": status, "t_start_s": t0, "t_generated_s": tg,
         "t_verified_s": tv, "duplicate_of": duplicate_of,
         "verifiers": [{"name": n, "status": s, "duration_s": d} for n, s, d in verifiers or []],
-    }
+    })
 
 
 def test_attempt_stats() -> None:

@@ -18,6 +18,7 @@ from ooda.agent.app.protocol import (
 from ooda.agent.contracts.errors import InfraError
 from ooda.agent.contracts.protocols import Verdict
 from ooda.agent.core.loop import Attempt, RunResult
+from ooda.agent.core.records import RunSummary
 from ooda.agent.core.runlog import RunLog
 from ooda.tasks.loader import Task
 
@@ -34,8 +35,7 @@ def test_blind_is_the_default_for_hidden_tests_and_gold_is_the_oracle(tmp_path: 
 def result_with(tmp_path: Path) -> tuple[RunResult, RunLog, Attempt]:
     log = RunLog(tmp_path / "runs", "r")
     submitted = Attempt("r1c2", 1, None, [], status="passed", patch="diff --git a/x b/x\n")
-    summary = {"run_id": "r", "status": "passed", "reason": "passed", "winner": "r1c2",
-               "submitted_verified_s": 4.5}
+    summary = RunSummary("r", "t", "passed", "passed", winner="r1c2", submitted_verified_s=4.5)
     return RunResult("passed", "passed", submitted, [submitted], 1, summary, submitted), log, \
         submitted
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ooda.agent.app import metrics, report
+from ooda.agent.core.records import RunSummary
 
 
 def record(task_id: str, status: str, n: int, c: int, ttfp: float | None, **extra: object
@@ -116,6 +117,6 @@ def test_reports_say_which_protocol_made_their_numbers() -> None:
     run = {"run_id": "r", "task_id": "t", "status": "passed", "protocol": "blind",
            "hidden_tests": True, "resolved": True, "oracle": {"n": 4, "c": 2},
            "selection": {"why": "r1c2: it passed every check"}}
-    said = report.run_markdown(run, [], "")
+    said = report.run_markdown(RunSummary.from_json(run), [], "")
     assert "Submitted r1c2: it passed every check. The hidden tests pass it; 2 of the 4" in said
     assert report.run_protocol({**run, "hidden_tests": False}) == ""

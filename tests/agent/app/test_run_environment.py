@@ -15,6 +15,7 @@ from ooda.agent.app.ci.run import run_ci
 from ooda.agent.app.run import RunOptions, apply_environment
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.core.loop import RunResult
+from ooda.agent.core.records import RunSummary
 from ooda.agent.core.runlog import RunLog, new_run_id
 from ooda.tasks.loader import Task, VerifierOptions, task_from_repo
 
@@ -107,7 +108,7 @@ def test_a_file_gives_the_table(repo: Path, tmp_path: Path, text: str) -> None:
 
 def test_bad_values_are_one_line_usage_errors(repo: Path, tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"--environment 'autp': give auto, none, or a TOML"):
-        RunOptions(model="m", environment="autp").validate()
+        RunOptions.of(model="m", environment="autp").checked()
     path = tmp_path / "env.toml"
     for text, error in (('python = "3.9"\npipp = ["x"]\n', "unknown key.*pipp"),
                         ("python = [", "cannot read it as TOML"),
@@ -127,8 +128,7 @@ class FakeRunTask:
     def __call__(self, task: Task, options: RunOptions, **kwargs: Any) -> tuple[RunResult, RunLog]:
         self.calls.append((task, options))
         log = RunLog(options.runs_dir, new_run_id(task.id))
-        summary = {"run_id": log.run_id, "status": "failed", "reason": "rounds exhausted",
-                   "attempts": 0, "wall_s": 0.0, "tokens": {"prompt": 0, "completion": 0}}
+        summary = RunSummary(log.run_id, task.id, "failed", "rounds exhausted")
         return RunResult("failed", "rounds exhausted", None, [], 1, summary), log
 
 
@@ -151,12 +151,12 @@ def test_ci_detects_the_environment_once(repo: Path, tmp_path: Path) -> None:
             said.append(text)
 
     run_ci(CiOptions(repo=repo, junit=[junit], out=tmp_path / "out"),
-           RunOptions(model="m", runs_dir=tmp_path / "runs", environment="auto"),
+           RunOptions.of(model="m", runs_dir=tmp_path / "runs", environment="auto"),
            console=Console(),  # type: ignore[arg-type]
            run_task_fn=fake, backend=NoBackend())  # type: ignore[arg-type]
     [(task, options)] = fake.calls
     assert task.environment is not None and task.environment["python"] == "3.9"
-    assert options.environment is None  # applied once, by ci itself
+    assert options.environment.environment is None  # applied once, by ci itself
     assert [s for s in said if s.startswith("environment:")] == [
         "environment: Python 3.9 (requires-python <3.10), pip install -e . — detected; "
         "--environment none to skip"]

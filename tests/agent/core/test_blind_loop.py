@@ -19,7 +19,7 @@ from ooda.agent.contracts.protocols import (
     Verdict,
     VerifierResult,
 )
-from ooda.agent.core.loop import Loop, LoopConfig, RunResult
+from ooda.agent.core.loop import Loop, LoopOptions, RunResult
 from ooda.agent.core.repro_writer import ReproWriter
 from ooda.agent.core.runlog import RunLog
 from ooda.tasks.loader import Task
@@ -105,7 +105,7 @@ def run(task: Task, model: Model, tmp_path: Path, samples: int, rounds: int = 1,
     verifier = Verifier()
     log = RunLog(tmp_path / "runs", "run1")
     writer = ReproWriter(task, model, verifier, tests, log.dir / "reproduction")
-    config = LoopConfig(samples=samples, rounds=rounds, time_budget_s=30, select="blind")
+    config = LoopOptions(samples=samples, rounds=rounds, time_budget_s=30, select="blind")
     return Loop(task, model, verifier, log, config, repro=writer).run(), verifier
 
 
@@ -116,22 +116,22 @@ def test_the_candidate_passing_its_reproduction_test_wins_over_a_wrong_one(
     result, _ = run(task, model, tmp_path, samples=4)
     assert result.winner is not None and result.submitted is result.winner
     assert "a + b" in result.winner.patch
-    assert result.summary["selection"]["why"].startswith(result.winner.attempt_id)
+    assert (result.summary.selection or {})["why"].startswith(result.winner.attempt_id)
     assert not (tmp_path / "runs" / "run1" / "final.diff").exists()  # the judge's to write
-    repro = result.summary["reproduction"]
+    repro = result.summary.reproduction or {}
     assert repro["requested"] == 2 and repro["kept"] == 1  # two equal scripts, kept once
     assert [r["fate"] for r in repro["requests"]] == ["kept (required)", "same as repro_1"]
     # the test-writing calls count: 2 requests of 100 + 10 tokens beside 4 candidates
-    tokens = result.summary["tokens"]
-    assert (tokens["prompt"], tokens["completion"]) == (600, 60)
-    assert result.summary["models"]["fake"]["other_requests"] == 2
+    tokens = result.summary.tokens
+    assert (tokens.prompt, tokens.completion) == (600, 60)
+    assert result.summary.models["fake"]["other_requests"] == 2
 
 
 def test_a_majority_of_samples_decides_between_equals(task: Task, tmp_path: Path) -> None:
     model = Model({1: [edit("    return a + b + 0"), RIGHT, RIGHT_AGAIN, WRONG]})
     result, _ = run(task, model, tmp_path, samples=4)
     assert result.winner is not None and "+ 0" not in result.winner.patch
-    assert "produced by 2 sample(s), the most" in result.summary["selection"]["why"]
+    assert "produced by 2 sample(s), the most" in (result.summary.selection or {})["why"]
 
 
 def test_without_a_pass_the_best_standing_candidate_is_submitted(
@@ -142,11 +142,11 @@ def test_without_a_pass_the_best_standing_candidate_is_submitted(
     result, _ = run(task, model, tmp_path, samples=2, rounds=2)
     assert result.status == "failed" and result.winner is None
     assert result.submitted is not None and "abs(a - b)" in result.submitted.patch
-    assert result.summary["submitted"] == result.submitted.attempt_id
-    assert "no candidate passed every check" in result.summary["selection"]["why"]
+    assert result.summary.submitted == result.submitted.attempt_id
+    selection = result.summary.selection or {}
+    assert "no candidate passed every check" in selection["why"]
     # no candidate ever passed the reproduction test: weak evidence, recorded as such
-    assert result.summary["selection"]["tests"] == {
-        "repro_1": {"ran_on": 2, "passed_by": 0, "weak": True}}
+    assert selection["tests"] == {"repro_1": {"ran_on": 2, "passed_by": 0, "weak": True}}
 
 
 def test_reproduction_failures_are_fed_back_and_no_request_names_a_hidden_test(
@@ -165,4 +165,4 @@ def test_no_script_in_the_answers_leaves_the_loop_to_the_other_checks(
     model = Model({1: [RIGHT]}, tests=["I would rather not."])
     result, verifier = run(task, model, tmp_path, samples=1)
     assert verifier.adopted == [] and result.winner is not None
-    assert result.summary["reproduction"]["requests"][0]["fate"] == "no script in the answer"
+    assert (result.summary.reproduction or {})["requests"][0]["fate"] == "no script in the answer"

@@ -12,7 +12,7 @@ import pytest
 
 from ooda.agent.contracts.errors import ContextOverflow, GenerationError
 from ooda.agent.contracts.protocols import Completion, Verdict, VerifierResult
-from ooda.agent.core.loop import Loop, LoopConfig
+from ooda.agent.core.loop import Loop, LoopOptions
 from ooda.agent.core.runlog import RunLog
 from ooda.tasks.loader import Task
 
@@ -119,7 +119,7 @@ def run_loop(
     task: Task, model: FakeModel, verifier: FakeVerifier, tmp_path: Path, **config: object
 ):
     log = RunLog(tmp_path / "runs", "run1")
-    loop = Loop(task, model, verifier, log, LoopConfig(**config))  # type: ignore[arg-type]
+    loop = Loop(task, model, verifier, log, LoopOptions(**config))  # type: ignore[arg-type]
     result = loop.run()
     lines = [json.loads(x) for x in (log.dir / "attempts.jsonl").read_text().splitlines()]
     summary = json.loads((log.dir / "run.json").read_text())

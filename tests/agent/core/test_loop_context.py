@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ooda.agent.contracts.protocols import Completion, Verdict
-from ooda.agent.core.loop import Loop, LoopConfig
+from ooda.agent.core.loop import Loop, LoopOptions
 from ooda.agent.core.runlog import RunLog
 from ooda.agent.edits.views import MARKER_RE
 from ooda.tasks.loader import Task
@@ -66,7 +66,7 @@ def test_a_whole_file_answer_to_a_partial_view_keeps_the_unseen_code(tmp_path: P
                 repo=tmp_path / "repo", fail_to_pass=["tests/test_shapes.py"])
     log = RunLog(tmp_path / "runs", "run1")
     loop = Loop(task, WholeFileModel(), OneLineVerifier(), log,  # type: ignore[arg-type]
-                LoopConfig(samples=1, rounds=1, context_tokens=2500))
+                LoopOptions(samples=1, rounds=1, context_tokens=2500))
     result = loop.run()
     assert not loop.context.files[0].whole
     attempt = json.loads((log.dir / "attempts.jsonl").read_text().splitlines()[0])
@@ -88,7 +88,7 @@ def test_the_context_fits_the_window_the_model_knows(tmp_path: Path) -> None:
     task = Task(id="t", statement="f3_7 is wrong", repo=repo, fail_to_pass=["t.py"])
     log = RunLog(tmp_path / "runs", "run1")
     loop = Loop(task, SmallWindowModel(), OneLineVerifier(), log,  # type: ignore[arg-type]
-                LoopConfig(samples=1, rounds=1, context_tokens=32_000))
+                LoopOptions(samples=1, rounds=1, context_tokens=32_000))
     assert loop.context_tokens() < 3000 * 0.85
     assert loop.context.tokens <= loop.context_tokens()
     assert loop.context.files[0].path == "m3.py"
@@ -122,7 +122,7 @@ def test_the_next_round_shows_code_a_failure_names(tmp_path: Path) -> None:
     log = RunLog(tmp_path / "runs", "run1")
     verifier = FramesVerifier()
     loop = Loop(task, WholeFileModel(), verifier, log,  # type: ignore[arg-type]
-                LoopConfig(samples=1, rounds=2, context_tokens=2500))
+                LoopOptions(samples=1, rounds=2, context_tokens=2500))
     shown = loop.context.files[0].text
     verifier.k = next(k for k in range(199, 0, -1) if f"return v * {k}\n" not in shown + "\n")
     loop.run()

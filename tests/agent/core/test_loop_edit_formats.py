@@ -8,6 +8,8 @@ from pathlib import Path
 
 from test_loop import FakeModel, FakeVerifier, run_loop, task  # noqa: F401 - fixture
 
+from ooda.agent.core.records import AttemptRecord
+
 BARE_FUNCTION = (
     "The function subtracts instead of adding. Here is the corrected version:\n\n"
     "```python\ndef add(a, b):\n    return a + b\n```\n\nThat fixes it.\n"
@@ -45,13 +47,13 @@ def test_eval_figures_count_answers_per_format_and_invalid_reason() -> None:
     from ooda.agent.app import metrics
     from ooda.agent.app.report import eval_markdown
 
-    attempts = [
+    attempts = [AttemptRecord.from_json(a) for a in (
         {"status": "passed", "edit_format": "definitions"},
         {"status": "failed", "edit_format": "search_replace"},
         {"status": "invalid_edit", "edit_format": None, "invalid_reason": "no_match"},
         {"status": "invalid_edit", "edit_format": None, "invalid_reason": "no_match"},
         {"status": "cancelled", "edit_format": None},
-    ]
+    )]
     stats = metrics.attempt_stats(attempts)
     assert stats["edit_formats"] == {"invalid": 2, "definitions": 1, "search_replace": 1}
     assert stats["invalid_reasons"] == {"no_match": 2}

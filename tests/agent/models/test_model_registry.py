@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from ooda.agent.contracts.errors import InfraError, UsageError
-from ooda.agent.models import MODELS, ModelSpec, open_model
+from ooda.agent.contracts.options import ModelOptions
+from ooda.agent.models import MODELS, open_model
 from ooda.agent.models.server import ReplayServer
 
 PATCH = "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
@@ -33,8 +34,9 @@ def script(tmp_path: Path, task_id: str, answer: str) -> Path:
     return path
 
 
-def ask(model_spec: ModelSpec, task: FakeTask | None, replays: tuple[Path, ...] = ()) -> str:
-    with open_model(model_spec, task, replays=replays) as model:
+def ask(options: ModelOptions, task: FakeTask | None, replays: tuple[Path, ...] = (),
+        api_key: str | None = None) -> str:
+    with open_model(options, task, replays=replays, api_key=api_key) as model:
         return model.complete(MESSAGES, deadline=time.monotonic() + 10).text
 
 
@@ -43,19 +45,19 @@ def test_the_registry_names_gold_replay_and_openai() -> None:
 
 
 def test_gold_answers_with_the_tasks_patch() -> None:
-    assert PATCH.rstrip() in ask(ModelSpec("gold"), FakeTask())
+    assert PATCH.rstrip() in ask(ModelOptions("gold"), FakeTask())
 
 
 def test_gold_needs_a_task_and_its_patch() -> None:
     with pytest.raises(UsageError, match="one task at a time"):
-        ask(ModelSpec("gold"), None)
+        ask(ModelOptions("gold"), None)
     with pytest.raises(UsageError, match="no gold_patch"):
-        ask(ModelSpec("gold"), FakeTask(gold_patch=None))
+        ask(ModelOptions("gold"), FakeTask(gold_patch=None))
 
 
 def test_replay_serves_the_tasks_script_and_then_stops(tmp_path: Path) -> None:
     task = FakeTask(replay=script(tmp_path, "t", "scripted"))
-    with open_model(ModelSpec("replay"), task) as model:
+    with open_model(ModelOptions("replay"), task) as model:
         assert model.complete(MESSAGES, deadline=time.monotonic() + 10).text == "scripted"
         base_url = model.base_url  # type: ignore[attr-defined]
     port = int(base_url.rsplit(":", 1)[1].split("/")[0])
@@ -64,24 +66,24 @@ def test_replay_serves_the_tasks_script_and_then_stops(tmp_path: Path) -> None:
 
 
 def test_replay_over_many_tasks_takes_their_scripts(tmp_path: Path) -> None:
-    assert ask(ModelSpec("replay"), None, replays=(script(tmp_path, "t", "many"),)) == "many"
+    assert ask(ModelOptions("replay"), None, replays=(script(tmp_path, "t", "many"),)) == "many"
 
 
 def test_replay_without_a_script_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="ships no replay.jsonl"):
-        ask(ModelSpec("replay"), FakeTask())
+        ask(ModelOptions("replay"), FakeTask())
 
 
 def test_any_other_name_is_an_endpoints_model(tmp_path: Path) -> None:
     with ReplayServer([script(tmp_path, "t", "from the endpoint")]) as server:
-        spec = ModelSpec("some-model", base_url=server.start(), api_key="k")
-        assert ask(spec, None) == "from the endpoint"
+        options = ModelOptions("some-model", base_url=server.start())
+        assert ask(options, None, api_key="k") == "from the endpoint"
 
 
 def test_an_unreachable_endpoint_fails_when_opened() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    spec = ModelSpec("m", base_url=f"http://127.0.0.1:{port}/v1", api_key="k")
-    with pytest.raises(InfraError, match="unreachable"), open_model(spec):
+    options = ModelOptions("m", base_url=f"http://127.0.0.1:{port}/v1")
+    with pytest.raises(InfraError, match="unreachable"), open_model(options, api_key="k"):
         pass
