@@ -18,5 +18,12 @@ lint-imports --no-cache >/tmp/ooda-lint-imports.log 2>&1 || {
   grep -v '^\s*$' /tmp/ooda-lint-imports.log | tail -n 40 >&2
   exit 1
 }
+# tests/ has no __init__.py files: pytest imports each test module by its basename, so two with
+# the same name stop collection ("import file mismatch") on a clean clone
+dupes=$(find tests -name 'test_*.py' -printf '%f\n' | sort | uniq -d)
+if [ -n "$dupes" ]; then
+  echo "lint.sh: test modules share a basename (rename one of each): $dupes" >&2
+  exit 1
+fi
 ruff check --quiet agent verifiers tasks tests bench
 mypy >/tmp/ooda-mypy.log 2>&1 || { echo "lint.sh: mypy --strict failed:" >&2; tail -n 40 /tmp/ooda-mypy.log >&2; exit 1; }
