@@ -90,6 +90,8 @@ STORED: dict[str, tuple[str, str]] = {
     "__code__": ("code", "replaces a function's code"),
     "__globals__": ("code", "replaces a function's globals"),
     "cell_contents": ("code", "rewrites a closure"),
+    "__unittest_skip__": ("framework", "makes unittest skip a test without running it"),
+    "__unittest_skip_why__": ("framework", "makes unittest skip a test without running it"),
 }
 """Attribute names whose assignment is a primitive (`co_*` too)."""
 SENSITIVE = frozenset({"sys", "gc", "inspect", "builtins", "ctypes", "types", "unittest", "pytest"})
@@ -219,6 +221,9 @@ class _Finder(ast.NodeVisitor):
         if function in ("setattr", "delattr", "builtins.setattr") and node.args:
             target = self.dotted(node.args[0])
             name = _literal(node.args[1]) if len(node.args) > 1 else None
+            if name in STORED:
+                kind, why = STORED[name]
+                self.add(node, kind, name, why)
             self._patched(node, target, name)
         if function is not None and function.rsplit(".", 1)[-1] in ("patch", "setattr"):
             target = _literal(node.args[0]) if node.args else None

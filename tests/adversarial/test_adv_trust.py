@@ -199,3 +199,46 @@ def test_the_honest_fix_passes(task: Path, tmp_path: Path, backend: str) -> None
     (`mock.ANY`, a class of the test file) pass with the fix."""
     verdict = verify_task(task, calc_patch(FIXED), tmp_path, backend)
     assert verdict.status == "passed", verdict.feedback
+
+
+UNITTEST_SKIPS = """\
+import unittest
+
+from calc import add
+
+
+class TestAdd(unittest.TestCase):
+    def test_add(self) -> None:
+        self.assertEqual(add(2, 3), 5)
+
+    @unittest.skipIf(True, "needs a package this environment lacks")
+    def test_needs_more(self) -> None:
+        raise AssertionError("unittest skips this without calling it")
+
+
+@unittest.skip("not on this platform")
+class TestElsewhere(unittest.TestCase):
+    def test_one(self) -> None:
+        raise AssertionError("unittest skips this class without calling it")
+"""
+
+
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_unittest_s_own_skips_are_not_a_bypassed_runner(tmp_path: Path, backend: str) -> None:
+    """Fidelity (astroid's `@unittest.skipIf(not HAS_NUMPY)` tests): unittest skips a decorated
+    method or class without calling it; the guard knows unittest's skip wrapper by its code
+    object and lets those through, while the cheats above still fail."""
+    root = make_task(tmp_path / "skips")
+    (root / "repo" / "tests" / "test_skips.py").write_text(UNITTEST_SKIPS)
+    toml = root / "task.toml"
+    lines = [
+        line for line in toml.read_text().splitlines(keepends=True)
+        if not line.startswith(("fail_to_pass", "pass_to_pass"))
+    ]  # fmt: skip
+    toml.write_text('fail_to_pass = ["tests/test_skips.py"]\n' + "".join(lines))  # all three
+    verdict = verify_task(root, calc_patch(FIXED), tmp_path, backend)
+    # a required test that is skipped counts as failed (ooda's rule); the run itself is trusted
+    assert "cannot be trusted" not in verdict.feedback, verdict.feedback
+    assert "never ran" not in verdict.feedback, verdict.feedback
+    assert "test_skips.py::TestAdd::test_add" not in verdict.feedback  # it ran and passed
+    assert "SKIPPED tests/test_skips.py::TestAdd::test_needs_more" in verdict.feedback

@@ -36,12 +36,15 @@ CASES = {
     ),
     "audit": "import sys\nsys.addaudithook(print)\n",
     "wildcard": "from unittest.mock import ANY\n\ndef add(a, b):\n    return ANY\n",
+    "unittest_skip": "def hide(test):\n    test.__unittest_skip__ = True\n",
+    "unittest_skip_setattr": "def hide(cls):\n    setattr(cls, '__unittest_skip__', True)\n",
 }
 KINDS = {
     "frame_alias": "frame", "frame_getattr": "frame", "frame_computed": "frame",
     "code_consts": "code", "gc_import": "gc", "code_replace": "code",
     "function_type": "code", "builtins": "modules", "framework_from": "framework",
-    "framework_patch": "framework", "no_type_check": "typecheck", "type_checking_else": "typecheck",
+    "framework_patch": "framework", "unittest_skip": "framework",
+    "unittest_skip_setattr": "framework", "no_type_check": "typecheck", "type_checking_else": "typecheck",
 }  # fmt: skip
 
 

@@ -57,6 +57,27 @@ def _unbound(function: object) -> object:
     return getattr(function, "__func__", function)
 
 
+_SKIP_WRAPPER = getattr(unittest.skip("")(lambda: None), "__code__", None)
+"""The code of every function unittest.skip/skipIf/skipUnless wrap a test in (one code object,
+made when unittest was imported, before any repository code)."""
+
+
+def _skipped_by_unittest(item: pytest.Item, function: object) -> bool:
+    """A unittest test that unittest skips without calling it: a method wrapped by unittest's
+    own skip decorators (identified by their code object, not by the attribute alone), or a
+    method of a class skipped as a whole. Writing `__unittest_skip__` from the code under test is
+    a tampering primitive the static stage refuses."""
+    cls = getattr(item, "cls", None)
+    if cls is None or not isinstance(cls, type) or not issubclass(cls, unittest.TestCase):
+        return False
+    if getattr(cls, "__unittest_skip__", False) is True:
+        return True
+    return (
+        getattr(function, "__code__", None) is _SKIP_WRAPPER
+        and getattr(function, "__unittest_skip__", False) is True
+    )
+
+
 def _codes(function: object) -> tuple[types.CodeType, ...]:
     """The code objects of a test function and of what it wraps (`__wrapped__`). Compared by
     identity: code objects are immutable, so a changed test has other ones (a hash of their
@@ -85,6 +106,8 @@ class Guard:
         self.hooks = HookWatch(judge, self)
         self.codes: dict[str, tuple[object, tuple[types.CodeType, ...]]] = {}
         """node id -> (test function, its code objects) at collection."""
+        self.unittest_skips: set[str] = set()
+        """node ids that unittest itself skips without calling them (see _skipped_by_unittest)."""
         self._expected: types.CodeType | None = None
         self._entered = False
         self.records = Records()
@@ -168,6 +191,8 @@ class Guard:
         if isinstance(item, pytest.Function):
             function = _unbound(getattr(item, "obj", None))
             self.codes[item.nodeid] = (function, _codes(function))
+            if _skipped_by_unittest(item, function):
+                self.unittest_skips.add(item.nodeid)
 
     def check_code(self, item: pytest.Item, when: str) -> None:
         """Record a test whose function or code changed since collection, or whose item got
@@ -311,7 +336,10 @@ class Guard:
     def _end_call(self, item: pytest.Item) -> None:
         """After a test's call phase: its code unchanged, and its function really ran."""
         self.check_code(item, f"after {item.nodeid}")
-        if self._expected is not None and not self._entered:
+        skipped = item.nodeid in self.unittest_skips and _skipped_by_unittest(
+            item, _unbound(getattr(item, "obj", None))
+        )
+        if self._expected is not None and not self._entered and not skipped:
             self.problem(
                 f"{item.nodeid} went through its call phase but its test function never ran "
                 "(pytest's runner was bypassed)",
