@@ -170,7 +170,11 @@ def test_a_task_that_never_passes_ends_within_its_budget(median: Path, tmp_path:
     assert proc.returncode == 1, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["status"] == "failed" and summary["reason"] == "budget"
-    assert elapsed < 15 + 8, elapsed
+    # the budget as ooda keeps it (behaviour: the loop stops in time, verifications included);
+    # the command's wall time also holds start-up, which a loaded machine stretches: only a
+    # hang is checked there
+    assert summary["wall_s"] < 15 + 5, summary["wall_s"]
+    assert elapsed < 15 + 60, elapsed
     # none of the finished run's containers stays (PID 1 exits when ooda's control socket
     # closes, then Docker removes it: allow a moment)
     wait_for(lambda: not orphaned_ooda_containers() - orphans_before, 15, "its containers to go")
