@@ -7,7 +7,9 @@ pool keeps up to `size` sandboxes alive, each bound to its own slot directory: `
 them ahead of need (while the model is still generating), and between two candidates the
 container is reset (no process left, empty /tmp, /dev/shm, IPC) and the slot emptied on the host,
 so nothing a candidate leaves reaches the next one; a sandbox that cannot be reset is discarded
-and replaced in the background. Other backends get a fresh directory and a fresh sandbox per
+and replaced in the background. `release()` does that reset and emptying in the background (a
+SWE-bench workspace is thousands of files: a second or more the verdict need not wait for); the
+sandbox is handed out again only once it is done, and a caller waiting meanwhile waits for it. Other backends get a fresh directory and a fresh sandbox per
 candidate, both removed on release. `close()` removes every sandbox and slot.
 """
 
@@ -66,6 +68,9 @@ class SandboxPool:
         self._alive = 0
         """Sandboxes alive or being started (reusable backends only)."""
         self._starters: list[threading.Thread] = []
+        self._recyclers: list[threading.Thread] = []
+        """Threads resetting and emptying released sandboxes (counted in _alive, neither idle
+        nor busy: on their way back, as a starting one is)."""
         self._error: BaseException | None = None
         self._closed = False
         self.started = 0
@@ -228,15 +233,35 @@ class SandboxPool:
             finally:
                 remove_workspace(sandbox.workspace)
             return
-        assert isinstance(sandbox, Resettable)
-        clean = sandbox.reset()  # no process is left after this, so the slot can be emptied
-        if clean:
-            try:
-                empty_dir(sandbox.workspace)
-            except OSError:
-                clean = False
         with self._cond:
             self._busy.discard(id(sandbox))
+            if not self._closed:
+                thread = threading.Thread(target=self._recycle, args=(sandbox,),
+                                          name="ooda-pool-recycle", daemon=True)
+                self._recyclers = [t for t in self._recyclers if t.is_alive()] + [thread]
+                thread.start()
+                return
+        self._recycle(sandbox)
+
+    def settle(self, timeout_s: float = 30.0) -> None:
+        """Wait for the released sandboxes to be reset and emptied (a benchmark's next
+        measurement should not share the machine with them)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            recyclers = list(self._recyclers)
+        for thread in recyclers:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _recycle(self, sandbox: Sandbox) -> None:
+        """Reset a released sandbox and empty its slot, then make it idle (or discard it)."""
+        assert isinstance(sandbox, Resettable)
+        try:
+            clean = sandbox.reset()  # no process is left after this, so the slot can be emptied
+            if clean:
+                empty_dir(sandbox.workspace)
+        except Exception:  # noqa: BLE001 -- (the engine went away?) discarded below, not kept
+            clean = False
+        with self._cond:
             keep = clean and not self._closed
             if keep:
                 self._idle.append(sandbox)
@@ -263,13 +288,13 @@ class SandboxPool:
             self._closed = True
             idle, self._idle = self._idle, []
             self._alive -= len(idle)
-            starters = list(self._starters)
+            starters = list(self._starters) + list(self._recyclers)
             self._cond.notify_all()
         closers = [threading.Thread(target=self._discard, args=(s,), daemon=True) for s in idle]
         for thread in closers:
             thread.start()
         deadline = time.monotonic() + timeout_s
-        for thread in closers + starters:
+        for thread in closers + starters:  # a recycled sandbox is discarded once it is clean
             with contextlib.suppress(RuntimeError):
                 thread.join(max(0.0, deadline - time.monotonic()))
 
