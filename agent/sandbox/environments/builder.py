@@ -3,8 +3,10 @@
 Steps: the release's base image (base.py) with the spec's Debian packages as a layer shared by
 every environment that asks for the same ones (aptlayer.py), then one build container with the
 network (container.py) that copies the repository to /work and runs, as root: the repository's
-requirements file, pinned pip packages (so their pins win), pre-install commands, the
-repository's own install, the test runner's packages (last, so the task's pytest wins), ooda's tools into /opt/ooda-tools. Files the
+requirements file, pinned pip packages (so their pins win), optional test dependencies
+(optional.py), pre-install commands, the repository's own install, the test runner's packages
+(so the task's pytest wins), the optional packages that break on import left out again, ooda's
+tools into /opt/ooda-tools. Files the
 install created inside the repository (egg-info, compiled extensions, generated version files)
 are kept as /opt/ooda-env/overlay.tar and on the host under envs/<hash>/overlay, because the
 workspace mounted at /work at verification time hides the build's /work; an editable install
@@ -37,6 +39,7 @@ from ooda.agent.contracts.errors import InfraError
 from ooda.agent.sandbox import image
 from ooda.agent.sandbox.docker import image as docker_image
 from ooda.agent.sandbox.environments import aptlayer, base, causes, container, hostconfig
+from ooda.agent.sandbox.environments.optional import check_script, optional_script
 from ooda.agent.sandbox.environments.spec import EnvSpec, image_tag, spec_hash
 from ooda.agent.sandbox.image import locked
 from ooda.agent.support.tarsafe import extract_all
@@ -131,6 +134,8 @@ def build_script(spec: EnvSpec, host: hostconfig.HostConfig, with_repo: bool,
         lines.append(_checked(spec.install))
     if spec.runner.packages:
         lines.append(f"{pip} " + " ".join(q(p) for p in spec.runner.packages))
+    if spec.optional:
+        lines.append(check_script(spec))  # the repository installed: imports resolve as in tests
     if spec.tools:
         lines.append(f"{pip} --target {TOOLS_DIR} --no-warn-script-location "
                      + " ".join(q(p) for p in spec.tools))
@@ -150,26 +155,6 @@ def _checked(step: str) -> str:
     failing command inside an `a && b` list (pylint-7080's `sed ... pyproject.toml && pip
     install ...` skipped the install and the build 'succeeded' without pytest)."""
     return f"{{ {step}\n}} || {{ echo 'ooda: this build step failed'; exit 1; }}"
-
-
-OPTIONAL_TIMEOUT_S = 300
-"""Bound on one pip resolution of optional packages: pip can backtrack for a very long time
-(aiobotocore's exact botocore pins against boto3 in xarray's list)."""
-
-
-def optional_script(spec: EnvSpec) -> str:
-    """Install the spec's optional packages under its pins: all at once, or, when that fails
-    or takes longer than OPTIONAL_TIMEOUT_S (one has no release for this Python, or pip
-    backtracks), each alone within the same bound, skipping those that fail."""
-    q = shlex.quote
-    pins = "".join(f"{p}\n" for p in spec.pip if "==" in p)
-    names = " ".join(q(p) for p in spec.optional)
-    pip = f"timeout {OPTIONAL_TIMEOUT_S} python3 -m pip install -q -c /tmp/ooda-pins.txt"
-    return "\n".join([
-        f"printf %s {q(pins)} > /tmp/ooda-pins.txt",
-        f"{pip} {names} || for p in {names}; do {pip} \"$p\" "
-        "|| echo \"ooda: optional package $p not installed\"; done",
-    ])
 
 
 def _record_failure(directory: Path, cause: str, log: str) -> None:

@@ -26,6 +26,9 @@ from ooda.agent.sandbox.environments.base import base_tag
 
 RECIPE_VERSION = "2"
 """Bump when the build steps change in a way that changes what an image holds."""
+OPTIONAL_RECIPE = "2"
+"""The same, for the steps only a spec with optional packages has (environments/optional.py):
+bumped there alone, so the other images keep their hash."""
 IMAGE_REPO = "ooda-env"
 DEFAULT_INSTALL = "python3 -m pip install -e ."
 INSTALL_FILES = (
@@ -185,6 +188,8 @@ def spec_hash(spec: EnvSpec, repo: Path | None = None) -> str:
         "spec": spec.to_dict(),
     }
     payload["spec"]["runner"]["pre_test"] = []  # run at test time, not part of the image
+    if spec.optional:
+        payload["optional_recipe"] = OPTIONAL_RECIPE
     if repo is not None and spec.install is not None:
         payload["repo_files"] = install_files(repo, spec.requirements)
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
