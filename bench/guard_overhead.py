@@ -6,7 +6,8 @@ A repository of N small tests (three passing asserts each: ints, a nested dict, 
 under plain `python -m pytest` and under the guard as ooda launches it (installed by
 `run.install_guard`; assertion-pass hook on, so every passing comparison is probed; code
 identity and the profile check per test). Prints the best of R wall times of each and their
-ratio. With --against PATH, a second guard is timed too: an older single-file guard
+ratio, and the same for the CPU time (user + system) each run took: on a shared machine the
+CPU ratio moves far less with the load than the wall-clock one. With --against PATH, a second guard is timed too: an older single-file guard
 (`git show REV:verifiers/pytest_check/guard.py > old.py`) or an older guard package
 (`git archive REV verifiers/pytest_check/guard | tar -x -C old`, then old/verifiers/pytest_check/guard).
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -44,14 +46,21 @@ def make_repo(root: Path, count: int) -> None:
     (root / "tests" / "test_many.py").write_text("\n".join(body))
 
 
-def timed(cmd: list[str], cwd: Path) -> float:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(cmd: list[str], cwd: Path) -> tuple[float, float]:
+    """Wall-clock and CPU seconds of one run of `cmd`."""
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    cpu = _children_cpu()
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, check=False)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{cmd[2]} failed ({proc.returncode}):\n{proc.stdout[-2000:]}")
-    return elapsed
+    return elapsed, _children_cpu() - cpu
 
 
 def guard_cmd(guard: Path, repo: Path) -> list[str]:
@@ -95,12 +104,19 @@ def main() -> None:
             "tests",
         ]
         guards = {"guard": GUARD, **({"against": args.against} if args.against else {})}
-        best = {"plain": min(timed(plain, repo) for _ in range(args.repeat))}
-        for name, path in guards.items():
-            best[name] = min(timed(guard_cmd(path, repo), repo) for _ in range(args.repeat))
-    print(f"{args.tests} tests, best of {args.repeat}")
-    for name, seconds in best.items():
-        print(f"  {name:8} {seconds:6.2f}s  {seconds / best['plain']:.2f}x plain pytest")
+        runs: dict[str, list[tuple[float, float]]] = {"plain": [], **{name: [] for name in guards}}
+        for _ in range(args.repeat):  # interleaved: each round sees about the same load
+            runs["plain"].append(timed(plain, repo))
+            for name, path in guards.items():
+                runs[name].append(timed(guard_cmd(path, repo), repo))
+    wall = {name: min(w for w, _ in times) for name, times in runs.items()}
+    cpu = {name: min(c for _, c in times) for name, times in runs.items()}
+    print(f"{args.tests} tests, best of {args.repeat}; load average {os.getloadavg()[0]:.1f}")
+    for name in runs:
+        print(
+            f"  {name:8} {wall[name]:6.2f}s  {wall[name] / wall['plain']:.2f}x plain pytest"
+            f"   (CPU {cpu[name]:6.2f}s  {cpu[name] / cpu['plain']:.2f}x)"
+        )
 
 
 if __name__ == "__main__":

@@ -15,12 +15,19 @@ from and whatever they are (callables with no code included).
 
 from __future__ import annotations
 
+import itertools
+import operator
 import sys
 from typing import Any
 
 from .trust import Judge
 
 _getframe = sys._getframe
+_chain = itertools.chain.from_iterable  # bound now: the code under test may patch them later
+_is = operator.is_
+_impls = operator.methodcaller("get_hookimpls")
+_function = operator.attrgetter("function")
+_hookexec = operator.attrgetter("_hookexec")
 
 
 class HookWatch:
@@ -40,6 +47,8 @@ class HookWatch:
         self._relay: Any = None
         self._inner: object = None
         self._hookexecs: dict[str, object] = {}
+        self._seen: tuple[object, ...] = ()
+        """The dispatch state the last full look went over (see _unchanged)."""
 
     # ------------------------------------------------------------------ registration
 
@@ -116,6 +125,9 @@ class HookWatch:
             problems.append("pluggy's hook dispatch was replaced at run time")
         if not pm.is_registered(self.guard):
             problems.append("the guard's own plugin was unregistered at run time")
+        state = self._state(relay)
+        if state and len(state) == len(self._seen) and all(map(_is, state, self._seen)):
+            return problems  # what the loop below said last time, recorded then
         for name, caller in list(vars(relay).items()):
             get = getattr(caller, "get_hookimpls", None)
             if get is None:
@@ -136,7 +148,22 @@ class HookWatch:
                         f"{self.judge.where(impl.function)} registers a pytest hook ({name}) at "
                         "run time, outside pytest's plugin loading"
                     )
+        self._seen = state
         return problems
+
+    @staticmethod
+    def _state(relay: Any) -> tuple[object, ...]:
+        """Everything the per-hook look of check() depends on, by identity, gathered in C
+        loops: the hook callers by name, their dispatch, their implementations and the
+        function each calls (empty when a caller is not pluggy's: always look then). The
+        recorded implementations change only with a registration, which changes these."""
+        try:
+            callers = vars(relay)
+            impls = tuple(_chain(map(_impls, callers.values())))
+            return (*callers, *callers.values(), *map(_hookexec, callers.values()), *impls,
+                    *map(_function, impls))  # fmt: skip
+        except Exception:  # anything but pluggy's callers: no shortcut
+            return ()
 
     def _dispatch_changed(self, name: str, caller: Any) -> str | None:
         hookexec = getattr(caller, "_hookexec", None)

@@ -33,6 +33,11 @@ class LegacyGuard(Guard):
         self._end_call(item)
 
     @pytest.hookimpl(hookwrapper=True, trylast=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, Any, None]:
+        self._watch_entry(pyfuncitem)
+        yield
+
+    @pytest.hookimpl(hookwrapper=True, trylast=True)
     def pytest_runtest_teardown(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, Any, None]:

@@ -10,6 +10,7 @@ provenance (provenance.py, trust.py), not by the names code carries.
 from __future__ import annotations
 
 import inspect
+import operator
 import os
 import sys
 import types
@@ -22,10 +23,11 @@ import pytest
 from . import probes
 from .hooks import HookWatch
 from .records import Records
-from .snapshot import Owner, Snapshot, changes, snapshot
+from .snapshot import Fingerprint, Owner, Snapshot, changes, snapshot
 from .trust import Judge, code_of, where_code
 
-_realpath = os.path.realpath  # saved before the code under test could replace it
+_realpath = os.path.realpath  # saved before the code under test could replace them
+_is = operator.is_
 MAX_PROBLEMS = 20
 
 NEW_WRAPPERS = "wrapper" in inspect.signature(type(pytest.hookimpl).__call__).parameters
@@ -46,6 +48,8 @@ SKIPS: tuple[type[BaseException], ...] = (
     pytest.xfail.Exception,
     unittest.SkipTest,  # pytest skips a test that raises it, too
 )
+FUNCTION_RUNTEST = pytest.Function.runtest
+"""pytest's own runtest, which calls the test function inside `pytest_pyfunc_call`."""
 ITEM_METHODS = frozenset({"runtest", "setup", "teardown", "_getobj", "ihook"})
 """Names an item's instance dictionary must not hold (they would replace pytest's methods)."""
 
@@ -101,8 +105,8 @@ class Guard:
         self.root = judge.root
         self.provenance = judge.provenance
         self.baseline = baseline
-        self.reference = baseline
-        """What check() compares with: the baseline, then pytest's configured state."""
+        self._reference = baseline
+        self._fingerprint = Fingerprint(baseline)
         self.hooks = HookWatch(judge, self)
         self.codes: dict[str, tuple[object, tuple[types.CodeType, ...]]] = {}
         """node id -> (test function, its code objects) at collection."""
@@ -110,14 +114,28 @@ class Guard:
         """node ids that unittest itself skips without calling them (see _skipped_by_unittest)."""
         self._expected: types.CodeType | None = None
         self._entered = False
+        self._pending: pytest.Item | None = None
+        """The item whose profile hook goes on in pytest_pyfunc_call."""
         self.records = Records()
         self.problems: list[str] = []
         self._seen_problems: set[str] = set()
         self._config: pytest.Config | None = None
         self._modules: dict[str, object] = {}
         """sys.modules as _shadowed() last saw it."""
+        self._module_items: tuple[object, ...] = ()
+        """sys.modules's names and modules, in order, when _shadowed() last looked."""
         self.toolchain: set[str] = set()
         """Top-level names that must come from the image (see preload)."""
+
+    @property
+    def reference(self) -> Snapshot:
+        """What check() compares with: the baseline, then pytest's configured state."""
+        return self._reference
+
+    @reference.setter
+    def reference(self, taken: Snapshot) -> None:
+        self._reference = taken
+        self._fingerprint = Fingerprint(taken)
 
     @property
     def runner_packages(self) -> set[str]:
@@ -142,8 +160,11 @@ class Guard:
         `full` is False (before a test: the check after the previous one has just run), any
         change to the watched functions, the hooks pytest calls and the modules it imported."""
         if full:
-            for name in changes(self.reference, self.judge.suspect_replacement)[:5]:
-                self.problem(f"{name} was replaced or changed at run time", when)
+            if not self._fingerprint.unchanged():
+                for name in changes(self.reference, self.judge.suspect_replacement)[:5]:
+                    self.problem(f"{name} was replaced or changed at run time", when)
+                if self._fingerprint.unchanged(sizes=False):  # only classes grew: looked at
+                    self._fingerprint = Fingerprint(self.reference, grown=True)
             for name in self._shadowed():
                 self.problem(f"{name} was imported from the workspace, not from the image", when)
             for text in self.hooks.check()[:5]:
@@ -167,8 +188,14 @@ class Guard:
     def _shadowed(self) -> list[str]:
         """Toolchain modules imported from the workspace, and standard-library ones imported
         from a file the candidate wrote."""
+        modules = sys.modules
+        items = (*modules, *modules.values())
+        seen = self._module_items
+        if len(items) == len(seen) and all(map(_is, items, seen)):
+            return []  # the same names bound to the same modules: looked at already
+        self._module_items = items
         found = []
-        for name, module in list(sys.modules.items()):
+        for name, module in list(modules.items()):
             if self._modules.get(name) is module:
                 continue  # looked at already
             self._modules[name] = module
@@ -204,7 +231,8 @@ class Guard:
         if known is None:
             return
         function = _unbound(getattr(item, "obj", None))
-        same_codes = [id(c) for c in _codes(function)] == [id(c) for c in known[1]]  # alive: held
+        codes = _codes(function)
+        same_codes = len(codes) == len(known[1]) and all(map(_is, codes, known[1]))
         if function is not known[0] or not same_codes:
             self.problem(f"the code of {item.nodeid} was replaced at run time", when)
 
@@ -326,10 +354,30 @@ class Guard:
         known = self.codes.get(item.nodeid)
         self._expected = known[1][0] if known is not None and known[1] else None
         self._entered = False
-        if self._expected is not None:
+        self._pending = None
+        if self._expected is None:
+            return
+        if type(item).runtest is FUNCTION_RUNTEST:
+            # the function can only run inside pytest_pyfunc_call: the profile hook goes on
+            # there, and sees a few calls instead of every hook wrapper's (a runner that
+            # never gets there never sets it, and the function is never seen entered)
+            self._pending = item
+        else:
+            sys.setprofile(self._profile)
+
+    @_wrapper(trylast=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+        self._watch_entry(pyfuncitem)
+        return (yield)
+
+    def _watch_entry(self, pyfuncitem: pytest.Function) -> None:
+        """Innermost around pytest's own call of a test function: the profile hook goes on."""
+        if pyfuncitem is self._pending:
+            self._pending = None
             sys.setprofile(self._profile)
 
     def _stop_profile(self) -> None:
+        self._pending = None
         if sys.getprofile() == self._profile:
             sys.setprofile(None)
 

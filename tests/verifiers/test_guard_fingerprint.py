@@ -1,0 +1,80 @@
+"""The guard's quick check of its snapshot (verifiers/pytest_check/guard/snapshot.py,
+Fingerprint): it must say "changed" whenever the full comparison would find something, also
+after a class grew harmlessly and the quick check was re-taken over the grown class."""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Iterator
+
+import pytest
+
+from ooda.verifiers.pytest_check.guard.snapshot import Fingerprint, changes, snapshot
+
+
+class _Marker:
+    """A class of the watched `unittest` namespace, made for these tests only."""
+
+    def method(self) -> int:
+        return 1
+
+
+@pytest.fixture
+def watched_class() -> Iterator[type]:
+    module = types.ModuleType("unittest._ooda_fingerprint_probe")
+    _Marker.__module__ = module.__name__
+    module._Marker = _Marker  # type: ignore[attr-defined]
+    sys.modules[module.__name__] = module
+    try:
+        yield _Marker
+    finally:
+        del sys.modules[module.__name__]
+        for name in ("grown", "helper"):
+            if name in vars(_Marker):
+                delattr(_Marker, name)
+
+
+def _everything(owner: object, name: str, value: object) -> bool:
+    return True
+
+
+def test_nothing_changed_is_unchanged(watched_class: type) -> None:
+    taken = snapshot()
+    assert Fingerprint(taken).unchanged()
+    assert changes(taken, _everything) == []
+
+
+def test_a_replaced_method_or_module_is_a_change(watched_class: type) -> None:
+    taken = snapshot()
+    original = watched_class.method  # type: ignore[attr-defined]
+    watched_class.method = lambda self: 2  # type: ignore[attr-defined]
+    try:
+        assert not Fingerprint(taken).unchanged()
+        assert changes(taken, _everything) == [f"{watched_class.__module__}._Marker.method"]
+    finally:
+        watched_class.method = original  # type: ignore[attr-defined]
+    assert Fingerprint(taken).unchanged()
+    name = watched_class.__module__
+    module = sys.modules[name]
+    sys.modules[name] = types.ModuleType(name)
+    try:
+        assert not Fingerprint(taken).unchanged()
+    finally:
+        sys.modules[name] = module
+
+
+def test_a_grown_class_is_looked_at_again_whenever_it_changes(watched_class: type) -> None:
+    taken = snapshot()
+    watched_class.grown = True  # type: ignore[attr-defined]  # pytest marks classes so
+    quick = Fingerprint(taken)
+    assert not quick.unchanged()
+    assert quick.unchanged(sizes=False)  # only a size differs
+    assert changes(taken, _everything) == []  # not a descriptor: nothing to say
+    regrown = Fingerprint(taken, grown=True)
+    assert regrown.unchanged()
+    # same size, the harmless entry swapped for a method: the quick check must see it
+    del watched_class.grown  # type: ignore[attr-defined]
+    watched_class.helper = lambda self: 3  # type: ignore[attr-defined]
+    assert not regrown.unchanged()
+    assert changes(taken, _everything) == [f"{watched_class.__module__}._Marker.helper (added)"]
