@@ -26,7 +26,6 @@ from ooda.agent.contracts.options import (
     option_fields,
     record_key,
 )
-from ooda.tasks.loader import Task
 
 _GROUP_FIELDS = ("model", "loop", "escalation", "sandbox", "environment", "stages")
 
@@ -145,18 +144,3 @@ def _flat_names() -> dict[str, tuple[str, str]]:
             if spec is not None and spec.name:
                 names[spec.name] = (group_name, f.name)
     return names
-
-
-def apply_stages(task: Task, stages: StageOptions) -> Task:
-    """`task` with the user's say over its verifier stages (`--no-ruff`, `--no-mypy`,
-    `--verifier-timeout`); a copy, the given task is left as it was."""
-    if not (stages.no_ruff or stages.no_mypy or stages.verifier_timeout is not None):
-        return task
-    verifiers = dataclasses.replace(task.verifiers)
-    if stages.no_ruff:
-        verifiers.ruff = False
-    if stages.no_mypy:
-        verifiers.mypy = False
-    if stages.verifier_timeout is not None:
-        verifiers.timeout_s = stages.verifier_timeout
-    return dataclasses.replace(task, verifiers=verifiers)

@@ -28,6 +28,7 @@ from ooda.agent.core.blind_select import JUDGED
 from ooda.agent.core.loop import Attempt, RunResult
 from ooda.agent.core.runlog import RunLog
 from ooda.agent.support.text import one_line
+from ooda.agent.verify.plan import TaskPlan
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.hidden import has_hidden_tests
 from ooda.tasks.loader import Task
@@ -46,16 +47,14 @@ def runs_blind(task: Task, protocol: Protocol) -> bool:
     return protocol == "blind" and has_hidden_tests(task)
 
 
-def open_judge(task: Task, loops: TaskVerifier, retry_failed_environment: bool = False
+def open_judge(plan: TaskPlan, loops: TaskVerifier, retry_failed_environment: bool = False
                ) -> TaskVerifier:
-    """The verifier of the hidden tests (the whole task), for the base check before the loop
-    and the judging after it, on the sandboxes of `loops` (the loop's verifier): no sandbox
-    of the loop's ever holds the hidden tests while the loop uses it (each is filled afresh
-    for every verification)."""
-    judge = TaskVerifier(task, loops.backend, loops.work_root / "judge", pool=loops.pool,
-                         retry_failed_environment=retry_failed_environment)
-    judge.prepare()
-    return judge
+    """The verifier of the hidden tests (the whole task's plan), for the base check before
+    the loop (make_plan settles the plan with it) and the judging after it, on the sandboxes
+    of `loops` (the loop's verifier): no sandbox of the loop's ever holds the hidden tests
+    while the loop uses it (each is filled afresh for every verification)."""
+    return TaskVerifier(plan, loops.backend, loops.work_root / "judge", pool=loops.pool,
+                        retry_failed_environment=retry_failed_environment)
 
 
 @dataclass

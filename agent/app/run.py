@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from rich.console import Console
 
-from ooda.agent.app.basecheck import check_base
-from ooda.agent.app.options import RunOptions, apply_stages
+from ooda.agent.app.options import RunOptions
 from ooda.agent.app.progress import RunProgress
 from ooda.agent.app.protocol import (
     blind_outcome,
@@ -36,20 +35,20 @@ from ooda.agent.core.repro_writer import ReproWriter
 from ooda.agent.core.runlog import RunLog, new_run_id
 from ooda.agent.core.schedule import ModelSchedule, Price, Tier
 from ooda.agent.models import open_model
-from ooda.agent.sandbox.environments.spec import EnvSpec
 from ooda.agent.sandbox.registry import open_backend
 from ooda.agent.support.fstree import remove_workspace
 from ooda.agent.support.text import one_line
 from ooda.agent.support.textsafe import markup_safe
+from ooda.agent.verify.plan import TaskPlan, draft_plan
+from ooda.agent.verify.prepare import make_plan
 from ooda.agent.verify.verifier import TaskVerifier
-from ooda.tasks.environment import environment_from_file
-from ooda.tasks.hidden import has_hidden_tests, visible_task
+from ooda.tasks.hidden import has_hidden_tests
 from ooda.tasks.loader import Task
 
 if TYPE_CHECKING:
     from ooda.agent.sandbox.docker.launch import Launched
 
-__all__ = ["Prestarted", "RunOptions", "apply_environment", "open_verifier", "run_task"]
+__all__ = ["Prestarted", "RunOptions", "open_verifier", "prepare_task", "run_task"]
 
 
 class Prestarted(Protocol):
@@ -96,8 +95,16 @@ def run_task(
     run_id: str | None = None,
     prestarted: Prestarted | None = None,
     strong: Model | None = None,
+    plan: TaskPlan | None = None,
+    verifier: TaskVerifier | None = None,
 ) -> tuple[RunResult, RunLog]:
     """Run the loop on one task and return its result and run directory.
+
+    The task's plan (agent/verify/plan.py: environment, runner, stages, tests, the facts of
+    the unpatched code) is made here as every command makes it (`make_plan`). A caller that
+    drafted it already, and said its environment line, passes the draft as `plan`; one that
+    settled it too passes its `verifier` as well (`ooda ci`, which wrote the statement from the
+    base's failures; that caller closes the verifier).
 
     `model` and `backend` may be shared between tasks (`ooda eval`); otherwise they are made
     here from `options` and released at the end. `run_id` names the run directory under
@@ -106,42 +113,48 @@ def run_task(
     escalate to, when shared like `model` (otherwise opened here from `options.escalate_to`).
     """
     options = options.checked()
-    task = apply_stages(task, options.stages)
-    said = apply_environment(task, options.environment.environment, options.sandbox.sandbox)
-    if said and show_progress and console is not None:
+    draft = plan if plan is not None else draft_plan(task, options.environment,
+                                                     options.sandbox, options.stages)
+    said = draft.environment_line
+    if said and plan is None and show_progress and console is not None:
         console.print(markup_safe(said), highlight=False)
     loop_options = options.loop
     if options.model.name == "gold":  # the reference patch: one candidate, verified once
         loop_options = dataclasses.replace(loop_options, samples=1, rounds=1, context_votes=0)
     protocol = protocol_for(loop_options.oracle, options.model.name)
-    blind = runs_blind(task, protocol)
-    whole = task  # the task as the hidden tests judge it
-    if blind:
-        task = visible_task(task)  # all the loop and its verifier ever see
+    blind = verifier is None and runs_blind(task, protocol)
+    if blind:  # the loop and its verifier see the visible task only; the whole one judges
         loop_options = dataclasses.replace(loop_options, select="blind")
     log = RunLog(options.runs_dir, run_id or new_run_id(task.id))
     with contextlib.ExitStack() as stack:
         with _setup_failures_recorded(log, task.id):
             work_root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ooda-")))
-            # Sandboxes start (and the base's baselines run) while the model client is set up and
-            # the first answers stream: start-up stays off the critical path.
+            # Sandboxes start (the environment is built, the base's baselines run) while the
+            # model client is set up; the plan is settled on the unpatched code before any
+            # model is asked anything.
             with ThreadPoolExecutor(1, thread_name_prefix="ooda-setup") as setup:
-                opening = setup.submit(open_verifier, task, options, backend, work_root,
-                                       prestarted, blind)
-                stack.callback(_close_opened, opening)
+                if verifier is None:
+                    opening = setup.submit(open_verifier, draft.visible() if blind else draft,
+                                           options, backend, work_root, prestarted, blind)
+                    stack.callback(_close_opened, opening)
                 if model is None:
                     model = stack.enter_context(open_model(options.model, task))
                 strong_options = options.escalation_model()
                 if strong is None and strong_options is not None:
                     strong = stack.enter_context(open_model(
                         strong_options, task, api_key=options.escalation.api_key()))
-                verifier = opening.result()
-            judge = None
-            if blind:  # the hidden tests, run on the base now and on candidates at the end
-                judge = open_judge(whole, verifier, options.sandbox.retry_failed_environments)
-                stack.callback(judge.close)
-            task = verifier.prepare()
-            passing_before = check_base(judge or verifier, whole)
+                judge = None
+                if verifier is not None:  # settled by the caller
+                    settled = draft
+                elif blind:  # the hidden tests judge the base now and candidates at the end
+                    loops = verifier = opening.result()
+                    settled, judge = make_plan(draft, lambda whole: open_judge(
+                        whole, loops, options.sandbox.retry_failed_environments))
+                    stack.callback(judge.close)
+                else:
+                    settled, verifier = make_plan(draft, lambda _draft: opening.result())
+        passing_before = list(settled.base.fail_to_pass_passing) if settled.base else []
+        task = verifier.task  # what the loop sees: the visible task of a blind run
         if passing_before and show_progress and console is not None:
             console.print(markup_safe(_passing_before_line(passing_before)), highlight=False)
         if show_progress and console is not None:
@@ -167,7 +180,7 @@ def run_task(
             result = blind_outcome(result, judgement, log,
                                    verifier.blind.record() if verifier.blind else None)
         else:
-            result = plain_outcome(result, protocol, has_hidden_tests(whole), log)
+            result = plain_outcome(result, protocol, has_hidden_tests(settled.task), log)
         if said or passing_before:  # what the loop's run.json cannot know: kept with it
             result.summary = dataclasses.replace(
                 result.summary, environment=said,
@@ -189,47 +202,6 @@ def _passing_before_line(ids: list[str]) -> str:
     more = f" and {len(ids) - 1} more" if len(ids) > 1 else ""
     return (f"warning: FAIL_TO_PASS {ids[0]}{more} pass(es) on the unpatched code already: "
             "these tests cannot tell a fix from no change")
-
-
-def apply_environment(task: Task, choice: str | None, sandbox: str | None = None) -> str | None:
-    """Give `task` the environment `choice` asks for (`--environment auto|none|PATH`) when it
-    names none itself (its own [environment] always wins); the one line that says what its
-    tests run in, or None when there is nothing to say (ooda's image, as always).
-
-    `auto` leaves alone a task that names its requirements (the light path: wheels on ooda's
-    image) and `--sandbox local` (the user's own Python), and, with no Docker engine to build
-    the detected environment, says so and keeps ooda's image (a PATH or the task's own table
-    then fails the build, exit 3, as asked). An environment given here, like a
-    task's own, turns ruff, mypy and the security stage off: ooda's tools are not in it."""
-    if choice is None:
-        return None
-    if task.environment is not None:
-        return None if choice == "auto" else (
-            f"environment: the task's own [environment] (--environment {choice} ignored)")
-    if choice == "none":
-        return "environment: ooda's image (--environment none)"
-    if choice == "auto":
-        if task.requirements is not None or sandbox == "local":
-            return None
-        from ooda.tasks.detect_environment import detect_environment
-
-        detected = detect_environment(task.repo)
-        if detected is None:
-            return None
-        from ooda.agent.sandbox.docker.launch import docker_problem
-
-        if docker_problem() is not None:  # bwrap alone: it runs images Docker builds
-            return (f"environment: {detected.description} — detected, but building it needs "
-                    "a Docker engine, which is not answering here: ooda's image instead "
-                    "(start Docker to use it; --environment none to skip detection)")
-        table, said = detected.table, (f"environment: {detected.description} — detected; "
-                                       "--environment none to skip")
-    else:
-        table, said = environment_from_file(Path(choice)), f"environment: from {choice}"
-        EnvSpec.from_dict(table, where=f"--environment {choice}")  # every key, before anything
-    task.environment = table
-    task.verifiers.ruff = task.verifiers.mypy = task.verifiers.security = False
-    return said
 
 
 @contextlib.contextmanager
@@ -255,8 +227,21 @@ def _keep_partial(loop: Loop, log: RunLog) -> None:
         log.write_summary(loop._summary("error", "interrupted (Ctrl-C)", None, rounds))
 
 
+def prepare_task(
+    draft: TaskPlan,
+    options: RunOptions,
+    backend: SandboxBackend | None,
+    work_root: Path,
+    prestarted: Prestarted | None = None,
+) -> tuple[TaskPlan, TaskVerifier]:
+    """The settled plan of `draft` and the verifier that judges by it, opened as
+    `open_verifier` opens it (agent/verify/prepare.py's make_plan; the caller closes it)."""
+    return make_plan(draft, lambda plan: open_verifier(plan, options, backend, work_root,
+                                                       prestarted))
+
+
 def open_verifier(
-    task: Task,
+    plan: TaskPlan,
     options: RunOptions,
     backend: SandboxBackend | None,
     work_root: Path,
@@ -274,7 +259,7 @@ def open_verifier(
     opened = backend
     try:
         verifier = TaskVerifier(
-            task, opened, work_root, concurrency=options.loop.verify_concurrency,
+            plan, opened, work_root, concurrency=options.loop.verify_concurrency,
             retry_failed_environment=options.sandbox.retry_failed_environments, blind=blind)
         if prestarted is not None:
             _adopt_prestarted(verifier, opened, prestarted)
@@ -303,7 +288,7 @@ def _adopt_prestarted(
     work, launched = started
     verifier.on_close.append(lambda: remove_workspace(work))
     # the pool's backend: a task environment's (EnvironmentBackend) refuses ooda's image
-    sandbox = verifier.pool.backend.adopt(launched, requirements=verifier.task.requirements)
+    sandbox = verifier.pool.backend.adopt(launched, requirements=verifier.plan.requirements)
     if sandbox is None:
         launched.release()  # its PID 1 sees the socket close and exits; Docker removes it
         return

@@ -18,9 +18,12 @@ from typing import Literal
 
 from ooda.agent.contracts.protocols import SandboxBackend, Verdict
 from ooda.agent.sandbox.environments.builder import EnvBuildError
+from ooda.agent.verify.base import missing_module_message
+from ooda.agent.verify.plan import BaseFacts
+from ooda.agent.verify.prepare import make_plan
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task, is_task_dir, load_task, load_taskset
-from ooda.verifiers.pytest_check import TestRunError, match_id
+from ooda.verifiers.pytest_check import match_id
 
 INFRA_RETRY_WAIT_S = 30.0
 """How long validation waits before trying a task again whose sandbox or engine broke."""
@@ -63,23 +66,28 @@ def validate_tasks(path: Path, backend: SandboxBackend,
 
 
 def validate_task(task: Task, backend: SandboxBackend) -> Validation:
-    """Base and gold of one task, in its environment."""
+    """Base and gold of one task, in its environment: its plan made as every command makes
+    it (agent/verify/prepare.py), with the base's facts reported instead of stopping."""
     with tempfile.TemporaryDirectory(prefix="ooda-validate-") as work:
         try:
-            verifier = TaskVerifier(task, backend, Path(work), concurrency=1)
+            plan, verifier = make_plan(
+                task, lambda p: TaskVerifier(p, backend, Path(work), concurrency=1),
+                check=False)
         except EnvBuildError as exc:  # the build itself failed: the cause in one line
             return Validation(task.id, "environment", _line(exc))
         try:
-            return _check(task, verifier)
+            return _check(task, plan.base or BaseFacts(), verifier)
         finally:
             verifier.close()
 
 
-def _check(task: Task, verifier: TaskVerifier) -> Validation:
-    try:
-        outcomes = verifier.run_base_tests()
-    except (TestRunError, ValueError) as exc:
-        return Validation(task.id, "environment", f"the tests do not run: {_line(exc)}")
+def _check(task: Task, facts: BaseFacts, verifier: TaskVerifier) -> Validation:
+    if facts.missing_modules:
+        return Validation(task.id, "environment", missing_module_message(
+            facts.missing_modules[0], len(facts.missing_modules)))
+    if facts.error is not None:
+        return Validation(task.id, "environment", f"the tests do not run: {facts.error}")
+    outcomes = facts.outcomes
     listed = [*task.fail_to_pass, *task.pass_to_pass]
     problems = []
     for test_id in task.fail_to_pass:

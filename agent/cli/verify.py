@@ -1,9 +1,10 @@
-"""`ooda verify`: the verifier cascade on one given patch (no model) and its verdict."""
+"""`ooda verify`: one given patch judged as `ooda run` judges a candidate (the same plan:
+environment detection and `--environment`, runner, stages, the base's facts), no model; its
+verdict."""
 
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,7 +12,7 @@ import typer
 
 from ooda.agent.cli.options import FailToPassOpt, JsonOpt, PassToPassOpt, grouped
 from ooda.agent.contracts.errors import UsageError
-from ooda.agent.contracts.options import SandboxOptions
+from ooda.agent.contracts.options import EnvironmentOptions, SandboxOptions, StageOptions
 from ooda.agent.support.textsafe import markup_safe, printable
 
 if TYPE_CHECKING:
@@ -25,6 +26,8 @@ def verify(
                                          "repository (with --test-cmd or --fail-to-pass).")],
     patch: Annotated[Path, typer.Option("--patch", help="The unified diff to verify.")],
     sandbox: SandboxOptions,
+    environment: EnvironmentOptions,
+    stages: StageOptions,
     json_out: JsonOpt = False,
     logs: Annotated[
         Path | None, typer.Option("--logs", help="Directory for the verifiers' full logs.")
@@ -36,32 +39,29 @@ def verify(
     fail_to_pass: FailToPassOpt = None,
     pass_to_pass: PassToPassOpt = None,
 ) -> None:
-    """Run the verifier cascade on one patch (no model involved) and print the verdict."""
-    from ooda.agent.sandbox.registry import get_backend
-    from ooda.agent.verify.verifier import TaskVerifier
+    """Judge one patch as `ooda run` would judge a candidate (no model involved) and print
+    the verdict."""
+    from ooda.agent.app.verify import verify_patch
+    from ooda.agent.cli.console import make_console
 
+    for group in (sandbox, environment, stages):
+        group.check()
     task = _task(path, test_cmd, fail_to_pass or [], pass_to_pass or [])
     try:
         # bytes as they are: a patch of latin-1 (or any non-UTF-8) files applies unchanged
         patch_text = patch.read_bytes().decode("utf-8", "surrogateescape")
     except OSError as exc:
         raise UsageError(f"cannot read --patch {patch}: {exc.strerror or exc}") from exc
-    sandbox.check()
-    backend = get_backend(sandbox.sandbox)
-    try:
-        with tempfile.TemporaryDirectory(prefix="ooda-verify-") as work:
-            verifier = TaskVerifier(task, backend, Path(work))
-            try:
-                # a test command's tests, per test: those failing on the base must pass now
-                task = verifier.prepare()
-                verdict = verifier.verify(patch_text, log_dir=logs)
-            finally:
-                verifier.close()
-    finally:
-        backend.close()
+    console = make_console()
+    verified = verify_patch(
+        task, patch_text, environment=environment, sandbox=sandbox, stages=stages,
+        log_dir=logs, say=lambda line: console.print(markup_safe(line), highlight=False))
+    verdict = verified.verdict
     if verdict.status == "invalid_edit":  # the patch itself is bad input: one line, exit 2
         raise UsageError(f"--patch {patch}: {verdict.reason.removeprefix('invalid edit: ')}")
-    _print_verdict(task.id, verdict, backend.name, json_out, _failing_before(task, verdict))
+    judged = verified.plan.judged_task()  # with a test command: the lists derived on the base
+    _print_verdict(judged.id, verdict, verified.sandbox, json_out,
+                   _failing_before(judged, verdict))
     raise SystemExit(0 if verdict.status == "passed" else 1)
 
 

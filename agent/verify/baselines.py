@@ -26,13 +26,13 @@ from ooda.agent.contracts.protocols import CheckSpec, Sandbox, Verifier, Verifie
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.support.fstree import remove_workspace
 from ooda.agent.verify import mypycache
+from ooda.agent.verify.plan import TaskPlan
 from ooda.agent.verify.watched import Watched
 from ooda.agent.verify.workspace import apply_patch, copy_repo
-from ooda.tasks.loader import Task
 from ooda.verifiers import Baseline, python_files
 from ooda.verifiers.cascade import after_tests
 from ooda.verifiers.mypy_check import MypyVerifier
-from ooda.verifiers.pytest_check import REPORT_DIR, run_tests
+from ooda.verifiers.pytest_check import REPORT_DIR, TestRun, base_run
 
 
 @runtime_checkable
@@ -49,10 +49,14 @@ class Baselines:
     use from several threads (the task verifier's candidates)."""
 
     def __init__(
-        self, task: Task, backend_name: str, work_root: Path, pool: SandboxPool
+        self, plan: TaskPlan, repo: Path, backend_name: str, work_root: Path, pool: SandboxPool
     ) -> None:
-        self.task = task
-        """Read for its repo, hidden tests and verifier options (never the test lists)."""
+        self.plan = plan
+        """Read for its hidden tests and stages (never the test lists, which the verifier's
+        `use` may settle later)."""
+        self.repo = repo
+        """The unpatched repository every base workspace is copied from (+ its environment's
+        overlay)."""
         self.backend_name = backend_name
         self.work_root = work_root
         self.pool = pool
@@ -89,7 +93,7 @@ class Baselines:
 
     def known_baseline(self, name: str, changed: list[str]) -> Baseline | None:
         """The baseline of `name` for these changed files, when it is fully known already."""
-        files = python_files(self.task.repo, changed)
+        files = python_files(self.repo, changed)
         with self._lock:
             known = self._baselines.setdefault(name, Baseline())
             return None if known.missing(files) else known.subset(changed)
@@ -100,12 +104,12 @@ class Baselines:
         """The verifier's baseline for check.changed_files, computing what is missing in the
         candidate's own sandbox (no candidate code has run in it yet: ruff and mypy come before
         pytest) with every changed path put back as it is in the base for the run."""
-        files = python_files(self.task.repo, check.changed_files)
+        files = python_files(self.repo, check.changed_files)
         with self._lock:
             missing = self._baselines.setdefault(verifier.name, Baseline()).missing(files)
         if missing:
             spec = CheckSpec(changed_files=missing, timeout_s=check.timeout_s)
-            with _as_base(sandbox.workspace, self.task.repo, check.changed_files):
+            with _as_base(sandbox.workspace, self.repo, check.changed_files):
                 found = verifier.baseline(sandbox, spec)
                 if _keeps_cache(verifier):  # never keep this cache: the candidate's run wrote it
                     self._grow_cache_later(verifier, missing)
@@ -130,7 +134,7 @@ class Baselines:
     def ensure(self, changed: list[str]) -> None:
         """Compute the baselines still missing for these repo paths, once, in a pool sandbox
         holding the unpatched repo (warm-up: also warms the mypy cache candidates start from)."""
-        files = python_files(self.task.repo, changed)
+        files = python_files(self.repo, changed)
         if not files or not self._missing(files):
             return
         with self._base_lock:
@@ -141,7 +145,7 @@ class Baselines:
             try:
                 watched = Watched(sandbox)
                 for verifier, missing in todo:
-                    spec = CheckSpec(changed_files=missing, timeout_s=self.task.verifiers.timeout_s)
+                    spec = CheckSpec(changed_files=missing, timeout_s=self.plan.stages.timeout_s)
                     found = verifier.baseline(watched, spec)
                     with self._lock:
                         self._baselines[verifier.name].merge(found)
@@ -168,7 +172,7 @@ class Baselines:
             except Exception:  # closing, or no sandbox: the cache just stays cooler
                 return
             try:
-                spec = CheckSpec(changed_files=todo, timeout_s=self.task.verifiers.timeout_s)
+                spec = CheckSpec(changed_files=todo, timeout_s=self.plan.stages.timeout_s)
                 verifier.baseline(Watched(sandbox), spec)
                 self._keep_base_cache(sandbox.workspace)
             except Exception:
@@ -181,14 +185,14 @@ class Baselines:
 
     def run_tests(
         self, target: list[str] | str, timeout_s: float, pre_test: Sequence[str] = ()
-    ) -> dict[str, str]:
-        """Per-test outcomes of `target` (node ids or a pytest command) on the unpatched repo
+    ) -> TestRun:
+        """The pytest run of `target` (node ids or a pytest command) on the unpatched repo
         (+ test patch), after the task's `pre_test` commands; raises TestRunError and
-        ValueError as pytest_check.run_tests does."""
+        ValueError as pytest_check.base_run does."""
         sandbox, _ = self.pool.acquire(self.fill_base)
         try:
-            return run_tests(sandbox, target, timeout_s, whole_files=self.task.run_test_files,
-                             pre_test=pre_test)
+            return base_run(sandbox, target, timeout_s, whole_files=self.plan.tests.whole_files,
+                            pre_test=pre_test)
         finally:
             self.pool.release(sandbox)
 
@@ -196,17 +200,17 @@ class Baselines:
 
     def fill_base(self, workspace: Path) -> None:
         """The unpatched repo, the hidden tests, and the base's mypy cache (else the seed)."""
-        copy_repo(self.task.repo, self.work_root, workspace)
-        if self.task.test_patch:
-            apply_patch(workspace, self.task.test_patch, trusted=True)
-        if self.task.verifiers.mypy:
+        copy_repo(self.repo, self.work_root, workspace)
+        if self.plan.tests.hidden_patch:
+            apply_patch(workspace, self.plan.tests.hidden_patch, trusted=True)
+        if self.plan.stages.mypy:
             self.give_mypy_cache(workspace)
 
     def give_mypy_cache(self, workspace: Path) -> None:
         """Copy the base's current mypy cache (else the machine's seed) into `workspace`."""
         mypycache.prepare(workspace)
         with self._lock:
-            source = self._base_cache or mypycache.seed_path(self.backend_name, self.task.repo)
+            source = self._base_cache or mypycache.seed_path(self.backend_name, self.repo)
         mypycache.copy_cache(source, workspace)
 
     def _keep_base_cache(self, workspace: Path) -> None:
@@ -222,7 +226,7 @@ class Baselines:
             first = self._base_mypy_runs == 0
             self._base_mypy_runs += 1
         if first:
-            mypycache.save_seed(mypycache.cache_dir(kept), self.backend_name, self.task.repo)
+            mypycache.save_seed(mypycache.cache_dir(kept), self.backend_name, self.repo)
 
     def _fresh_dir(self, prefix: str = "base-") -> Path:
         self.work_root.mkdir(parents=True, exist_ok=True)

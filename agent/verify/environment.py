@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.protocols import Sandbox, SandboxBackend
@@ -49,12 +47,11 @@ class PreparedEnv:
 
 
 def prepare_environment(
-    table: Mapping[str, Any], repo: Path, backend: SandboxBackend, work_root: Path, *,
+    spec: EnvSpec, repo: Path, backend: SandboxBackend, work_root: Path, *,
     retry_failed: bool = False,
 ) -> PreparedEnv:
-    """Build (or reuse) the image of `table` (task.toml's [environment]) for `repo` and lay out
-    repo + overlay under work_root; UsageError for a bad table or a backend without images."""
-    spec = EnvSpec.from_dict(table, where="task.toml [environment]")
+    """Build (or reuse) the image of `spec` (the plan's environment, parsed once) for `repo`
+    and lay out repo + overlay under work_root; UsageError for a backend without images."""
     if backend.name not in ("docker", "bwrap"):
         raise UsageError(
             f"this task names its own environment ([environment]), which needs the docker or "

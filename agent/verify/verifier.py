@@ -9,22 +9,24 @@ looks. Ruff and mypy are judged against a baseline of the unpatched code (base +
 computed once per file (agent/verify/baselines.py); each candidate's mypy starts from a copy of
 the base's warm cache (agent/verify/mypycache.py). A broken sandbox ends the run as an
 infrastructure error (agent/verify/watched.py). `warm()` starts the sandboxes and the
-baselines ahead of the first candidate; a task with its own environment ([environment]) has
-it built once, here, and every sandbox opens on it (agent/verify/environment.py); `prepare()`
-derives the task's test lists from a test
-command before the first candidate.
+baselines ahead of the first candidate; a plan with its own environment has it built once,
+here, and every sandbox opens on it (agent/verify/environment.py).
+
+Everything about the task comes from its plan (agent/verify/plan.py): the environment, the
+runner, the stages, the tests and what the base showed. The plan is settled before the first
+candidate (agent/verify/prepare.py runs the base through `run_base` and hands the settled plan
+over with `use`); a Task given instead of a plan stands for its default plan (its own
+environment, no choices of the user's).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.protocols import (
     CheckSpec,
     ReproOnBase,
@@ -40,14 +42,14 @@ from ooda.agent.verify.baselines import Baselines
 from ooda.agent.verify.blind import BlindChecks
 from ooda.agent.verify.environment import EnvironmentBackend, PreparedEnv, prepare_environment
 from ooda.agent.verify.harness_apply import apply_prediction, restore_test_files
+from ooda.agent.verify.plan import TaskPlan, draft_plan
 from ooda.agent.verify.watched import FEEDBACK_LIMIT, Watched, verdict_from
-from ooda.agent.verify.workspace import PatchError, apply_patch, copy_repo, patch_paths
-from ooda.tasks.hidden import hidden_tests
+from ooda.agent.verify.workspace import PatchError, apply_patch, copy_repo
 from ooda.tasks.loader import Task
 from ooda.verifiers import clip, output_runners
 from ooda.verifiers.cascade import default_verifiers, run_cascade, split_at_tests
 from ooda.verifiers.hidden import HiddenText
-from ooda.verifiers.pytest_check import TestRunError, match_id, normalize_id
+from ooda.verifiers.pytest_check import TestRun, TestRunError
 
 ApplyRule = Literal["strict", "harness"]
 
@@ -62,7 +64,7 @@ class TaskVerifier:
 
     def __init__(
         self,
-        task: Task,
+        plan: TaskPlan | Task,
         backend: SandboxBackend,
         work_root: Path,
         *,
@@ -75,49 +77,40 @@ class TaskVerifier:
         """`blind`: `task` is a blind run's visible task (tasks/hidden.py); candidates are
         checked against regression tests and the reproduction tests handed to
         `adopt_reproduction`, which every verify() waits for (agent/verify/blind.py)."""
-        self.task = task
+        self.plan = plan if isinstance(plan, TaskPlan) else draft_plan(plan)
+        """How the task is judged (agent/verify/plan.py); `use` hands over the settled one."""
         self.apply_rule: ApplyRule = apply_rule
         """"strict": ooda's edit policy (candidates of the loop); "harness": as the SWE-bench
         harness applies a prediction (agent/verify/harness_apply.py)."""
         self.backend = backend
         self.work_root = work_root
         work_root.mkdir(parents=True, exist_ok=True)
-        self.base_repo = task.repo
+        repo = self.plan.task.repo
+        self.base_repo = repo
         """What every workspace is copied from: the repo (+ its environment's overlay)."""
         self.environment: PreparedEnv | None = None
-        if task.environment is not None:
+        if self.plan.environment is not None:
             # built once per hash, before any sandbox: every slot of the pool opens on it
             self.environment = prepare_environment(
-                task.environment, task.repo, backend, work_root,
+                self.plan.environment, repo, backend, work_root,
                 retry_failed=retry_failed_environment,
             )
             self.base_repo = self.environment.base_repo
             backend = EnvironmentBackend(backend, self.environment)
         self.pool = pool or SandboxPool(
-            backend, work_root, requirements=task.requirements, size=concurrency
+            backend, work_root, requirements=self.plan.requirements, size=concurrency
         )
         self._own_pool = pool is None
-        base_task = dataclasses.replace(task, repo=self.base_repo)
-        self.baselines = Baselines(base_task, backend.name, work_root, self.pool)
+        self.baselines = Baselines(self.plan, self.base_repo, backend.name, work_root, self.pool)
+        stages = self.plan.stages
         self.verifiers: list[Verifier] = self.baselines.wrap(
-            default_verifiers(
-                task.verifiers.ruff,
-                task.verifiers.mypy,
-                task.verifiers.security,
-                task.verifiers.security_rules,
-                reproduction=blind,
-            )
+            default_verifiers(stages.ruff, stages.mypy, stages.security,
+                              list(stages.security_rules)
+                              if stages.security_rules is not None else None,
+                              reproduction=blind)
         )
         self._warmer: threading.Thread | None = None
-        self._passed_before: set[str] | None = None
-        """pass_to_pass ids measured passing on the base (None: no base run yet)."""
-        runner = (task.environment or {}).get("runner") or {}
-        self.runner: str = str(runner.get("kind", "pytest"))
-        self.runner_cmd: str | None = runner.get("test_cmd") or None
-        self.pre_test = list(self.environment.pre_test) if self.environment else []
-        """The task's pre-test commands (its environment's `runner.pre_test`)."""
-        self.test_files = patch_paths(task.test_patch) if task.test_patch else []
-        """The task's test files: those its hidden test patch touches."""
+        self._closed = False
         self.applied_by = ""
         """The harness rule: how the last prediction went in ("git apply", "patch --fuzz=5")."""
         self._hidden: HiddenText | None = None
@@ -126,21 +119,23 @@ class TaskVerifier:
         """Called at the end of close() (e.g. to close a backend opened for this verifier)."""
         self.blind = BlindChecks(
             self.base_repo, self.pool, self.baselines.fill_base, self._run_pytest_base,
-            runner=self.runner, runner_cmd=self.runner_cmd, pre_test=self.pre_test,
-            timeout_s=task.verifiers.timeout_s) if blind else None
+            runner=self.plan.runner.kind, runner_cmd=self.plan.runner_cmd,
+            pre_test=list(self.plan.pre_test), timeout_s=self.plan.stages.timeout_s,
+        ) if blind else None
         """A blind run's regression and reproduction tests (None: the task's own tests)."""
 
-    # ------------------------------------------------------------------ before the first candidate
+    @property
+    def task(self) -> Task:
+        """The task as candidates are judged against it (the plan's test lists)."""
+        return self.plan.judged_task()
 
-    def prepare(self) -> Task:
-        """The task as candidates are judged against it, kept as `self.task`: with only a test
-        command, the tests failing on the base become fail_to_pass and the passing ones
-        pass_to_pass (see derive_test_lists). Call once, before the first verify()."""
-        derived = derive_test_lists(self.task, self.run_base_tests)
-        if derived is not self.task:  # its pass_to_pass passed on the base by construction
-            self._passed_before = set(derived.pass_to_pass)
-        self.task = derived
-        return self.task
+    def use(self, plan: TaskPlan) -> None:
+        """Judge candidates by `plan` from now on: the same task and environment, settled
+        (its base facts; its test lists derived from a test command). Before the first
+        verify()."""
+        self.plan = plan
+
+    # ------------------------------------------------------------------ before the first candidate
 
     def warm(self, sandboxes: int | None = None) -> None:
         """Start `sandboxes` (default: the pool's size) in the background and, when there are
@@ -165,9 +160,10 @@ class TaskVerifier:
     def _warm_files(self) -> list[str]:
         """The repo's non-test Python files, when there are few enough to check them all."""
         found: list[str] = []
-        for dirpath, dirnames, filenames in fstree.walk(self.task.repo):
+        repo = self.plan.task.repo
+        for dirpath, dirnames, filenames in fstree.walk(repo):
             dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in WARM_SKIP]
-            rel = os.path.relpath(dirpath, self.task.repo)
+            rel = os.path.relpath(dirpath, repo)
             for name in filenames:
                 if name.endswith(".py") and not name.startswith("test_") and name != "conftest.py":
                     found.append(name if rel == "." else f"{rel}/{name}".replace(os.sep, "/"))
@@ -231,7 +227,7 @@ class TaskVerifier:
         (its reason, feedback and each stage's summary; the logs on disk keep everything):
         the candidate's code could have read them and put them in its output."""
         if self._hidden is None:
-            self._hidden = HiddenText(hidden_tests(self.task).lines)
+            self._hidden = HiddenText(self.plan.hidden().lines)
         hidden = self._hidden
         if hidden:
             for result in verdict.results:
@@ -244,39 +240,43 @@ class TaskVerifier:
         """Populate an empty workspace: the repo, the patch, the hidden tests and a private copy
         of the base's mypy cache (checked for the changed files already, so their imports are
         in it). Returns the paths the patch changed; raises PatchError (_HiddenTestsConflict)."""
+        plan = self.plan
         copy_repo(self.base_repo, self.work_root, workspace)
         changed = self._apply(workspace, patch)
-        if self.task.test_patch:
+        if plan.tests.hidden_patch:
             try:
-                apply_patch(workspace, self.task.test_patch, trusted=True)
+                apply_patch(workspace, plan.tests.hidden_patch, trusted=True)
             except PatchError as exc:
                 raise _HiddenTestsConflict(changed) from exc
-        if self.task.verifiers.mypy:
+        if plan.stages.mypy:
             self.baselines.give_mypy_cache(workspace)
         return changed
 
     def _apply(self, workspace: Path, patch: str) -> list[str]:
         """The candidate into the workspace by the verifier's rule; the changed paths."""
         if self.apply_rule == "strict":
-            return apply_patch(workspace, patch, protected=self.task.protected)
+            return apply_patch(workspace, patch, protected=self.plan.task.protected)
         applied = apply_prediction(workspace, patch)
         self.applied_by = applied.method
-        restore_test_files(workspace, self.base_repo, self.test_files, applied.changed)
+        restore_test_files(workspace, self.base_repo, list(self.plan.tests.hidden_files),
+                           applied.changed)
         return applied.changed
 
     def _check(self, changed: list[str]) -> CheckSpec:
+        plan = self.plan
+        base = plan.base
         return CheckSpec(
             changed_files=changed,
-            fail_to_pass=list(self.task.fail_to_pass),
-            pass_to_pass=list(self.task.pass_to_pass),
-            test_cmd=self.task.test_cmd,
-            timeout_s=self.task.verifiers.timeout_s,
-            whole_files=self.task.run_test_files,
-            passed_before=None if self._passed_before is None else sorted(self._passed_before),
-            runner=self.runner,
-            runner_cmd=self.runner_cmd,
-            pre_test=list(self.pre_test),
-            test_files=list(self.test_files),
+            fail_to_pass=list(plan.tests.fail_to_pass),
+            pass_to_pass=list(plan.tests.pass_to_pass),
+            test_cmd=plan.tests.test_cmd,
+            timeout_s=plan.stages.timeout_s,
+            whole_files=plan.tests.whole_files,
+            passed_before=None if base is None else sorted(base.pass_to_pass_passing),
+            runner=plan.runner.kind,
+            runner_cmd=plan.runner_cmd,
+            pre_test=list(plan.pre_test),
+            test_files=list(plan.tests.hidden_files),
         )
 
     @staticmethod
@@ -304,65 +304,52 @@ class TaskVerifier:
     # ------------------------------------------------------------------ base tests
 
     def _run_pytest_base(self, ids: list[str], timeout_s: float) -> dict[str, str]:
-        return self.baselines.run_tests(ids, timeout_s, self.pre_test)
+        return dict(self.baselines.run_tests(ids, timeout_s, self.plan.pre_test).outcomes)
+
+    def run_base(self, target: list[str] | str, *, timeout_s: float | None = None) -> TestRun:
+        """The run of `target` (test ids, or a pytest command) on the unpatched repo (+ the
+        hidden tests), with the plan's runner; an id that matched nothing is "missing".
+
+        Raises ooda.verifiers.pytest_check.TestRunError (timeout, no report) and ValueError (a
+        test command that is not a pytest run)."""
+        plan = self.plan
+        timeout = timeout_s or plan.stages.timeout_s
+        if plan.runner.kind == "pytest" or not isinstance(target, list):
+            return self.baselines.run_tests(target, timeout, plan.pre_test)
+        sandbox, _ = self.pool.acquire(self.baselines.fill_base)
+        try:
+            run = output_runners.run(sandbox, plan.runner.kind, plan.runner_cmd, target,
+                                     plan.tests.hidden_files, plan.tests.whole_files, timeout,
+                                     plan.pre_test)
+        finally:
+            self.pool.release(sandbox)
+        if run.timed_out:
+            raise TestRunError(f"the tests did not finish within {timeout:.0f}s",
+                               timed_out=True)
+        if not run.report_found:
+            raise TestRunError(f"{plan.runner.kind} reported no test (exit code "
+                               f"{run.exit_code})")
+        for test_id in target:
+            run.outcomes.setdefault(test_id, "missing")
+        return run
 
     def run_base_tests(
         self, ids_or_cmd: list[str] | str | None = None, *, timeout_s: float | None = None
     ) -> dict[str, str]:
-        """Per-test outcomes on the unpatched repo (+ test patch), for deriving fail_to_pass
-        and pass_to_pass. Default: the task's own ids, else its test command.
-
-        Raises ooda.verifiers.pytest_check.TestRunError (timeout, no report) and ValueError (a
-        test command that is not a pytest run)."""
-        target: list[str] | str
-        if ids_or_cmd is not None:
-            target = ids_or_cmd
-        elif self.task.fail_to_pass or self.task.pass_to_pass:
-            target = list(self.task.fail_to_pass) + list(self.task.pass_to_pass)
-        elif self.task.test_cmd:
-            target = self.task.test_cmd
-        else:
-            target = "pytest"
-        if self.runner != "pytest" and isinstance(target, list):
-            outcomes = self._run_base_output(target, timeout_s or self.task.verifiers.timeout_s)
-        else:
-            outcomes = self.baselines.run_tests(
-                target, timeout_s or self.task.verifiers.timeout_s, self.pre_test)
-        if isinstance(target, list):
-            self._remember_passed_before(outcomes)
-        return outcomes
-
-    def _run_base_output(self, ids: list[str], timeout_s: float) -> dict[str, str]:
-        """Per-test outcomes of a django or sympy run on the unpatched repo (+ test patch)."""
-        sandbox, _ = self.pool.acquire(self.baselines.fill_base)
-        try:
-            run = output_runners.run(sandbox, self.runner, self.runner_cmd, ids,
-                                     self.test_files, self.task.run_test_files, timeout_s,
-                                     self.pre_test)
-        finally:
-            self.pool.release(sandbox)
-        if run.timed_out:
-            raise TestRunError(f"the tests did not finish within {timeout_s:.0f}s")
-        if not run.report_found:
-            raise TestRunError(f"{self.runner} reported no test (exit code {run.exit_code})")
-        outcomes = dict(run.outcomes)
-        for test_id in ids:
-            outcomes.setdefault(test_id, "missing")
-        return outcomes
-
-    def _remember_passed_before(self, outcomes: dict[str, str]) -> None:
-        """Note which pass_to_pass ids this base run showed passing (for the feedback)."""
-        passed = set(self._passed_before or ())
-        listed = [*self.task.fail_to_pass, *self.task.pass_to_pass]
-        for test_id in self.task.pass_to_pass:
-            nodes = match_id(test_id, outcomes, listed)
-            if nodes and all(outcomes[n] == "passed" for n in nodes):
-                passed.add(normalize_id(test_id))
-        self._passed_before = passed
+        """Per-test outcomes on the unpatched repo (+ hidden tests): `run_base`'s, of the
+        plan's ids by default, else its test command."""
+        tests = self.plan.tests
+        target = ids_or_cmd if ids_or_cmd is not None else (
+            list(tests.ids) if tests.ids else tests.test_cmd or "pytest")
+        return dict(self.run_base(target, timeout_s=timeout_s).outcomes)
 
     def close(self) -> None:
         """Release the pool (when this verifier made it) and the base's mypy caches (the
-        backend stays open, unless an on_close callback closes it)."""
+        backend stays open, unless an on_close callback closes it). Once: closing again does
+        nothing."""
+        if self._closed:
+            return
+        self._closed = True
         if self._warmer is not None:
             self._warmer.join(timeout=60)
         self.baselines.join(timeout_s=60)
@@ -374,30 +361,6 @@ class TaskVerifier:
             callbacks, self.on_close = self.on_close, []
             for callback in callbacks:
                 callback()
-
-
-def derive_test_lists(task: Task, run_base_tests: Callable[[str], dict[str, str]]) -> Task:
-    """With only a test command, the tests that fail on the base become fail_to_pass and the
-    ones that pass pass_to_pass (`ooda run`, `ooda verify` and `ooda ci`).
-
-    A command that is not a pytest run, or a base run that hangs or leaves no report, keeps the
-    task graded by the command's exit code alone. UsageError when every test passes there."""
-    if task.fail_to_pass or not task.test_cmd:
-        return task
-    try:
-        outcomes = run_base_tests(task.test_cmd)
-    except (ValueError, TestRunError):
-        return task
-    if not outcomes:
-        raise UsageError(f"{task.test_cmd!r} collects no test on the unpatched code: check the "
-                         "paths and ids it names")
-    failing = sorted(t for t, outcome in outcomes.items() if outcome in ("failed", "error"))
-    passing = sorted(t for t, outcome in outcomes.items() if outcome == "passed")
-    if not failing:
-        raise UsageError(
-            f"every test of {task.test_cmd!r} passes on the unpatched code: nothing to fix"
-        )
-    return dataclasses.replace(task, fail_to_pass=failing, pass_to_pass=passing)
 
 
 class _HiddenTestsConflict(PatchError):

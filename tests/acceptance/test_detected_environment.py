@@ -3,8 +3,8 @@ CLI, real HTTP to the bundled endpoint, real Docker. The repository (src layout,
 dependency, Python <3.10, its pytest pinned in tox.ini) has no task.toml: ooda detects its
 environment, builds it (the same spec and install files as
 tests/agent/verify/test_task_environments.py's demo, so one image serves both) and verifies
-the candidate in it; `--environment none` keeps ooda's image, where the same fix fails for want
-of the dependency."""
+the candidate in it; `--environment none` keeps ooda's image, where the tests cannot even be imported for want of
+the dependency: exit 2 before the model is asked anything, naming the module."""
 
 from __future__ import annotations
 
@@ -101,6 +101,6 @@ def test_a_plain_repository_runs_in_its_detected_environment(repo: Path, tmp_pat
 
         plain = ooda(*args, "--model", "m", "--base-url", base_url, "--environment", "none",
                      "--runs-dir", str(tmp_path / "runs-none"), cwd=repo)
-    assert plain.returncode == 1, plain.stderr  # the same fix fails where its tests cannot run
+    assert plain.returncode == 2, plain.stderr  # its tests cannot run there: not a bug to fix
     assert plain.stderr.startswith("environment: ooda's image (--environment none)\n")
     assert "No module named 'markupsafe'" in plain.stderr

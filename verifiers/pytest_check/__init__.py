@@ -13,6 +13,7 @@ from ooda.verifiers.pytest_check.parse import (
 )
 from ooda.verifiers.pytest_check.run import (
     TestRunError,
+    base_run,
     not_gradable,
     pytest_command,
     run_pytest,
@@ -27,6 +28,7 @@ __all__ = [
     "PytestVerifier",
     "TestRun",
     "TestRunError",
+    "base_run",
     "grade",
     "match_id",
     "normalize_id",

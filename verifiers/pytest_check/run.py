@@ -328,13 +328,23 @@ def run_tests(
     sandbox: Sandbox, ids_or_cmd: Sequence[str] | str, timeout_s: float,
     whole_files: bool = False, pre_test: Sequence[str] = (),
 ) -> dict[str, str]:
-    """Per-test outcomes (node id -> passed | failed | error | skipped | xfailed | missing).
+    """Per-test outcomes (node id -> passed | failed | error | skipped | xfailed | missing)
+    of `base_run`."""
+    return dict(base_run(sandbox, ids_or_cmd, timeout_s, whole_files, pre_test).outcomes)
+
+
+def base_run(
+    sandbox: Sandbox, ids_or_cmd: Sequence[str] | str, timeout_s: float,
+    whole_files: bool = False, pre_test: Sequence[str] = (),
+) -> TestRun:
+    """A run whose per-test outcomes (and what the tests that did not pass said) are facts
+    about the code in `sandbox`: on the unpatched code, which tests fail there (fail_to_pass),
+    which pass (pass_to_pass), which files cannot be collected.
 
     `ids_or_cmd` is a list of node ids (each id that matched nothing is reported 'missing')
-    or a pytest command line. Use it on the unpatched code to derive fail_to_pass (tests
-    that do not pass there) and pass_to_pass (tests that pass). Raises TestRunError when the
-    run timed out or left no report (PreTestFailed when a `pre_test` command failed),
-    ValueError for a command that is not a pytest run."""
+    or a pytest command line. Raises TestRunError when the run timed out or left no report
+    (PreTestFailed when a `pre_test` command failed), ValueError for a command that is not a
+    pytest run."""
     if isinstance(ids_or_cmd, str):
         parsed = pytest_command(ids_or_cmd)
         if parsed is None:
@@ -351,10 +361,10 @@ def run_tests(
         raise TestRunError(
             f"pytest left no report (exit code {run.exit_code}):\n{tail(run.output)}"
         )
-    outcomes = dict(run.outcomes)
+    found = dict(run.outcomes)
     for test_id in wanted:
-        if not match_id(test_id, outcomes, wanted):
-            outcomes[test_id] = "missing"
-    return outcomes
+        if not match_id(test_id, found, wanted):
+            run.outcomes[test_id] = "missing"
+    return run
 
 

@@ -11,8 +11,10 @@ failed and the fix, or what was tried), `suggestions.json` (GitHub review sugges
 hunks that fit in one) and `result.json`. The checkout itself is never modified: candidates run
 on copies, and `--push-branch` commits in a temporary clone.
 
-The tests run in the repository's environment as `ooda run` detects it (`--environment`,
-agent/app/run.py's apply_environment), for the reproduction and the loop alike.
+The task's plan is made as every command makes it (agent/verify/plan.py: the environment
+detected as `ooda run` detects it, `--environment`, the stages); with `--test-cmd` the
+reproduction is the plan's own run of the unpatched code, and the loop judges by that same
+plan and verifier.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,14 +41,13 @@ from ooda.agent.app.ci.github import (
     target_from_env,
 )
 from ooda.agent.app.ci.junit import parse_junit
-from ooda.agent.app.ci.outcome import CiOptions, CiOutcome, FailureReport
-from ooda.agent.app.ci.statement import build_statement, reproduce
-from ooda.agent.app.options import apply_stages
+from ooda.agent.app.ci.outcome import CiOptions, CiOutcome, FailedTest, FailureReport
+from ooda.agent.app.ci.statement import build_statement
 from ooda.agent.app.run import (
     Prestarted,
     RunOptions,
-    apply_environment,
     clean_leftovers,
+    prepare_task,
     run_task,
 )
 from ooda.agent.contracts.errors import InfraError, UsageError
@@ -54,7 +56,8 @@ from ooda.agent.core.loop import RunResult
 from ooda.agent.core.runlog import RunLog, write_atomic, write_json_atomic
 from ooda.agent.sandbox.registry import open_backend
 from ooda.agent.support.textsafe import markup_safe
-from ooda.tasks.loader import Task, VerifierOptions, task_from_repo
+from ooda.agent.verify.plan import TaskPlan, draft_plan
+from ooda.tasks.loader import VerifierOptions, task_from_repo
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -72,14 +75,13 @@ def run_ci(
     show_progress: bool = True,
     env: Mapping[str, str] | None = None,
     run_task_fn: RunTaskFn | None = None,
-    reproduce_fn: Callable[[Task, SandboxBackend], FailureReport] | None = None,
     backend: SandboxBackend | None = None,
     prestarted: Prestarted | None = None,
 ) -> CiOutcome:
     """Everything `ooda ci` does; the CLI only maps the outcome to output and exit code.
 
-    `run_task_fn`, `reproduce_fn` and `backend` replace the real loop, derivation and sandbox
-    (tests); `prestarted` is what start-up began for this command (a started container)."""
+    `run_task_fn` and `backend` replace the real loop and sandbox (tests); `prestarted` is
+    what start-up began for this command (a started container)."""
     env = os.environ if env is None else env
     say = console.print if console is not None else (lambda *a, **k: None)
     repo = ci.repo.resolve() if ci.repo.exists() else ci.repo
@@ -97,51 +99,43 @@ def run_ci(
         _check_pushable(repo)
     ci.out.mkdir(parents=True, exist_ok=True)
 
-    task = apply_stages(task_from_repo(
-        repo,
-        statement="(filled in from the failures)",
-        fail_to_pass=[],
-        pass_to_pass=[],
-        test_cmd=ci.test_cmd,
-        verifiers=VerifierOptions(),
-        task_id=ci.task_id,
-        requirements=ci.requirements,
-    ), run_options.stages) if ci.test_cmd else None
-    environment, sandbox = run_options.environment.environment, run_options.sandbox.sandbox
-    if task is not None:
-        said = apply_environment(task, environment, sandbox)
-        if said:
-            say(markup_safe(said), highlight=False)
+    def draft(statement: str, report: FailureReport | None = None) -> TaskPlan:
+        task = task_from_repo(
+            repo, statement=statement,
+            fail_to_pass=report.fail_to_pass if report else [],
+            pass_to_pass=report.pass_to_pass if report else [],
+            test_cmd=ci.test_cmd, verifiers=VerifierOptions(), task_id=ci.task_id,
+            requirements=ci.requirements,
+        )
+        return draft_plan(task, run_options.environment, run_options.sandbox,
+                          run_options.stages)
 
-    with _backend_scope(run_options, backend, prestarted) as the_backend:
+    if run_task_fn is None:
+        run_task_fn = functools.partial(run_task, prestarted=prestarted)
+    with contextlib.ExitStack() as stack:
+        the_backend = stack.enter_context(_backend_scope(run_options, backend, prestarted))
         if ci.junit:
             report = parse_junit(ci.junit, repo)
+            if not report.fail_to_pass:
+                raise UsageError(f"no failing test in {report.source}: nothing to fix")
+            plan = draft(build_statement(report, event, ci.test_cmd), report)
+            _say_environment(plan, say)
+            result, log = run_task_fn(plan.task, run_options, console=console,
+                                      show_progress=show_progress, backend=the_backend,
+                                      plan=plan)
         else:
-            assert task is not None
+            plan = draft("(filled in from the failures)")
+            _say_environment(plan, say)
             say(f"Reproducing the failure with `{ci.test_cmd}` in the sandbox...")
-            report = (reproduce_fn or reproduce)(task, the_backend)
-        if not report.fail_to_pass and not ci.test_cmd:
-            raise UsageError(f"no failing test in {report.source}: nothing to fix")
-        statement = build_statement(report, event, ci.test_cmd)
-        task = apply_stages(task_from_repo(
-            repo,
-            statement=statement,
-            fail_to_pass=report.fail_to_pass,
-            pass_to_pass=report.pass_to_pass,
-            test_cmd=ci.test_cmd,
-            verifiers=VerifierOptions(),
-            task_id=ci.task_id,
-            requirements=ci.requirements,
-        ), run_options.stages)
-        said = apply_environment(task, environment, sandbox)
-        if said and not ci.test_cmd:  # with --test-cmd, said before the reproduction
-            say(markup_safe(said), highlight=False)
-        if run_task_fn is None:
-            run_task_fn = functools.partial(run_task, prestarted=prestarted)
-        result, log = run_task_fn(
-            task, run_options.replace(environment=None), console=console,
-            show_progress=show_progress, backend=the_backend,
-        )
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ooda-ci-")))
+            plan, verifier = prepare_task(plan, run_options, the_backend, work, prestarted)
+            stack.callback(verifier.close)
+            report = failure_report(plan)
+            plan = plan.with_statement(build_statement(report, event, ci.test_cmd))
+            verifier.use(plan)
+            result, log = run_task_fn(plan.task, run_options, console=console,
+                                      show_progress=show_progress, backend=the_backend,
+                                      plan=plan, verifier=verifier)
 
     outcome = _write_outputs(ci, report, result, log.dir)
     if result.winner is not None and ci.push_branch:
@@ -160,6 +154,24 @@ def run_ci(
         _post(target, ci, event, repo, outcome, say)
     write_json_atomic(ci.out / "result.json", outcome.as_json())
     return outcome
+
+
+def _say_environment(plan: TaskPlan, say: Callable[..., object]) -> None:
+    """The one line on what the tests run in (said once, before anything runs)."""
+    if plan.environment_line:
+        say(markup_safe(plan.environment_line), highlight=False)
+
+
+def failure_report(plan: TaskPlan) -> FailureReport:
+    """What failed on the unpatched code, from the settled plan: its test command's tests
+    failing there became its fail_to_pass, each with what it said."""
+    messages = plan.base.messages if plan.base is not None else {}
+    return FailureReport(
+        fail_to_pass=list(plan.tests.fail_to_pass),
+        pass_to_pass=list(plan.tests.pass_to_pass),
+        failures=[FailedTest(t, messages.get(t, "")) for t in plan.tests.fail_to_pass],
+        source=f"`{plan.tests.test_cmd}`",
+    )
 
 
 def _check_inputs(ci: CiOptions, repo: Path) -> None:

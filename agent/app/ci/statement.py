@@ -1,9 +1,9 @@
-"""The task's statement from the failures: reproduced in the sandbox when only a test command
-is given, bounded, with the pull request's title and body when the event has them."""
+"""The task's statement from the failures (from a JUnit report, or from the plan's run of the
+unpatched code when only a test command is given: agent/app/ci/run.py), bounded, with the pull
+request's title and body when the event has them."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 from ooda.agent.app.ci.github import (
@@ -12,13 +12,9 @@ from ooda.agent.app.ci.github import (
 from ooda.agent.app.ci.outcome import (
     PR_BODY_CHARS,
     STATEMENT_FAILURE_CHARS,
-    FailedTest,
     FailureReport,
 )
-from ooda.agent.contracts.protocols import SandboxBackend
 from ooda.agent.support import fstree
-from ooda.agent.verify.verifier import TaskVerifier
-from ooda.tasks.loader import Task
 
 
 class RepoFiles:
@@ -58,26 +54,6 @@ class RepoFiles:
             return self.find(dotted) or node
         located = self.find(path)
         return f"{located}{sep}{rest}" if located else node
-
-
-def reproduce(task: Task, backend: SandboxBackend) -> FailureReport:
-    """Run the task's test command on the base in the sandbox, through the derivation shared
-    with `ooda run --test-cmd` (TaskVerifier.prepare), and report what failed.
-
-    A command that is not a pytest run gives no per-test outcomes: the report then has no
-    test ids, and candidates are graded by the command's exit status."""
-    with tempfile.TemporaryDirectory(prefix="ooda-ci-") as work:
-        verifier = TaskVerifier(task, backend, Path(work))
-        try:
-            derived = verifier.prepare()
-        finally:
-            verifier.close()
-    return FailureReport(
-        fail_to_pass=list(derived.fail_to_pass),
-        pass_to_pass=list(derived.pass_to_pass),
-        failures=[FailedTest(t, "") for t in derived.fail_to_pass],
-        source=f"`{task.test_cmd}`",
-    )
 
 
 def build_statement(

@@ -1,9 +1,10 @@
-"""`--environment auto|none|PATH` for `ooda run` and `ooda ci` (agent/app/run.py's
-apply_environment, agent/app/ci/run.py): which environment a task gets, and the line that says
-so. The loop is faked here; tests/acceptance/test_detected_environment.py builds one for real."""
+"""`--environment auto|none|PATH` for `ooda run`, `ooda verify` and `ooda ci` (the plan's
+environment, agent/verify/plan.py's draft_plan, as agent/app/ci/run.py makes it too): which
+environment a task gets, and the line that says so; the task itself is never changed. The loop is faked here; tests/acceptance/test_detected_environment.py builds one for real."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,11 +13,13 @@ import pytest
 
 from ooda.agent.app.ci.outcome import CiOptions
 from ooda.agent.app.ci.run import run_ci
-from ooda.agent.app.run import RunOptions, apply_environment
+from ooda.agent.app.run import RunOptions
 from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.options import EnvironmentOptions, SandboxOptions
 from ooda.agent.core.loop import RunResult
 from ooda.agent.core.records import RunSummary
 from ooda.agent.core.runlog import RunLog, new_run_id
+from ooda.agent.verify.plan import TaskPlan, draft_plan
 from ooda.tasks.loader import Task, VerifierOptions, task_from_repo
 
 PYPROJECT = """\
@@ -52,15 +55,23 @@ def plain(repo: Path, requirements: Path | None = None) -> Task:
                           verifiers=VerifierOptions(), requirements=requirements)
 
 
+def planned(task: Task, choice: str | None, sandbox: str | None = None) -> TaskPlan:
+    return draft_plan(task, EnvironmentOptions(choice), SandboxOptions(sandbox))
+
+
 def test_auto_detects_and_says_why(repo: Path) -> None:
     task = plain(repo)
-    said = apply_environment(task, "auto")
-    assert said == ("environment: Python 3.9 (requires-python <3.10), pip install -e . — "
-                    "detected; --environment none to skip")
-    assert task.environment == {"python": "3.9", "install": "python3 -m pip install -e .",
-                                "runner": {"packages": ["pytest"]}}
-    assert not (task.verifiers.ruff or task.verifiers.mypy or task.verifiers.security)
-    assert apply_environment(task, "auto") is None  # now the task's own: kept, nothing to say
+    plan = planned(task, "auto")
+    assert plan.environment_line == ("environment: Python 3.9 (requires-python <3.10), pip "
+                                     "install -e . — detected; --environment none to skip")
+    assert plan.environment_table == {"python": "3.9", "install": "python3 -m pip install -e .",
+                                      "runner": {"packages": ["pytest"]}}
+    assert plan.environment is not None and plan.environment.python == "3.9"
+    assert not (plan.stages.ruff or plan.stages.mypy or plan.stages.security)
+    assert task.environment is None and task.verifiers.ruff  # the task is left as it was
+    table = dict(plan.environment_table or {})
+    own = planned(dataclasses.replace(task, environment=table), "auto")  # now the task's own
+    assert own.environment_line is None and own.environment == plan.environment
 
 
 def test_auto_without_a_docker_engine_keeps_oodas_image_and_says_why(
@@ -69,10 +80,10 @@ def test_auto_without_a_docker_engine_keeps_oodas_image_and_says_why(
     import ooda.agent.sandbox.docker.launch as launch
 
     monkeypatch.setattr(launch, "docker_problem", lambda: "Docker engine not answering")
-    task = plain(repo)
-    said = apply_environment(task, "auto", "bwrap")
+    plan = planned(plain(repo), "auto", "bwrap")
+    said = plan.environment_line
     assert said is not None and "needs a Docker engine" in said and "Python 3.9" in said
-    assert task.environment is None
+    assert plan.environment is None
 
 
 def test_what_auto_leaves_alone(repo: Path, tmp_path: Path) -> None:
@@ -81,16 +92,20 @@ def test_what_auto_leaves_alone(repo: Path, tmp_path: Path) -> None:
             reqs = tmp_path / "requirements.txt"
             reqs.write_text("attrs\n")
             task = plain(repo, reqs)  # the light path: wheels on ooda's image
-        assert apply_environment(task, "auto", sandbox) is None
-        assert task.environment is None and task.verifiers.ruff
+        plan = planned(task, "auto", sandbox)
+        assert plan.environment_line is None
+        assert plan.environment is None and plan.stages.ruff
     task = plain(repo)
-    assert apply_environment(task, None) is None and task.environment is None  # ooda eval
-    assert apply_environment(task, "none") == "environment: ooda's image (--environment none)"
-    assert task.environment is None
+    plan = planned(task, None)  # ooda eval
+    assert plan.environment_line is None and plan.environment is None
+    plan = planned(task, "none")
+    assert plan.environment_line == "environment: ooda's image (--environment none)"
+    assert plan.environment is None
     task.environment = {"python": "3.13"}
-    assert apply_environment(task, "none") == (
+    plan = planned(task, "none")
+    assert plan.environment_line == (
         "environment: the task's own [environment] (--environment none ignored)")
-    assert task.environment == {"python": "3.13"}
+    assert plan.environment_table == {"python": "3.13"}
 
 
 @pytest.mark.parametrize("text", [
@@ -101,9 +116,9 @@ def test_what_auto_leaves_alone(repo: Path, tmp_path: Path) -> None:
 def test_a_file_gives_the_table(repo: Path, tmp_path: Path, text: str) -> None:
     path = tmp_path / "env.toml"
     path.write_text(text)
-    task = plain(repo)
-    assert apply_environment(task, str(path)) == f"environment: from {path}"
-    assert task.environment == {"python": "3.13", "pip": ["attrs==23.2.0"]}
+    plan = planned(plain(repo), str(path))
+    assert plan.environment_line == f"environment: from {path}"
+    assert plan.environment_table == {"python": "3.13", "pip": ["attrs==23.2.0"]}
 
 
 def test_bad_values_are_one_line_usage_errors(repo: Path, tmp_path: Path) -> None:
@@ -115,7 +130,7 @@ def test_bad_values_are_one_line_usage_errors(repo: Path, tmp_path: Path) -> Non
                         ('python = "2.7"\n', "no Debian release serves Python 2.7")):
         path.write_text(text)
         with pytest.raises(UsageError, match=error) as caught:
-            apply_environment(plain(repo), str(path))
+            planned(plain(repo), str(path))
         assert "\n" not in str(caught.value)
 
 
@@ -123,10 +138,10 @@ class FakeRunTask:
     """Stands in for run_task: records the task and the options it was given."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[Task, RunOptions]] = []
+        self.calls: list[tuple[Task, RunOptions, TaskPlan]] = []
 
     def __call__(self, task: Task, options: RunOptions, **kwargs: Any) -> tuple[RunResult, RunLog]:
-        self.calls.append((task, options))
+        self.calls.append((task, options, kwargs["plan"]))
         log = RunLog(options.runs_dir, new_run_id(task.id))
         summary = RunSummary(log.run_id, task.id, "failed", "rounds exhausted")
         return RunResult("failed", "rounds exhausted", None, [], 1, summary), log
@@ -154,9 +169,9 @@ def test_ci_detects_the_environment_once(repo: Path, tmp_path: Path) -> None:
            RunOptions.of(model="m", runs_dir=tmp_path / "runs", environment="auto"),
            console=Console(),  # type: ignore[arg-type]
            run_task_fn=fake, backend=NoBackend())  # type: ignore[arg-type]
-    [(task, options)] = fake.calls
-    assert task.environment is not None and task.environment["python"] == "3.9"
-    assert options.environment.environment is None  # applied once, by ci itself
+    [(task, options, plan)] = fake.calls
+    assert plan.environment is not None and plan.environment.python == "3.9"
+    assert plan.task is task and task.environment is None  # the plan holds it, not the task
     assert [s for s in said if s.startswith("environment:")] == [
         "environment: Python 3.9 (requires-python <3.10), pip install -e . — detected; "
         "--environment none to skip"]

@@ -126,11 +126,14 @@ CASES = {
 @pytest.mark.parametrize("kind", sorted(CASES))
 def test_an_output_graded_runner_in_its_environment(docker: Any, tmp_path: Path,
                                                     kind: str) -> None:
+    from ooda.agent.verify.prepare import make_plan
     from ooda.agent.verify.verifier import TaskVerifier
 
     test_path, tests, f2p, p2p, files = CASES[kind]
     task = load_task(_task(tmp_path / "task", kind, test_path, tests, f2p, p2p, files))
-    verifier = TaskVerifier(task, docker, tmp_path / "work", concurrency=1)
+    # the plan, as every command makes it: its base run measures what passed before
+    _, verifier = make_plan(task, lambda plan: TaskVerifier(plan, docker, tmp_path / "work",
+                                                            concurrency=1))
     try:
         assert verifier.run_base_tests() == {f2p[0]: "failed", p2p[0]: "passed"}
         good = verifier.verify(_patch("calc.py", BUGGY, FIXED))
@@ -138,6 +141,6 @@ def test_an_output_graded_runner_in_its_environment(docker: Any, tmp_path: Path,
         bad = verifier.verify(_patch("calc.py", BUGGY, "def double(x):\n    return str(x)\n"))
         assert bad.status == "failed"
         assert f2p[0] in bad.feedback and p2p[0] in bad.feedback
-        assert "(passed before the change)" in bad.feedback  # measured by the base run above
+        assert "(passed before the change)" in bad.feedback  # measured by the plan's base run
     finally:
         verifier.close()

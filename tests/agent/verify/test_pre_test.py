@@ -5,6 +5,7 @@ network at verification). Without them the test fails; a failing one is a one-li
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +57,13 @@ def test_pre_test_exports_and_a_loopback_service_reach_the_tests(
         # the same container again (the pool reuses it): the service starts anew on its port
         good = verifier.verify(_patch(BUGGY, FIXED))
         assert good.status == "passed", good.feedback
-        commands, verifier.pre_test = list(verifier.pre_test), []
+        plan = verifier.plan
+        commands = list(plan.pre_test)
+        verifier.use(dataclasses.replace(plan, pre_test=()))
         without = verifier.verify(_patch(BUGGY, FIXED))
         assert without.status == "failed" and "test_service" in without.feedback
-        verifier.pre_test = [*commands[:1], "test -e /nonexistent/marker", *commands[1:]]
+        verifier.use(dataclasses.replace(
+            plan, pre_test=(*commands[:1], "test -e /nonexistent/marker", *commands[1:])))
         broken = verifier.verify(_patch(BUGGY, FIXED))
         assert broken.status == "error"
         assert "pre-test command 2 of 6 (test -e /nonexistent/marker) failed with exit status 1" \

@@ -1,6 +1,6 @@
-"""TaskVerifier.prepare(): a task with only a test command gets its fail_to_pass/pass_to_pass
-from a run on the base (the step callers took with `verifier.task = derive_test_lists(...)`),
-and support/git.py, the git runner that applies patches, isolated from the caller's git."""
+"""The plan of a task with only a test command (agent/verify/prepare.py's make_plan): its
+fail_to_pass/pass_to_pass come from a run on the base, and the verifier judges by them; and
+support/git.py, the git runner that applies patches, isolated from the caller's git."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.protocols import Sandbox
 from ooda.agent.sandbox.local import LocalSandbox
 from ooda.agent.support.git import first_line, git
+from ooda.agent.verify.prepare import make_plan
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task, VerifierOptions
 
@@ -40,16 +41,16 @@ def make_task(tmp_path: Path, body: str, test_cmd: str) -> Task:
 
 
 def prepared(task: Task, tmp_path: Path) -> tuple[Task, Task]:
-    verifier = TaskVerifier(task, Local(), tmp_path / "work")
+    plan, verifier = make_plan(task, lambda p: TaskVerifier(p, Local(), tmp_path / "work"))
     try:
-        return verifier.prepare(), verifier.task
+        return plan.judged_task(), verifier.task
     finally:
         verifier.close()
 
 
 def test_prepare_derives_the_test_lists_and_keeps_them(tmp_path: Path) -> None:
     derived, kept = prepared(make_task(tmp_path, "a - b", "pytest tests"), tmp_path)
-    assert kept is derived
+    assert kept == derived
     assert derived.fail_to_pass == ["tests/test_calc.py::test_add"]
     assert derived.pass_to_pass == ["tests/test_calc.py::test_zero"]
 
@@ -59,10 +60,11 @@ def test_prepare_refuses_a_command_whose_tests_all_pass(tmp_path: Path) -> None:
         prepared(make_task(tmp_path, "a + b", "pytest tests"), tmp_path)
 
 
-def test_prepare_keeps_a_task_it_cannot_grade_per_test(tmp_path: Path) -> None:
+def test_prepare_refuses_a_command_it_cannot_grade_per_test(tmp_path: Path) -> None:
+    # (task.toml and the command line refuse such a command at load; made by hand here)
     task = make_task(tmp_path, "a - b", "pytest tests && true")
-    derived, _ = prepared(task, tmp_path)
-    assert derived is task
+    with pytest.raises(UsageError, match="does not run on the unpatched code"):
+        prepared(task, tmp_path)
 
 
 def test_git_isolated_sees_no_repository_around_it(tmp_path: Path) -> None:
