@@ -127,7 +127,13 @@ def run_task(
         loop_options = dataclasses.replace(loop_options, select="blind")
     log = RunLog(options.runs_dir, run_id or new_run_id(task.id))
     with contextlib.ExitStack() as stack:
-        with _setup_failures_recorded(log, task.id):
+        # the seconds before the first answer say what they go to (a transient line, in a
+        # terminal only: piped output and bad input's one error line stay as they are)
+        announce = (console.status(markup_safe(_base_run_line(
+                        draft, options.model.name, settled=verifier is not None)))
+                    if show_progress and console is not None and console.is_terminal
+                    else contextlib.nullcontext())
+        with _setup_failures_recorded(log, task.id), announce:
             work_root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ooda-")))
             # Sandboxes start (the environment is built, the base's baselines run) while the
             # model client is set up; the plan is settled on the unpatched code before any
@@ -196,6 +202,22 @@ def say_notices(model: Model, console: Console) -> None:
     if isinstance(model, EndpointReport) and model.on_notice is None:
         model.on_notice = lambda text: console.print(f"[yellow]note:[/yellow] {markup_safe(text)}",
                                                      highlight=False)
+
+
+def _base_run_line(plan: TaskPlan, model: str, *, settled: bool) -> str:
+    """What runs before the first model call: the endpoint is checked while the sandbox
+    starts, then (unless the caller settled the plan already) the plan's tests run on the
+    unpatched code."""
+    first = "starting a sandbox" if model == "gold" else "checking the endpoint, starting a sandbox"
+    if settled:
+        return first
+    tests = plan.tests
+    if tests.fail_to_pass:
+        what = (f"{len(tests.fail_to_pass)} must fail"
+                + (f", {len(tests.pass_to_pass)} must pass" if tests.pass_to_pass else ""))
+    else:
+        what = f"`{tests.test_cmd or plan.runner_cmd or 'python -m pytest -q'}`"
+    return f"{first}; then the tests on the unpatched code ({what})"
 
 
 def _passing_before_line(ids: list[str]) -> str:

@@ -84,3 +84,34 @@ def test_live_display_ticks_counts_tokens_and_keeps_paths_whole(
         assert "received" in more
         done = wait_until(tmux, lambda t: "EXIT=" in t, timeout=60)
     assert f"run directory: {runs}/" in done, done  # one line: the path unbroken
+
+
+def test_a_line_says_what_runs_before_the_first_answer(
+    tmux: str, median: Path, tmp_path: Path
+) -> None:
+    """27.4: the seconds before the first answer (the endpoint checked, a sandbox started,
+    the tests run on the unpatched code; here a test that takes 3 s) are said on a transient
+    line, in a terminal."""
+    repo = tmp_path / "slowrepo"
+    shutil.copytree(median / "repo", repo)
+    (repo / "tests" / "test_slow.py").write_text(
+        "import time\n\n\ndef test_slow() -> None:\n    time.sleep(3)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "OODA_"))}
+    with ReplayServer([EXAMPLES]) as server:
+        command = [sys.executable, "-m", "ooda.agent.cli", "run", str(repo), "--statement",
+                   "median() is wrong", "--test-cmd", "python -m pytest -q", "--model", "m",
+                   "--base-url", server.start(), "--runs-dir", str(tmp_path / "runs")]
+        line = " ".join(f"{k}={shlex.quote(v)}" for k, v in
+                        {"PATH": env["PATH"], "OODA_DAEMON": "0", "TERM": "xterm-256color"}
+                        .items())
+        subprocess.run(["tmux", "send-keys", "-t", tmux, f"clear && env -i "
+                        f"HOME={shlex.quote(os.environ.get('HOME', '/'))} {line} "
+                        f"{shlex.join(command)}; echo EXIT=$?", "Enter"], check=True)
+        said = "checking the endpoint, starting a sandbox; then the tests on the unpatched"
+        shown = wait_until(tmux, lambda t: said in t or re.search(r"EXIT=\d", t)
+                           or "round 1" in t, timeout=120)
+        assert said in shown, shown
+        # then the first request: no script answers this repository, exit 2 (27.6)
+        done = wait_until(tmux, lambda t: re.search(r"EXIT=\d", t), timeout=120)
+    assert "EXIT=2" in done and "no scripted answer for task 'slowrepo'" in done
+    assert said not in done  # transient: gone once the run has something else to say
