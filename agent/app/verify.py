@@ -16,6 +16,7 @@ from ooda.agent.sandbox.registry import get_backend
 from ooda.agent.verify.plan import TaskPlan, draft_plan
 from ooda.agent.verify.prepare import make_plan
 from ooda.agent.verify.verifier import TaskVerifier
+from ooda.agent.verify.workspace import check_applies
 from ooda.tasks.loader import Task
 
 
@@ -39,7 +40,10 @@ def verify_patch(
     log_dir: Path | None = None,
     say: Callable[[str], object] = lambda _line: None,
 ) -> Verified:
-    """Judge `patch` for `task`; `say` gets the line on what the tests run in."""
+    """Judge `patch` for `task`; `say` gets the line on what the tests run in. A patch the
+    edit policy refuses, that touches a protected file or does not apply is PatchError before
+    any sandbox starts or the base's tests run (the cheap checks first)."""
+    check_applies(task.repo, patch, task.protected)
     draft = draft_plan(task, environment, sandbox, stages)
     if draft.environment_line:
         say(draft.environment_line)

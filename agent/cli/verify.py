@@ -43,6 +43,7 @@ def verify(
     the verdict."""
     from ooda.agent.app.verify import verify_patch
     from ooda.agent.cli.console import make_console
+    from ooda.agent.verify.workspace import PatchError
 
     for group in (sandbox, environment, stages):
         group.check()
@@ -53,9 +54,12 @@ def verify(
     except OSError as exc:
         raise UsageError(f"cannot read --patch {patch}: {exc.strerror or exc}") from exc
     console = make_console()
-    verified = verify_patch(
-        task, patch_text, environment=environment, sandbox=sandbox, stages=stages,
-        log_dir=logs, say=lambda line: console.print(markup_safe(line), highlight=False))
+    try:
+        verified = verify_patch(
+            task, patch_text, environment=environment, sandbox=sandbox, stages=stages,
+            log_dir=logs, say=lambda line: console.print(markup_safe(line), highlight=False))
+    except PatchError as exc:  # found by the cheap checks, before any sandbox or base run
+        raise UsageError(f"--patch {patch}: {exc}") from None
     verdict = verified.verdict
     if verdict.status == "invalid_edit":  # the patch itself is bad input: one line, exit 2
         raise UsageError(f"--patch {patch}: {verdict.reason.removeprefix('invalid edit: ')}")

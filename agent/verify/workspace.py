@@ -324,6 +324,20 @@ def apply_patch(
     return changed
 
 
+def check_applies(repo: Path, patch: str, protected: Sequence[str] = ()) -> None:
+    """What apply_patch would refuse in a copy of `repo`, found without a copy or a sandbox:
+    the policy, the protected files, and `git apply --check` (nothing is written). A patch
+    given up front (`ooda verify --patch`) is judged so before the base's tests run."""
+    patch = with_final_newline(patch)
+    check_patch_policy(patch, protected)
+    _, paths, strip = _parse(patch)
+    for path in dict.fromkeys(paths + git_numstat(repo, patch, strip)):
+        reason = protected_reason(path) or support_reason(path, protected)
+        if reason:
+            raise PatchError(reason, path_kind(path))
+    _git(repo, ["apply", "--check", "--whitespace=nowarn", f"-p{strip}", "-"], patch)
+
+
 def run_git_apply(workspace: Path, patch: str, strip: int) -> None:
     """`git apply` the patch in `workspace` (PatchError with git's message when it fails)."""
     _git(workspace, ["apply", "--whitespace=nowarn", f"-p{strip}", "-"], patch)

@@ -198,3 +198,23 @@ def test_a_wrong_key_is_said_before_the_base_run(median: Path, tmp_path: Path) -
         assert server.stats["chat_requests"] == 0
     assert proc.returncode == 2, proc.stderr
     assert "rejected the API key" in proc.stderr and "round 1" not in proc.stderr
+
+
+def test_verify_judges_what_it_can_before_the_base_run(median: Path, tmp_path: Path) -> None:
+    """27.9: a patch that touches a test, or does not apply, is exit 2 before any sandbox or
+    base run (here the base's tests would take a minute: the answer comes well within it)."""
+    plain = tmp_path / "plain"
+    shutil.copytree(median / "repo", plain)
+    (plain / "tests" / "test_slow.py").write_text(
+        "import time\n\n\ndef test_slow() -> None:\n    time.sleep(60)\n")
+    touches_a_test = tmp_path / "tests.diff"
+    touches_a_test.write_text("--- a/tests/test_median.py\n+++ b/tests/test_median.py\n"
+                              "@@ -1 +1 @@\n-x\n+y\n")
+    stale = tmp_path / "stale.diff"
+    stale.write_text("--- a/median.py\n+++ b/median.py\n@@ -1 +1 @@\n-not in the file\n+y\n")
+    for patch, said in ((touches_a_test, "this is a test file"),
+                        (stale, "the patch does not apply")):
+        done = ooda("verify", str(plain), "--patch", str(patch), "--test-cmd",
+                    "python -m pytest -q", timeout=45)
+        assert done.returncode == 2 and said in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
