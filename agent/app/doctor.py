@@ -37,15 +37,33 @@ class Check:
     optional check is a note, not a failure."""
 
 
+def _docker_fix(problem: str) -> str:
+    """What to do about an engine that does not answer: a user not (yet) in the docker group
+    of this session needs a new login, not an engine."""
+    if "Permission denied" in problem:
+        import grp
+
+        try:
+            members = grp.getgrnam("docker").gr_mem
+        except KeyError:
+            members = []
+        user = os.environ.get("USER") or os.environ.get("LOGNAME") or ""
+        if user and user in members:
+            return ("you are in the docker group, this session is not yet: log in again (or "
+                    "`newgrp docker`); until then ooda uses bubblewrap")
+        return ("join the docker group (`sudo usermod -aG docker $USER`, then log in again), "
+                "or use --sandbox bwrap; scripts/setup.sh does the first")
+    return ("apt-get install docker.io and start it (`systemctl start docker` or "
+            "`dockerd &`), or use --sandbox bwrap; scripts/setup.sh does both")
+
+
 def _docker_checks() -> list[Check]:
     tag = image.image_tag()
     try:
         client = connect(timeout_s=5)
     except InfraError as exc:
         return [
-            Check("docker engine", False, str(exc)[:300],
-                  "apt-get install docker.io and start it (`systemctl start docker` or "
-                  "`dockerd &`), or use --sandbox bwrap; scripts/setup.sh does both"),
+            Check("docker engine", False, str(exc)[:300], _docker_fix(str(exc))),
             Check("sandbox image", False, f"{tag}: no Docker engine to hold it",
                   "start Docker, then `ooda sandbox build`"),
         ]
