@@ -136,8 +136,8 @@ def main(argv: Sequence[str] | None = None, *, prestarted: Prestarted | None = N
         )
         if returned == 130:  # typer's answer to Ctrl-C when not in standalone mode
             raise KeyboardInterrupt
-    except UsageError as exc:
-        fail(str(exc), 2)
+    except UsageError as exc:  # an option's value out of range names where it was written
+        fail(_where_from(exc, config if "config" in locals() else None) + str(exc), 2)
     except InfraError as exc:
         fail(str(exc), 3)
     except (KeyboardInterrupt, typer.Abort):

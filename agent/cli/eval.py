@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from ooda.agent.cli.options import grouped, is_quiet
-from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.errors import OptionError, UsageError
 from ooda.agent.contracts.options import (
     EscalationOptions,
     LoopOptions,
@@ -145,7 +145,8 @@ def _judge(options: Any, predictions: Path, sandbox: str | None, json_out: bool)
     from ooda.agent.sandbox.registry import open_backend
 
     if options.concurrency < 1:
-        raise UsageError(f"--concurrency must be at least 1 (got {options.concurrency})")
+        raise OptionError("--concurrency",
+                          f"--concurrency must be at least 1 (got {options.concurrency})")
     outcome = judge_predictions(
         options, predictions, lambda: open_backend(sandbox),
         report=(lambda _j: None) if json_out else lambda j: print(printable(

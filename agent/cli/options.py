@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 
+from ooda.agent.contracts.errors import OptionError
 from ooda.agent.contracts.options import GROUPS, SAME, OptionSpec, option_fields
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,6 +48,11 @@ def grouped(command: str) -> Callable[[F], F]:
         signature = inspect.signature(func, eval_str=True)
         params: list[inspect.Parameter] = []
         groups: dict[str, tuple[type, list[tuple[str, str]]]] = {}
+        # the command's click context (its own `ctx`, or one asked for here): where a value
+        # out of range came from is read from it (`OptionError`)
+        context = next((p.name for p in signature.parameters.values()
+                        if p.annotation is typer.Context), None)
+        own_context = context is None
         for param in signature.parameters.values():
             if param.annotation in GROUPS:
                 group = param.annotation
@@ -60,13 +66,22 @@ def grouped(command: str) -> Callable[[F], F]:
                 groups[param.name] = (group, names)
             else:
                 params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+        if context is None:
+            context = "ooda_context"
+            params.append(inspect.Parameter(context, inspect.Parameter.KEYWORD_ONLY,
+                                            annotation=typer.Context))
 
         @functools.wraps(func)
         def with_groups(**values: Any) -> Any:
+            ctx = values.pop(context) if own_context else values[context]
             for param_name, (group, names) in groups.items():
                 built = {field_name: values.pop(name) for field_name, name in names}
                 values[param_name] = group(**built)
-            return func(**values)
+            try:
+                return func(**values)
+            except OptionError as exc:
+                _add_origin(exc, ctx)
+                raise
 
         new_signature = signature.replace(parameters=params)
         with_groups.__signature__ = new_signature  # type: ignore[attr-defined]
@@ -74,6 +89,16 @@ def grouped(command: str) -> Callable[[F], F]:
         return typing.cast(F, with_groups)
 
     return wrap
+
+
+def _add_origin(exc: OptionError, ctx: typer.Context) -> None:
+    """Give `exc` the click context and parameter of the option it names, as click's own
+    errors for a bad value carry them: the CLI then says where the value was written when it
+    was not on the command line (agent/cli/app.py)."""
+    for param in ctx.command.params:
+        if exc.flag in getattr(param, "opts", ()):
+            exc.ctx, exc.param = ctx, param  # type: ignore[attr-defined]
+            return
 
 
 def one_option(group: type, field_name: str, command: str) -> Any:

@@ -7,6 +7,17 @@ class UsageError(Exception):
     exit_code = 2
 
 
+class OptionError(UsageError):
+    """One option's value out of its range (`--samples must be at least 1 (got -5)`): the CLI
+    adds where the value was written when it was not typed on the command line (the config
+    file and key, the OODA_* variable), as it does for a value of the wrong type."""
+
+    def __init__(self, flag: str, message: str) -> None:
+        super().__init__(message)
+        self.flag = flag
+        """The option's flag as the command line spells it (`--samples`)."""
+
+
 class InfraError(Exception):
     """No sandbox, unreachable endpoint, broken engine: the CLI prints the message and exits 3."""
 

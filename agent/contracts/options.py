@@ -21,7 +21,7 @@ from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.errors import OptionError, UsageError
 
 META = "ooda.option"
 """The key of a field's metadata holding its OptionSpec."""
@@ -148,23 +148,28 @@ class ModelOptions:
                 "--model gold, or --model replay for the scripted offline demo"
             )
         if self.concurrency < 1:
-            raise UsageError("--concurrency and --verify-concurrency must be at least 1")
+            raise OptionError("--concurrency",
+                              f"--concurrency must be at least 1 (got {self.concurrency})")
         if self.max_tokens is not None and self.max_tokens < 1:
-            raise UsageError(f"--max-tokens must be positive (got {self.max_tokens})")
+            raise OptionError("--max-tokens",
+                              f"--max-tokens must be positive (got {self.max_tokens})")
         if self.max_tokens is not None and self.max_tokens > MAX_ANSWER_TOKENS:
-            raise UsageError(
+            raise OptionError(
+                "--max-tokens",
                 f"--max-tokens caps each answer, as in OpenAI's API, and {self.max_tokens:,} is "
                 f"more than models answer at once; for a token budget of the whole run (what "
                 f"--max-tokens meant before), use --token-budget {self.max_tokens}")
         if self.context_window is not None and self.context_window < 1:
-            raise UsageError(f"--context-window must be positive (got {self.context_window})")
+            raise OptionError("--context-window",
+                              f"--context-window must be positive (got {self.context_window})")
         if self.request_timeout_s is not None and self.request_timeout_s <= 0:
-            raise UsageError(
+            raise OptionError(
+                "--request-timeout",
                 f"--request-timeout must be positive (got {self.request_timeout_s:g})")
         for flag, price in (("--price-prompt", self.price_prompt),
                             ("--price-completion", self.price_completion)):
             if price is not None and not price >= 0:
-                raise UsageError(f"{flag} must be a non-negative number (got {price})")
+                raise OptionError(flag, f"{flag} must be a non-negative number (got {price})")
 
 
 # --------------------------------------------------------------------------- loop
@@ -230,25 +235,22 @@ class LoopOptions:
     too large to show whole (agent/context/votes.py); 0: none (not an option)."""
 
     def check(self) -> None:
-        if self.samples < 1:
-            raise UsageError(f"--samples must be at least 1 (got {self.samples})")
-        if self.rounds < 1:
-            raise UsageError(f"--rounds must be at least 1 (got {self.rounds})")
+        at_least = (("--samples", self.samples, 1), ("--rounds", self.rounds, 1),
+                    ("--verify-concurrency", self.verify_concurrency, 1),
+                    ("--max-prose-tokens", self.max_prose_tokens, 0),
+                    ("--repro-tests", self.repro_tests, 0),
+                    ("--context-tokens", self.context_tokens, 1))
+        for flag, value, least in at_least:
+            if value < least:
+                raise OptionError(flag, f"{flag} must be at least {least} (got {value})")
         if self.time_budget_s <= 0:
-            raise UsageError(f"--time-budget must be positive (got {self.time_budget_s})")
+            raise OptionError("--time-budget",
+                              f"--time-budget must be positive (got {self.time_budget_s:g})")
         if self.token_budget is not None and self.token_budget < 1:
-            raise UsageError(f"--token-budget must be positive (got {self.token_budget})")
-        if self.max_prose_tokens < 0:
-            raise UsageError(
-                f"--max-prose-tokens must not be negative (got {self.max_prose_tokens})")
-        if self.verify_concurrency < 1:
-            raise UsageError("--concurrency and --verify-concurrency must be at least 1")
-        if self.repro_tests < 0:
-            raise UsageError(f"--repro-tests must not be negative (got {self.repro_tests})")
-        if self.context_tokens < 1:
-            raise UsageError(f"--context-tokens must be positive (got {self.context_tokens})")
+            raise OptionError("--token-budget",
+                              f"--token-budget must be positive (got {self.token_budget})")
         if self.select not in ("first", "best", "blind"):
-            raise UsageError(f"--select must be first or best (got {self.select!r})")
+            raise OptionError("--select", f"--select must be first or best (got {self.select!r})")
 
 
 # --------------------------------------------------------------------------- escalation
@@ -289,13 +291,16 @@ class EscalationOptions:
         if self.escalate_to is None:
             return
         if self.escalate_to == model:
-            raise UsageError("--escalate-to names the model itself")
+            raise OptionError("--escalate-to", "--escalate-to names the model itself")
         if self.escalate_after is not None and self.escalate_after < 1:
-            raise UsageError(f"--escalate-after must be at least 1 (got {self.escalate_after})")
+            raise OptionError("--escalate-after",
+                              f"--escalate-after must be at least 1 (got {self.escalate_after})")
         if not 0 <= self.escalate_below < 1:
-            raise UsageError(f"--escalate-below must be in [0, 1) (got {self.escalate_below})")
+            raise OptionError("--escalate-below",
+                              f"--escalate-below must be in [0, 1) (got {self.escalate_below})")
         if self.escalate_key_env and not os.environ.get(self.escalate_key_env):
-            raise UsageError(f"--escalate-key-env: ${self.escalate_key_env} is not set")
+            raise OptionError("--escalate-key-env",
+                              f"--escalate-key-env: ${self.escalate_key_env} is not set")
 
     def api_key(self) -> str | None:
         """The key of the model escalated to (None: the same key as the model's)."""
@@ -320,7 +325,8 @@ class SandboxOptions:
 
     def check(self) -> None:
         if self.sandbox not in (None, "auto", "docker", "bwrap", "local"):
-            raise UsageError(f"--sandbox must be docker, bwrap or local (got {self.sandbox!r})")
+            raise OptionError("--sandbox",
+                              f"--sandbox must be docker, bwrap or local (got {self.sandbox!r})")
 
 
 # --------------------------------------------------------------------------- environment
@@ -347,8 +353,9 @@ class EnvironmentOptions:
     def check(self) -> None:
         value = self.environment
         if value is not None and value not in ENVIRONMENT_CHOICES and not Path(value).is_file():
-            raise UsageError(f"--environment {value!r}: give auto, none, or a TOML file "
-                             "holding an [environment] table (no such file)")
+            raise OptionError("--environment",
+                              f"--environment {value!r}: give auto, none, or a TOML file "
+                              "holding an [environment] table (no such file)")
 
 
 # --------------------------------------------------------------------------- stages
@@ -365,7 +372,8 @@ class StageOptions:
 
     def check(self) -> None:
         if self.verifier_timeout is not None and not self.verifier_timeout > 0:
-            raise UsageError("--verifier-timeout must be positive")
+            raise OptionError("--verifier-timeout", f"--verifier-timeout must be positive "
+                              f"(got {self.verifier_timeout:g})")
 
 
 GROUPS: tuple[type, ...] = (

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.errors import OptionError, UsageError
 
 if TYPE_CHECKING:
     from ooda.agent.app.run import RunOptions
@@ -67,9 +67,10 @@ class EvalOptions:
     def validate(self) -> None:
         """Reject impossible values with a one-line UsageError."""
         if self.concurrency < 1:
-            raise UsageError(f"--concurrency must be at least 1 (got {self.concurrency})")
+            raise OptionError("--concurrency",
+                              f"--concurrency must be at least 1 (got {self.concurrency})")
         if self.requests is not None and self.requests < 1:
-            raise UsageError(f"--requests must be at least 1 (got {self.requests})")
+            raise OptionError("--requests", f"--requests must be at least 1 (got {self.requests})")
         if self.executor not in ("local", "ray"):
             raise UsageError(f"--executor {self.executor!r}: choose local or ray")
         if self.ray_address is not None and self.executor != "ray":

@@ -152,6 +152,30 @@ def test_a_bad_value_names_where_it_was_written(tmp_path: Path) -> None:
     assert table.returncode == 2 and "unknown table [evl] (did you mean [eval]?)" in table.stderr
 
 
+def test_a_value_out_of_range_names_where_it_was_written(tmp_path: Path) -> None:
+    """27.3: a value the options' own checks refuse (not click's types) names its source too:
+    the file and key, or the variable; typed on the command line, the option alone."""
+    config = tmp_path / "ooda.toml"
+    config.write_text("samples = -5\n[eval]\nrequests = 0\n")
+    run = ("run", str(MEDIAN), "--model", "gold")
+    from_file = ooda(*run, cwd=tmp_path)
+    assert from_file.returncode == 2
+    assert from_file.stderr.strip() == (
+        f"ooda: error: samples = -5 in {config}: --samples must be at least 1 (got -5)")
+    evaluated = ooda("eval", str(MEDIAN.parent), "--model", "gold", cwd=tmp_path)
+    assert evaluated.returncode == 2 and evaluated.stderr.strip() == (
+        f"ooda: error: requests = 0 in {config} ([eval] table): --requests must be at least 1 "
+        "(got 0)")
+    config.unlink()
+    from_env = ooda(*run, env={"OODA_SAMPLES": "-5"})
+    assert from_env.returncode == 2 and from_env.stderr.strip() == (
+        "ooda: error: OODA_SAMPLES='-5': --samples must be at least 1 (got -5)")
+    escalation = ooda(*run, "--escalate-to", "strong", env={"OODA_ESCALATE_BELOW": "2"})
+    assert "OODA_ESCALATE_BELOW='2': --escalate-below must be in [0, 1)" in escalation.stderr
+    typed = ooda(*run, "-n", "-5", env={"OODA_SAMPLES": "3"})
+    assert typed.stderr.strip() == "ooda: error: --samples must be at least 1 (got -5)"
+
+
 def test_max_tokens_caps_an_answer_and_its_old_meaning_is_pointed_to_token_budget() -> None:
     """#28: --max-tokens is per answer, as in OpenAI clients; a value only a run's budget could
     mean is refused with the new name."""
