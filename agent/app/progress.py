@@ -64,6 +64,13 @@ class RunProgress:
         self._live = Live(console=console, refresh_per_second=8, transient=False,
                           get_renderable=self._render, redirect_stderr=False,
                           redirect_stdout=False)
+        self._discarded = False
+
+    def discard(self) -> None:
+        """Leave nothing on screen at the end: the run ended on bad input before any answer
+        (its one error line is all there is to say)."""
+        self._discarded = True
+        self._live.transient = True
 
     def __call__(self, attempt: Attempt, state: str) -> None:
         with self._lock:
@@ -136,5 +143,5 @@ class RunProgress:
         if self.console.is_terminal:
             self._live.refresh()
             self._live.stop()
-        else:  # Live would crop the last status line to 80 columns
+        elif not self._discarded:  # Live would crop the last status line to 80 columns
             self.console.print(self._render())

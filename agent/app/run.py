@@ -179,6 +179,11 @@ def run_task(
             except KeyboardInterrupt:
                 _keep_partial(loop, log)
                 raise KeyboardInterrupt(str(log.dir)) from None
+            except UsageError:  # bad input every request met before any answer (a model
+                # the endpoint lacks, a first prompt over its window): its one line says it all
+                if progress is not None and not any(a.answer for a in loop.attempts):
+                    progress.discard()
+                raise
         if judge is not None:
             with judging_recorded(result, log):
                 judgement = judge_candidates(judge, result, log,

@@ -53,6 +53,11 @@ def serve(
         typer.Option("--log-requests", help="Append every chat request (model and messages) "
                      "to this file, one JSON line each: what a run showed the model."),
     ] = None,
+    strict_models: Annotated[
+        bool, typer.Option("--strict-models", help="Answer a request for a model not served "
+                           "with HTTP 404 model_not_found, as OpenAI and vLLM do (default: any "
+                           "name is served, as llama.cpp does).")
+    ] = False,
 ) -> None:
     """Serve scripted answers over an OpenAI-compatible API (tests, demos, benchmarks)."""
     from ooda.agent.models.replay_behaviour import behaviour_for
@@ -72,4 +77,5 @@ def serve(
         served=[parse_served(m) for m in served_model] if served_model else None,
         behaviour=behaviour_for(like, slots=slots, context_window=context_window),
         request_log=log_requests,
+        strict_models=strict_models,
     )

@@ -18,6 +18,12 @@ class OptionError(UsageError):
         """The option's flag as the command line spells it (`--samples`)."""
 
 
+class EndpointRefused(UsageError):
+    """Bad input every request to the model's endpoint meets: a key it rejects (401), a model
+    it does not have (404). A run stops at once, and so does an evaluation (every task would
+    meet it), exit 2."""
+
+
 class InfraError(Exception):
     """No sandbox, unreachable endpoint, broken engine: the CLI prints the message and exits 3."""
 

@@ -372,10 +372,13 @@ class Loop:
         self.log.write_attempt_file(attempt.attempt_id, "answer.md", text)
 
     def _fatal(self, attempt: Attempt, exc: InfraError | UsageError) -> None:
-        """An error every candidate would meet: it ends the run."""
-        self.fatal = exc
+        """An error every candidate would meet: it ends the run. Bad input met before any
+        answer (a model the endpoint does not have, a key it refuses, a first prompt over the
+        window) is the run's error, not an attempt's failure: the attempt is cancelled."""
+        self.fatal = self.fatal or exc
         self.stop.set()
-        self._finish(attempt, "error", str(exc))
+        bad_input = isinstance(exc, UsageError) and not attempt.answer
+        self._finish(attempt, "cancelled" if bad_input else "error", str(exc))
 
     def _make_patch(self, attempt: Attempt) -> bool:
         read_base = self.repo.read_base

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import tenacity
 
-from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.agent.contracts.errors import EndpointRefused, InfraError, UsageError
 from ooda.agent.contracts.protocols import Completion
 from ooda.agent.models.capacity import AdaptiveLimit, Slot
 from ooda.agent.models.context import (
@@ -55,6 +55,8 @@ from ooda.agent.models.retry import (
     StreamBroken,
     describe,
     is_connect_error,
+    missing_model,
+    missing_model_message,
     retryable,
     root_cause,
     status_message,
@@ -138,6 +140,8 @@ class OpenAIModel:
         self._client: openai.OpenAI | None = None
         self._client_lock = threading.Lock()
         self._stream_options = True
+        self.listed: list[str] | None = None
+        """The model names `GET /models` listed at the start (None: it did not answer)."""
 
     def _get_client(self) -> openai.OpenAI:
         with self._client_lock:
@@ -209,6 +213,7 @@ class OpenAIModel:
             entries = [m.model_dump() for m in page.data]
         except Exception:  # noqa: BLE001 - a listing we cannot read states nothing
             return
+        self.listed = [str(e["id"]) for e in entries if e.get("id")]
         self.learn_from_listing(entries)
 
     def learn_from_listing(self, entries: list[dict[str, Any]]) -> None:
@@ -298,10 +303,14 @@ class OpenAIModel:
             return ModelDeadline(
                 f"deadline reached after {tries}; last error: {describe(err)}", partial, first)
         if isinstance(err, openai.AuthenticationError):  # the same for every sample: bad input
-            return UsageError(
+            return EndpointRefused(
                 f"{self.base_url} rejected the API key (HTTP 401: {status_message(err)}); "
                 "set OPENAI_API_KEY to a key this endpoint accepts"
             )
+        if isinstance(err, openai.NotFoundError) and missing_model(err, self.name, self.listed):
+            # a wrong model name: every request would meet it, said once, naming what is there
+            return EndpointRefused(missing_model_message(self.base_url, self.name,
+                                                    status_message(err), self.listed))
         if isinstance(err, openai.NotFoundError):
             return UsageError(
                 f"HTTP 404 from {self.base_url}: {status_message(err)} "

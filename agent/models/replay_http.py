@@ -71,9 +71,10 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _send_error(
-        self, status: int, message: str, kind: str, headers: dict[str, str] | None = None
+        self, status: int, message: str, kind: str, headers: dict[str, str] | None = None,
+        code: str | None = None,
     ) -> None:
-        body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+        body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
         self._send_json(status, body, headers)
 
     def _write_chunk(self, data: bytes) -> None:
@@ -157,6 +158,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def _chat(self, request: dict[str, Any], messages: list[dict[str, Any]]) -> None:
         state = self.server.state
+        asked = str(request.get("model") or "")
+        if state.strict_models and asked not in state.models:  # as OpenAI and vLLM answer
+            self._send_error(404, f"The model `{asked}` does not exist or you do not have "
+                             "access to it.", "invalid_request_error", code="model_not_found")
+            return
         fault = state.next_fault()
         if fault.kind != "ok":
             with state.lock:

@@ -98,8 +98,12 @@ class ReplayState:
         served: list[ServedModel] | None = None,
         behaviour: Behaviour | None = None,
         request_log: Path | None = None,
+        strict_models: bool = False,
     ) -> None:
         self.scripts = scripts
+        self.strict_models = strict_models
+        """A request for a model not listed is HTTP 404 model_not_found (OpenAI's, vLLM's
+        and Ollama's answer); otherwise any name is served (llama.cpp's)."""
         self.behaviour = behaviour or Behaviour()
         self.generating = threading.BoundedSemaphore(self.behaviour.slots or 1 << 20)
         """Generations at once (Behaviour.slots)."""

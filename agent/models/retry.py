@@ -85,6 +85,31 @@ def status_message(err: openai.APIStatusError) -> str:
     return (err.message or "").splitlines()[0] if err.message else "no message"
 
 
+def missing_model(err: openai.APIStatusError, model: str, listed: list[str] | None) -> bool:
+    """Whether a 404 says the endpoint has no model of this name (OpenAI's and vLLM's
+    `model_not_found`, Ollama's "model ... not found"), or the endpoint's own listing lacks it;
+    not a wrong base URL (no route), which is also a 404."""
+    body = err.body if isinstance(err.body, dict) else {}
+    inner = body.get("error", body)
+    if isinstance(inner, dict) and inner.get("code") == "model_not_found":
+        return True
+    said = status_message(err).lower()
+    if "model" in said and any(w in said for w in ("not found", "does not exist", "not exist")):
+        return True
+    return listed is not None and model not in listed and model.lower() in said
+
+
+def missing_model_message(base_url: str, model: str, said: str, listed: list[str] | None) -> str:
+    """One line: the endpoint has no model `model`, and (when its listing answered) a few of
+    the models it has."""
+    line = f"{base_url} has no model {model!r} (HTTP 404: {said})"
+    others = [name for name in listed or [] if name != model]
+    if others:
+        more = f" and {len(others) - 5} more" if len(others) > 5 else ""
+        line += f"; it lists {', '.join(others[:5])}{more} (GET {base_url}/models)"
+    return line
+
+
 def describe(exc: BaseException) -> str:
     """One line about a failed attempt."""
     import openai

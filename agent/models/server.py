@@ -67,6 +67,7 @@ class ReplayServer:
         served: list[ServedModel] | None = None,
         behaviour: Behaviour | None = None,
         request_log: Path | None = None,
+        strict_models: bool = False,
     ) -> None:
         """`scripts`: replay.jsonl files or directories searched for them. `tokens_per_s`
         0 streams at once. `faults` apply to chat requests in arrival order, cycled.
@@ -76,7 +77,9 @@ class ReplayServer:
         `served`: the models listed, each with its own token rate and price (replaces
         `models`); scripts naming a model are served only to it. `behaviour`: the limits and
         habits of a local server to copy (agent/models/replay_behaviour.py). `request_log`: a
-        file each chat request (model, messages) is appended to, one JSON line each."""
+        file each chat request (model, messages) is appended to, one JSON line each.
+        `strict_models`: a request for a model not listed is HTTP 404 model_not_found, as
+        OpenAI's and vLLM's endpoints answer (default: any name is served, as llama.cpp)."""
         if answer_as not in STYLES:
             raise UsageError(f"unknown answer style {answer_as!r}; use one of "
                              f"{', '.join(STYLES)}")
@@ -101,6 +104,7 @@ class ReplayServer:
             served=served,
             behaviour=behaviour,
             request_log=request_log,
+            strict_models=strict_models,
         )
         self._server: HttpServer | None = None
         self._thread: threading.Thread | None = None
@@ -187,6 +191,7 @@ def serve_forever(
     served: list[ServedModel] | None = None,
     behaviour: Behaviour | None = None,
     request_log: Path | None = None,
+    strict_models: bool = False,
 ) -> None:
     """Serve until interrupted (Ctrl-C). `on_ready(base_url)` is called once listening;
     by default the base URL is printed on standard output."""
@@ -207,6 +212,7 @@ def serve_forever(
         served=served,
         behaviour=behaviour,
         request_log=request_log,
+        strict_models=strict_models,
     )
     base_url = server.start()
     if on_ready is not None:

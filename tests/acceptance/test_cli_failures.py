@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -218,3 +219,39 @@ def test_verify_judges_what_it_can_before_the_base_run(median: Path, tmp_path: P
                     "python -m pytest -q", timeout=45)
         assert done.returncode == 2 and said in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_model_the_endpoint_lacks_is_one_line_naming_it(median: Path, tmp_path: Path) -> None:
+    """27.4: a real `ooda serve` that, like OpenAI and vLLM, answers 404 model_not_found for a
+    name it does not serve: exit 2, one line naming the model and the ones the endpoint lists
+    (from the listing read at start-up: no request more), no attempt shown or recorded as a
+    failure; `ooda eval` stops on it too, with the same line."""
+    with subprocess.Popen([sys.executable, "-m", "ooda.agent.cli", "serve", "--replay",
+                           str(EXAMPLES), "--port", "0", "--strict-models", "--served-model",
+                           "fast", "--served-model", "strong"], stdout=subprocess.PIPE,
+                          text=True, env={**os.environ, "OODA_DAEMON": "0"}) as serve:
+        try:
+            assert serve.stdout is not None
+            base_url = serve.stdout.readline().split(" at ")[1].split()[0]
+            proc = ooda("run", str(median), "--model", "fats", "--base-url", base_url, "-n",
+                        "2", "--runs-dir", str(tmp_path / "runs"))
+            with urllib.request.urlopen(base_url.removesuffix("/v1") + "/stats") as answer:
+                stats = json.loads(answer.read())
+            # an evaluation stops at the first task that meets it: every task would
+            evaluated = ooda("eval", str(EXAMPLES), "--model", "fats", "--base-url", base_url,
+                             "-n", "1", "--runs-dir", str(tmp_path / "evals"))
+        finally:
+            serve.terminate()
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"ooda: error: {base_url} has no model 'fats' (HTTP 404: ")
+    assert line.endswith(f"it lists fast, strong (GET {base_url}/models)")
+    # GET /models once at start-up, the two samples, and this GET /stats: no probe request
+    assert stats["chat_requests"] == 2 and stats["requests"] == 4
+    (run,) = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
+    summary = json.loads((run / "run.json").read_text())
+    assert summary["status"] == "error" and "has no model 'fats'" in summary["reason"]
+    attempts = [json.loads(x) for x in (run / "attempts.jsonl").read_text().splitlines()]
+    assert {a["status"] for a in attempts} == {"cancelled"}
+    assert evaluated.returncode == 2, evaluated.stderr
+    assert evaluated.stderr.strip().splitlines() == [line]

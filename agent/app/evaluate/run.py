@@ -58,7 +58,7 @@ from ooda.agent.app.evaluate.records import (
 )
 from ooda.agent.app.evaluate.refs import TaskRef, load_refs
 from ooda.agent.app.run import Prestarted, RunOptions, clean_leftovers, run_task, say_notices
-from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.agent.contracts.errors import EndpointRefused, InfraError, UsageError
 from ooda.agent.contracts.protocols import Model, SandboxBackend
 from ooda.agent.core.runlog import append_jsonl, write_atomic, write_json_atomic
 from ooda.agent.models import endpoint_of, open_model
@@ -156,9 +156,17 @@ def evaluate(
         bar.note(list(results.values()))
         with _shown(bar, show_progress):
 
+            refused = threading.Event()
+
             def work(ref: TaskRef) -> None:
+                if refused.is_set():  # the endpoint refused a task: every other one too
+                    return
                 bar.start(ref.id)
-                record = _run_ref(ref, task_options, eval_dir, run_one, model, backend)
+                try:
+                    record = _run_ref(ref, task_options, eval_dir, run_one, model, backend)
+                except EndpointRefused:
+                    refused.set()
+                    raise
                 bar.note(_finish(eval_dir, state, record))
 
             if cluster is not None:
@@ -176,6 +184,9 @@ def evaluate(
                 except KeyboardInterrupt:  # the CLI says where the partial evaluation is
                     pool.shutdown(wait=False, cancel_futures=True)
                     raise KeyboardInterrupt(str(eval_dir)) from None
+                except EndpointRefused:  # the tasks running meet it at their first request
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise
                 except BaseException:
                     pool.shutdown(wait=False, cancel_futures=True)
                     raise
@@ -321,6 +332,8 @@ def _run_ref(ref: TaskRef, options: RunOptions, eval_dir: Path, run_one: RunOne,
                                   model=model, backend=backend, run_id=ref.id)
         record = run_record(ref.id, str(result.status), result.summary, Path(log.dir),
                             eval_dir)
+    except EndpointRefused:  # every task would meet it (a wrong key, a model the endpoint
+        raise  # lacks): the evaluation stops, exit 2; the finished tasks stay recorded
     except (InfraError, UsageError) as exc:
         record = error_record(ref.id, one_line(exc), time.monotonic() - started, run_dir,
                               eval_dir)

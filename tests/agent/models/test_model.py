@@ -21,7 +21,7 @@ from ooda.agent.models.openai_model import (
     OpenAIModel,
     resolve_endpoint,
 )
-from ooda.agent.models.server import ReplayServer
+from ooda.agent.models.server import ReplayServer, ServedModel
 
 ANSWER = "m.py\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE\n"
 MESSAGES = [
@@ -229,6 +229,27 @@ def test_not_found_is_not_retried(scripts: Path) -> None:
         with pytest.raises(UsageError, match="HTTP 404"):
             complete(model)
         assert server.stats["status"] == {"404": 1}
+
+
+def test_a_model_the_endpoint_lacks_is_named_with_the_ones_it_lists(scripts: Path) -> None:
+    """27.4: a 404 model_not_found is bad input naming the model and, from the listing the
+    start-up check read (no request more), a few the endpoint has; a 404 of a wrong base URL
+    keeps its own words."""
+    served = [ServedModel(f"m{k}") for k in range(7)]
+    with ReplayServer([scripts], served=served, strict_models=True) as server:
+        model = OpenAIModel(ModelConfig(name="nope", base_url=server.base_url,
+                                        retry_backoff_s=0.02))
+        model.check_reachable()
+        with pytest.raises(UsageError) as info:
+            complete(model)
+        said = str(info.value)
+        assert f"{server.base_url} has no model 'nope'" in said and "\n" not in said
+        assert "it lists m0, m1, m2, m3, m4 and 2 more" in said
+        assert server.stats["status"] == {"200": 1, "404": 1}  # GET /models, one completion
+        unlisted = OpenAIModel(ModelConfig(name="nope", base_url=server.base_url))
+        with pytest.raises(UsageError, match="has no model 'nope'") as info:
+            complete(unlisted)  # no listing read: the 404's own words decide
+        assert "it lists" not in str(info.value)
 
 
 def test_a_bug_in_on_text_is_not_disguised_as_a_model_error(scripts: Path) -> None:

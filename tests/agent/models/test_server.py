@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.models.openai_model import ModelConfig, OpenAIModel
-from ooda.agent.models.server import ReplayServer, load_scripts
+from ooda.agent.models.server import ReplayServer, ServedModel, load_scripts
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -232,6 +233,28 @@ def test_api_key_is_enforced_when_set(scripts: Path) -> None:
             bad.models.list()
         good = openai.OpenAI(base_url=server.base_url, api_key="secret", max_retries=0)
         assert [m.id for m in good.models.list()] == ["replay"]
+
+
+def test_strict_models_answer_an_unknown_name_with_404_model_not_found(scripts: Path) -> None:
+    """27.4: `ooda serve --strict-models` answers as OpenAI and vLLM do for a model they do
+    not have; by default any name is served, as llama.cpp does."""
+    served = [ServedModel("fast"), ServedModel("strong")]
+    with ReplayServer([scripts], served=served, strict_models=True) as server:
+        assert ask(OpenAIModel(ModelConfig(name="fast", base_url=server.base_url)), "gcd",
+                   "fix it") == "first answer"
+        request = urllib.request.Request(
+            server.base_url + "/chat/completions", method="POST",
+            data=json.dumps({"model": "nope", "messages": [{"role": "user", "content": "x"}]})
+            .encode(), headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(request, timeout=5)
+        assert info.value.code == 404
+        error = json.loads(info.value.read())["error"]
+        assert error["code"] == "model_not_found" and "`nope` does not exist" in error["message"]
+        assert server.stats["status"] == {"200": 1, "404": 1}
+    with ReplayServer([scripts], served=served) as lenient:
+        assert ask(OpenAIModel(ModelConfig(name="nope", base_url=lenient.base_url)), "gcd",
+                   "fix it") == "first answer"
 
 
 def test_stop_ends_a_hanging_request(scripts: Path) -> None:
