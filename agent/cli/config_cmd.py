@@ -19,7 +19,13 @@ from ooda.agent.cli.config import (
     option_names,
     value_source,
 )
-from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.errors import OptionError, UsageError
+from ooda.agent.contracts.options import (
+    GROUPS,
+    EscalationOptions,
+    ModelOptions,
+    option_fields,
+)
 from ooda.agent.support.textsafe import printable
 
 
@@ -57,7 +63,7 @@ def config_command(
         else:
             value, source = param.default, "default"
         option = param.opts[-1] if param.opts[-1].startswith("--") else param.opts[0]
-        problem = _problem(param, value, target) if source != "default" else None
+        problem = _problem(param, value, target, command) if source != "default" else None
         if problem:
             where = (f"{source}={value!r}" if source != str(config.path)
                      else value_source(config, command, str(param.name)))
@@ -84,25 +90,43 @@ FALLBACK_ENV = {"base_url": "OPENAI_BASE_URL"}
 """Options that, left unset, take a variable of their own (the model client reads it)."""
 
 
-def _problem(param: Any, value: Any, ctx: Any) -> str | None:
-    """Why `value` is no value of `param` (its type's own words), or None."""
+def _problem(param: Any, value: Any, ctx: Any, command: str) -> str | None:
+    """Why `value` is no value of `param` (its type's own words, or its option's own check),
+    or None."""
     try:
         converted = param.process_value(ctx, value)
     except Exception as exc:  # click's BadParameter (typer vendors its own click)
         message = getattr(exc, "message", None) or str(exc)
         return _plain_words(str(message))
-    if isinstance(converted, int | float) and not isinstance(converted, bool) \
-            and converted < 0 and param.name in NON_NEGATIVE:
-        return f"must not be negative (got {converted})"
     if param.name in FALLBACK_ENV and converted and not re.match(r"https?://[^/]", converted):
         return "not an http:// or https:// URL"
+    return _out_of_range(command, str(param.name), converted)
+
+
+def _out_of_range(command: str, name: str, value: Any) -> str | None:
+    """What the option's own check (agent/contracts/options.py; `ooda eval`'s counts) says of
+    `value`, the other options at their defaults: the words the command itself would stop
+    with, without the flag."""
+    for group in GROUPS:
+        for f, spec in option_fields(group):
+            if (spec.name or f.name) != name or (spec.commands is not None
+                                                 and command not in spec.commands):
+                continue
+            # the checks that need a model, or a model to escalate to, are given one
+            given = {"escalate_to": "a model to escalate to"} if group is EscalationOptions \
+                else {"name": "a model"} if group is ModelOptions else {}
+            try:
+                checked = group(**{**given, f.name: value})
+                checked.check("the model") if group is EscalationOptions else checked.check()
+            except OptionError as exc:
+                return str(exc).removeprefix(exc.flag).lstrip(": ")
+            except (UsageError, TypeError):
+                return None
+            return None
+    if command == "eval" and name in ("concurrency", "requests") and isinstance(value, int) \
+            and value < 1:  # `ooda eval`'s own counts (agent/app/evaluate/options.py)
+        return f"must be at least 1 (got {value})"
     return None
-
-
-NON_NEGATIVE = frozenset({"samples", "rounds", "time_budget", "concurrency", "verify_concurrency",
-                          "max_tokens", "requests", "price_prompt", "price_completion"})
-"""Counts, budgets and prices: a negative one is never meant (the commands' own checks say
-more, e.g. that --samples must be at least 1)."""
 
 
 def _plain_words(message: str) -> str:

@@ -142,7 +142,8 @@ def test_a_bad_value_names_where_it_was_written(tmp_path: Path) -> None:
     config.write_text("rounds = -5\n[eval]\nsamples = \"eight\"\n")
     shown = ooda("config", "eval", cwd=tmp_path, env={"OPENAI_BASE_URL": "http://h:1/v1"})
     assert shown.returncode == 2  # what `ooda eval` here would refuse, said, not exit 0
-    assert "<- not a valid integer" in shown.stdout and "<- must not be negative" in shown.stdout
+    assert "<- not a valid integer" in shown.stdout
+    assert "<- must be at least 1 (got -5)" in shown.stdout  # the option's own check, as run's
     assert f"samples = 'eight' in {config} ([eval] table): --samples" in shown.stderr
     (base_url,) = [line for line in shown.stdout.splitlines() if "--base-url " in line]
     assert base_url.split()[1:] == ["http://h:1/v1", "OPENAI_BASE_URL"]  # not "None, default"
@@ -166,6 +167,9 @@ def test_a_value_out_of_range_names_where_it_was_written(tmp_path: Path) -> None
     assert evaluated.returncode == 2 and evaluated.stderr.strip() == (
         f"ooda: error: requests = 0 in {config} ([eval] table): --requests must be at least 1 "
         "(got 0)")
+    config.write_text("samples = 0\n")  # `ooda config` checks as the command does (0 too)
+    shown = ooda("config", "run", cwd=tmp_path)
+    assert shown.returncode == 2 and "<- must be at least 1 (got 0)" in shown.stdout
     config.unlink()
     from_env = ooda(*run, env={"OODA_SAMPLES": "-5"})
     assert from_env.returncode == 2 and from_env.stderr.strip() == (

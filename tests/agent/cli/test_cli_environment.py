@@ -26,6 +26,8 @@ def test_config_flag_and_environment_variable(tmp_path: Path) -> None:
     assert shown(tmp_path) == {"option": "--environment", "value": str(config),
                                "source": str(config), "env": "OODA_ENVIRONMENT"}
     assert shown(tmp_path, "ci")["value"] == str(config)
+    (tmp_path / "envs").mkdir()  # (a file that is not there is refused, as `ooda run` does)
+    (tmp_path / "envs" / "py39.toml").write_text('[environment]\npython = "3.9"\n')
     config.write_text('environment = "envs/py39.toml"\n')  # relative to the config file
     assert shown(tmp_path)["value"] == str(tmp_path / "envs" / "py39.toml")
     row = shown(tmp_path, env={"OODA_ENVIRONMENT": "none"})
