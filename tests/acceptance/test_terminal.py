@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import backend_or_skip
 
-from ooda.agent.models.server import ReplayServer
+from ooda.agent.models.server import ReplayServer, ServedModel
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "tasks" / "examples"
@@ -115,3 +115,22 @@ def test_a_line_says_what_runs_before_the_first_answer(
         done = wait_until(tmux, lambda t: re.search(r"EXIT=\d", t), timeout=120)
     assert "EXIT=2" in done and "no scripted answer for task 'slowrepo'" in done
     assert said not in done  # transient: gone once the run has something else to say
+
+
+def test_a_model_the_endpoint_lacks_leaves_one_line_in_a_terminal(
+    tmux: str, median: Path, tmp_path: Path
+) -> None:
+    """27.4: in a terminal too, a model name the endpoint answers with 404 model_not_found is
+    the error line alone: no candidate rows, no status line left behind."""
+    served = [ServedModel("fast")]
+    env = {"PATH": os.environ["PATH"], "OODA_DAEMON": "0", "TERM": "xterm-256color"}
+    with ReplayServer([EXAMPLES], served=served, strict_models=True) as server:
+        command = [sys.executable, "-m", "ooda.agent.cli", "run", str(median), "--model",
+                   "fsat", "--base-url", server.start(), "--runs-dir", str(tmp_path / "runs")]
+        line = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        subprocess.run(["tmux", "send-keys", "-t", tmux, f"clear && env -i "
+                        f"HOME={shlex.quote(os.environ.get('HOME', '/'))} {line} "
+                        f"{shlex.join(command)}; echo EXIT=$?", "Enter"], check=True)
+        done = wait_until(tmux, lambda t: re.search(r"EXIT=\d", t), timeout=120)
+    assert "EXIT=2" in done and "has no model 'fsat'" in done and "it lists fast" in done
+    assert "r1c" not in done and "round 1/" not in done, done  # (the command line is cleared)
