@@ -6,8 +6,8 @@ The table is an environment spec (agent/sandbox/environments/spec.py, EnvSpec: `
 kept here as the plain table (the layers above the sandbox, agent/core among them, read tasks
 but not the sandbox); agent/verify/environment.py turns it into an EnvSpec, checking every key.
 Checked here, at load time: that it is a table, and that the runner's kind is one of the
-test-runner registry (verifiers/runners.py): an unknown or not yet runnable one is bad input,
-never a silent MISSING at verification.
+test-runner table (verifiers/runners/): an unknown one is bad input, never a silent MISSING at
+verification.
 
 `ooda run` and `ooda ci` may also be given the table (`--environment PATH`, or `environment`
 in ooda.toml): `environment_from_file` reads it; a plain repository's own is detected by

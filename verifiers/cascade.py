@@ -24,12 +24,13 @@ from ooda.agent.contracts.protocols import (
 )
 from ooda.verifiers import clip
 from ooda.verifiers.mypy_check import MypyVerifier
-from ooda.verifiers.pytest_check import PytestVerifier
 from ooda.verifiers.repro_check import ReproVerifier
 from ooda.verifiers.ruff_check import RuffVerifier
+from ooda.verifiers.runners import TestRunner
 from ooda.verifiers.security_check import SecurityVerifier
 from ooda.verifiers.syntax import SyntaxVerifier
 from ooda.verifiers.tamper_check import TamperVerifier
+from ooda.verifiers.tests_stage import TestsVerifier
 
 CONTINUE = frozenset({"passed", "skipped"})
 """Stage statuses after which the cascade goes on."""
@@ -44,12 +45,14 @@ def default_verifiers(
     security: bool = True,
     security_rules: Sequence[str] | None = None,
     reproduction: bool = False,
+    runner: TestRunner | None = None,
 ) -> list[Verifier]:
     """The cascade in CASCADE_ORDER: syntax, tampering (always: nothing the candidate adds may
     reach into the test run), ruff (optional), pytest, security (optional; ruff `S` rules
     `security_rules`, default security_check.RULES, plus the secret scan), mypy (optional), the
-    reproduction tests (`reproduction`: a blind run's; skipped when a check carries none)."""
-    stages: list[Verifier] = [SyntaxVerifier(), TamperVerifier(), PytestVerifier()]
+    reproduction tests (`reproduction`: a blind run's; skipped when a check carries none).
+    The tests stage runs the task's tests with `runner` (verifiers/runners/; default pytest)."""
+    stages: list[Verifier] = [SyntaxVerifier(), TamperVerifier(), TestsVerifier(runner)]
     if reproduction:
         stages.append(ReproVerifier())
     if ruff:

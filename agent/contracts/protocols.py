@@ -245,8 +245,6 @@ class CheckSpec:
     failure (pytest -x: the fail_to_pass tests run first, the rest only if they pass)."""
     whole_files: bool = False
     """Run the test files of the listed ids whole and grade the ids from them (SWE-bench)."""
-    runner: str = "pytest"
-    """The task's test runner (verifiers/runners.py): pytest, django or sympy."""
     runner_cmd: str | None = None
     """The runner's own command line (a task environment's `runner.test_cmd`)."""
     pre_test: list[str] = field(default_factory=list)

@@ -58,14 +58,11 @@ def examine_base(plan: TaskPlan, runner: BaseRunner) -> BaseFacts:
     except TestRunError as exc:
         return BaseFacts(timed_out=exc.timed_out, error=_first_lines(exc),
                          uncollectable=_from_output(str(exc), plan))
-    except ValueError as exc:  # a command that is not a pytest run
+    except ValueError as exc:  # NotGradable: a command the runner cannot grade per test
         return BaseFacts(error=_first_lines(exc))
     outcomes = dict(run.outcomes)
-    uncollectable = tuple(
-        _uncollectable(node, run.messages.get(node, ""), plan)
-        for node, outcome in outcomes.items()
-        if plan.runner.kind == "pytest" and outcome == "error" and "::" not in node
-    )
+    uncollectable = tuple(_uncollectable(node, run.messages.get(node, ""), plan)
+                          for node in plan.runner.collection_errors(run))
     return BaseFacts(
         outcomes=outcomes,
         messages={n: m for n, m in run.messages.items() if outcomes.get(n) != "passed"},

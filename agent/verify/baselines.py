@@ -32,7 +32,8 @@ from ooda.agent.verify.workspace import apply_patch, copy_repo
 from ooda.verifiers import Baseline, python_files
 from ooda.verifiers.cascade import after_tests
 from ooda.verifiers.mypy_check import MypyVerifier
-from ooda.verifiers.pytest_check import REPORT_DIR, TestRun, base_run
+from ooda.verifiers.pytest_check import REPORT_DIR, TestRun
+from ooda.verifiers.runners import TestRequest, base_run
 
 
 @runtime_checkable
@@ -183,16 +184,12 @@ class Baselines:
         self._cache_grower = threading.Thread(target=grow, name="ooda-mypy-cache", daemon=True)
         self._cache_grower.start()
 
-    def run_tests(
-        self, target: list[str] | str, timeout_s: float, pre_test: Sequence[str] = ()
-    ) -> TestRun:
-        """The pytest run of `target` (node ids or a pytest command) on the unpatched repo
-        (+ test patch), after the task's `pre_test` commands; raises TestRunError and
-        ValueError as pytest_check.base_run does."""
+    def run_tests(self, request: TestRequest) -> TestRun:
+        """The run of `request` with the task's runner on the unpatched repo (+ test patch);
+        raises TestRunError and NotGradable as verifiers/runners' base_run does."""
         sandbox, _ = self.pool.acquire(self.fill_base)
         try:
-            return base_run(sandbox, target, timeout_s, whole_files=self.plan.tests.whole_files,
-                            pre_test=pre_test)
+            return base_run(self.plan.runner, sandbox, request)
         finally:
             self.pool.release(sandbox)
 

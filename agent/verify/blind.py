@@ -21,9 +21,8 @@ from ooda.agent.verify.regression import Regression, RegressionTests
 from ooda.agent.verify.repro_suite import ReproSuite
 from ooda.agent.verify.watched import Watched
 from ooda.agent.verify.workspace import PatchError, patch_paths
-from ooda.verifiers import output_runners
-from ooda.verifiers.pytest_check import TestRunError
 from ooda.verifiers.repro_check import SCRIPT_TIMEOUT_S, ScriptRun, run_script
+from ooda.verifiers.runners import TestRequest, TestRunner, base_run
 
 
 @dataclass(frozen=True)
@@ -46,15 +45,13 @@ class BlindChecks:
     """A blind run's regression and reproduction tests for one task verifier."""
 
     def __init__(self, repo: Path, pool: SandboxPool, fill_base: Callable[[Path], None],
-                 run_pytest_base: Callable[[list[str], float], dict[str, str]], *,
-                 runner: str, runner_cmd: str | None, pre_test: Sequence[str],
+                 runner: TestRunner, *, runner_cmd: str | None, pre_test: Sequence[str],
                  timeout_s: float) -> None:
         self.pool = pool
         self.fill_base = fill_base
-        self.run_pytest_base = run_pytest_base
         self.runner = runner
         self.runner_cmd = runner_cmd
-        self.pre_test = list(pre_test)
+        self.pre_test = tuple(pre_test)
         self.regression = RegressionTests(repo, self._run_file, timeout_s)
         self.suite = ReproSuite(self._run_scripts)
 
@@ -74,19 +71,13 @@ class BlindChecks:
 
     def _run_file(self, path: str, timeout_s: float) -> dict[str, str]:
         """One test file, whole, on the unpatched code, with the task's runner."""
-        if self.runner == "pytest":
-            return self.run_pytest_base([path], timeout_s)
+        request = TestRequest(ids=(path,), runner_cmd=self.runner_cmd, test_files=(path,),
+                              whole_files=True, timeout_s=timeout_s, pre_test=self.pre_test)
         sandbox, _ = self.pool.acquire(self.fill_base)
         try:
-            run = output_runners.run(Watched(sandbox), self.runner, self.runner_cmd, [], [path],
-                                     True, timeout_s, self.pre_test)
+            return dict(base_run(self.runner, Watched(sandbox), request).outcomes)
         finally:
             self.pool.release(sandbox)
-        if run.timed_out:
-            raise TestRunError(f"the tests did not finish within {timeout_s:.0f}s")
-        if not run.report_found:
-            raise TestRunError(f"{self.runner} reported no test (exit code {run.exit_code})")
-        return dict(run.outcomes)
 
     def _run_scripts(self, tests: list[ReproTest], deadline: float) -> list[ScriptRun]:
         """Each script on the unpatched code, one after the other, in one sandbox."""
@@ -100,7 +91,8 @@ class BlindChecks:
                 if left <= 0:
                     runs.append(ScriptRun(test.name, "timeout", "", "", 0.0))
                     continue
-                runs.append(run_script(watched, test, min(SCRIPT_TIMEOUT_S, left), self.pre_test))
+                runs.append(run_script(watched, test, min(SCRIPT_TIMEOUT_S, left),
+                                       list(self.pre_test)))
         finally:
             self.pool.release(sandbox)
         return runs

@@ -29,7 +29,7 @@ from ooda.agent.verify.workspace import patch_paths
 from ooda.tasks.environment import environment_from_file
 from ooda.tasks.hidden import HiddenTests, hidden_tests, visible_task
 from ooda.tasks.loader import Task
-from ooda.verifiers.runners import Runner, runner_for
+from ooda.verifiers.runners import TestRunner, runner_for
 
 
 @dataclass(frozen=True)
@@ -139,8 +139,8 @@ class TaskPlan:
     """The same, as the table it was read from (what records and messages show)."""
     environment_line: str | None
     """What the tests run in, in one line, when it is worth saying (console, run.json)."""
-    runner: Runner
-    """The test runner (verifiers/runners.py)."""
+    runner: TestRunner
+    """The test runner (verifiers/runners/: pytest, django, sympy)."""
     runner_cmd: str | None
     """The runner's own command line (an environment's `runner.test_cmd`)."""
     pre_test: tuple[str, ...]

@@ -46,10 +46,11 @@ from ooda.agent.verify.plan import TaskPlan, draft_plan
 from ooda.agent.verify.watched import FEEDBACK_LIMIT, Watched, verdict_from
 from ooda.agent.verify.workspace import PatchError, apply_patch, copy_repo
 from ooda.tasks.loader import Task
-from ooda.verifiers import clip, output_runners
+from ooda.verifiers import clip
 from ooda.verifiers.cascade import default_verifiers, run_cascade, split_at_tests
 from ooda.verifiers.hidden import HiddenText
-from ooda.verifiers.pytest_check import TestRun, TestRunError
+from ooda.verifiers.pytest_check import TestRun
+from ooda.verifiers.runners import TestRequest
 
 ApplyRule = Literal["strict", "harness"]
 
@@ -107,7 +108,7 @@ class TaskVerifier:
             default_verifiers(stages.ruff, stages.mypy, stages.security,
                               list(stages.security_rules)
                               if stages.security_rules is not None else None,
-                              reproduction=blind)
+                              reproduction=blind, runner=self.plan.runner)
         )
         self._warmer: threading.Thread | None = None
         self._closed = False
@@ -118,9 +119,9 @@ class TaskVerifier:
         self.on_close: list[Callable[[], None]] = []
         """Called at the end of close() (e.g. to close a backend opened for this verifier)."""
         self.blind = BlindChecks(
-            self.base_repo, self.pool, self.baselines.fill_base, self._run_pytest_base,
-            runner=self.plan.runner.kind, runner_cmd=self.plan.runner_cmd,
-            pre_test=list(self.plan.pre_test), timeout_s=self.plan.stages.timeout_s,
+            self.base_repo, self.pool, self.baselines.fill_base, self.plan.runner,
+            runner_cmd=self.plan.runner_cmd, pre_test=self.plan.pre_test,
+            timeout_s=self.plan.stages.timeout_s,
         ) if blind else None
         """A blind run's regression and reproduction tests (None: the task's own tests)."""
 
@@ -273,7 +274,6 @@ class TaskVerifier:
             timeout_s=plan.stages.timeout_s,
             whole_files=plan.tests.whole_files,
             passed_before=None if base is None else sorted(base.pass_to_pass_passing),
-            runner=plan.runner.kind,
             runner_cmd=plan.runner_cmd,
             pre_test=list(plan.pre_test),
             test_files=list(plan.tests.hidden_files),
@@ -303,35 +303,20 @@ class TaskVerifier:
 
     # ------------------------------------------------------------------ base tests
 
-    def _run_pytest_base(self, ids: list[str], timeout_s: float) -> dict[str, str]:
-        return dict(self.baselines.run_tests(ids, timeout_s, self.plan.pre_test).outcomes)
-
     def run_base(self, target: list[str] | str, *, timeout_s: float | None = None) -> TestRun:
-        """The run of `target` (test ids, or a pytest command) on the unpatched repo (+ the
+        """The run of `target` (test ids, or a test command) on the unpatched repo (+ the
         hidden tests), with the plan's runner; an id that matched nothing is "missing".
 
-        Raises ooda.verifiers.pytest_check.TestRunError (timeout, no report) and ValueError (a
-        test command that is not a pytest run)."""
+        Raises ooda.verifiers.pytest_check.TestRunError (timeout, no report) and NotGradable,
+        a ValueError (a test command the runner cannot grade per test)."""
         plan = self.plan
-        timeout = timeout_s or plan.stages.timeout_s
-        if plan.runner.kind == "pytest" or not isinstance(target, list):
-            return self.baselines.run_tests(target, timeout, plan.pre_test)
-        sandbox, _ = self.pool.acquire(self.baselines.fill_base)
-        try:
-            run = output_runners.run(sandbox, plan.runner.kind, plan.runner_cmd, target,
-                                     plan.tests.hidden_files, plan.tests.whole_files, timeout,
-                                     plan.pre_test)
-        finally:
-            self.pool.release(sandbox)
-        if run.timed_out:
-            raise TestRunError(f"the tests did not finish within {timeout:.0f}s",
-                               timed_out=True)
-        if not run.report_found:
-            raise TestRunError(f"{plan.runner.kind} reported no test (exit code "
-                               f"{run.exit_code})")
-        for test_id in target:
-            run.outcomes.setdefault(test_id, "missing")
-        return run
+        request = TestRequest(
+            ids=tuple(target) if isinstance(target, list) else (),
+            command=target if isinstance(target, str) else None,
+            runner_cmd=plan.runner_cmd, test_files=plan.tests.hidden_files,
+            whole_files=plan.tests.whole_files, timeout_s=timeout_s or plan.stages.timeout_s,
+            pre_test=plan.pre_test)
+        return self.baselines.run_tests(request)
 
     def run_base_tests(
         self, ids_or_cmd: list[str] | str | None = None, *, timeout_s: float | None = None

@@ -2,7 +2,7 @@
 
 - `environment_table`: the instance's `[environment]` (agent/sandbox/environments/swebench.py's
   per-repository, per-version specs), as task.toml's table; UsageError for a repository or
-  version without a spec, or a runner ooda cannot grade yet (verifiers/runners.py);
+  version without a spec, or a runner ooda does not know (verifiers/runners/);
 - `usable_ids`: SWE-bench's lists hold the odd junk id (`[100%]`, pytest's progress column cut
   into the list); those are dropped, with the reason, so one never fails collection for all;
 - `with_conda_packages`: the table with the optional packages of the repository's conda

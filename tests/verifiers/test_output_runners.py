@@ -1,8 +1,11 @@
-"""verifiers/output_runners.py: Django's and sympy's console output read per test."""
+"""verifiers/runners/: Django's and sympy's console output read per test."""
 
 from __future__ import annotations
 
-from ooda.verifiers.output_runners import command, django_labels, django_outcomes, sympy_outcomes
+from ooda.verifiers.runners import TestRequest, runner_for
+from ooda.verifiers.runners.django_runner import django_labels, django_outcomes
+from ooda.verifiers.runners.sympy_runner import RUNNER as SYMPY_RUNNER
+from ooda.verifiers.runners.sympy_runner import sympy_outcomes
 
 DJANGO = """\
 Testing against Django installed in '/testbed/django'
@@ -45,7 +48,9 @@ def test_labels_and_commands() -> None:
     assert django_labels(ids, [], False) == ["admin_views.tests", "forms.tests"]
     assert django_labels(ids, ["tests/admin_views/tests.py", "docs/x.txt"], True) == [
         "admin_views.tests"]
-    argv, env = command("sympy", "PYTHONWARNINGS='ignore::UserWarning' bin/test -C --verbose",
-                        ["test_x"], ["sympy/core/tests/test_basic.py"], True)
+    assert runner_for("sympy") is SYMPY_RUNNER
+    argv, env = SYMPY_RUNNER.command(TestRequest(
+        ids=("test_x",), runner_cmd="PYTHONWARNINGS='ignore::UserWarning' bin/test -C --verbose",
+        test_files=("sympy/core/tests/test_basic.py",), whole_files=True))
     assert argv == ["python3", "bin/test", "-C", "--verbose", "sympy/core/tests/test_basic.py"]
     assert env == {"PYTHONWARNINGS": "ignore::UserWarning"}

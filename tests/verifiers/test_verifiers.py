@@ -18,15 +18,15 @@ from ooda.verifiers import Baseline, Diagnostic, new_diagnostics
 from ooda.verifiers.cascade import default_verifiers, run_cascade
 from ooda.verifiers.mypy_check import MypyVerifier
 from ooda.verifiers.pytest_check import (
-    PytestVerifier,
     TestRunError,
     match_id,
     pytest_command,
-    run_tests,
     split_outcomes,
 )
 from ooda.verifiers.ruff_check import RuffVerifier
+from ooda.verifiers.runners.pytest_runner import run_tests
 from ooda.verifiers.syntax import SyntaxVerifier
+from ooda.verifiers.tests_stage import TestsVerifier
 
 
 def write(root: Path, files: Mapping[str, str]) -> Path:
@@ -86,7 +86,7 @@ def pytest_check(
     check = CheckSpec(
         changed_files=[], fail_to_pass=list(f2p), pass_to_pass=list(p2p), timeout_s=timeout
     )
-    return PytestVerifier().verify(LocalSandbox(repo), check)
+    return TestsVerifier().verify(LocalSandbox(repo), check)
 
 
 # --------------------------------------------------------------------------- syntax
@@ -298,12 +298,12 @@ def test_plain_test_command_modes(repo: Path) -> None:
     cmd = CheckSpec(
         changed_files=[], test_cmd="python -m pytest tests/test_calc.py -k 'add or param'"
     )
-    assert PytestVerifier().verify(sandbox, cmd).status == "passed"
+    assert TestsVerifier().verify(sandbox, cmd).status == "passed"
     (repo / "calc.py").write_text("def add(a: int, b: int) -> int:\n    return 0\n")
-    failed = PytestVerifier().verify(sandbox, cmd)
+    failed = TestsVerifier().verify(sandbox, cmd)
     assert failed.status == "failed" and "test_add" in failed.summary
     for shell in ("test -f calc.py && echo fine", "python -m pytest -q && true"):
-        result = PytestVerifier().verify(sandbox, CheckSpec(changed_files=[], test_cmd=shell))
+        result = TestsVerifier().verify(sandbox, CheckSpec(changed_files=[], test_cmd=shell))
         assert result.status == "error" and "exit status alone" in result.summary
 
 
@@ -474,7 +474,7 @@ def test_the_workspace_cannot_shadow_the_toolchain(repo: Path) -> None:
     check = CheckSpec(
         changed_files=["packaging.py", "pluggy.py", "calc.py"], fail_to_pass=ids("test_add")
     )
-    result = PytestVerifier().verify(LocalSandbox(repo), check)
+    result = TestsVerifier().verify(LocalSandbox(repo), check)
     assert result.status == "failed" and "FAILED tests/test_calc.py::test_add" in result.summary
 
 

@@ -1,6 +1,7 @@
-"""The pytest stage: run (in the sandbox, under the guard), parse (the JUnit report), grade (per
-the SPEC) and the verifier that joins them; guard/ is the program (a package) that runs inside
-the sandbox and integrity.py checks its record on the host. Callers import from here."""
+"""pytest, as ooda runs it: run (in the sandbox, under the guard), parse (the JUnit report) and
+grade (per the SPEC); guard/ is the program (a package) that runs inside the sandbox and
+integrity.py checks its record on the host. The tests stage (verifiers/tests_stage.py) runs it
+through its runner, verifiers/runners/pytest_runner.py. Callers import from here."""
 
 from ooda.verifiers.pytest_check.grade import Graded, grade
 from ooda.verifiers.pytest_check.parse import (
@@ -13,22 +14,17 @@ from ooda.verifiers.pytest_check.parse import (
 )
 from ooda.verifiers.pytest_check.run import (
     TestRunError,
-    base_run,
     not_gradable,
     pytest_command,
     run_pytest,
     run_pytest_ids,
-    run_tests,
 )
-from ooda.verifiers.pytest_check.verifier import PytestVerifier
 
 __all__ = [
     "REPORT_DIR",
     "Graded",
-    "PytestVerifier",
     "TestRun",
     "TestRunError",
-    "base_run",
     "grade",
     "match_id",
     "normalize_id",
@@ -37,6 +33,5 @@ __all__ = [
     "pytest_command",
     "run_pytest",
     "run_pytest_ids",
-    "run_tests",
     "split_outcomes",
 ]

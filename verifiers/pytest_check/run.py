@@ -19,8 +19,8 @@ With the task's pre-test commands (`pre_test`, verifiers/pretest.py), pytest run
 step of a bash script that runs them first; one that fails raises PreTestFailed (one line)
 instead of a run whose missing report would say nothing of why.
 
-Also here: `run_tests`, the per-test outcomes of a run, used on the unpatched code to derive
-which tests fail (fail_to_pass) and pass (pass_to_pass) there.
+The runs on the unpatched code (which tests fail, which pass) go through verifiers/runners/'
+`base_run`, with this as pytest's runner (runners/pytest_runner.py).
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ from ooda.verifiers.pytest_check.parse import (
     REPORT_DIR,
     TestRun,
     ids_not_found,
-    match_id,
     normalize_id,
     parse_report,
     read_report,
@@ -322,49 +321,3 @@ def not_gradable(cmd: str) -> str:
         "`python -m pytest ARGS`, optionally after VAR=value; no shell operators): ooda grades "
         "tests per test from pytest's own report, never by a command's exit status alone"
     )
-
-
-def run_tests(
-    sandbox: Sandbox, ids_or_cmd: Sequence[str] | str, timeout_s: float,
-    whole_files: bool = False, pre_test: Sequence[str] = (),
-) -> dict[str, str]:
-    """Per-test outcomes (node id -> passed | failed | error | skipped | xfailed | missing)
-    of `base_run`."""
-    return dict(base_run(sandbox, ids_or_cmd, timeout_s, whole_files, pre_test).outcomes)
-
-
-def base_run(
-    sandbox: Sandbox, ids_or_cmd: Sequence[str] | str, timeout_s: float,
-    whole_files: bool = False, pre_test: Sequence[str] = (),
-) -> TestRun:
-    """A run whose per-test outcomes (and what the tests that did not pass said) are facts
-    about the code in `sandbox`: on the unpatched code, which tests fail there (fail_to_pass),
-    which pass (pass_to_pass), which files cannot be collected.
-
-    `ids_or_cmd` is a list of node ids (each id that matched nothing is reported 'missing')
-    or a pytest command line. Raises TestRunError when the run timed out or left no report
-    (PreTestFailed when a `pre_test` command failed), ValueError for a command that is not a
-    pytest run."""
-    if isinstance(ids_or_cmd, str):
-        parsed = pytest_command(ids_or_cmd)
-        if parsed is None:
-            raise ValueError(f"not a pytest command, per-test outcomes unknown: {ids_or_cmd}")
-        run = run_pytest(sandbox, parsed[0], timeout_s, env=parsed[1], pre_test=pre_test)
-        wanted: list[str] = []
-    else:
-        wanted = [normalize_id(i) for i in ids_or_cmd]
-        run = run_pytest_ids(sandbox, wanted, timeout_s, whole_files=whole_files,
-                             pre_test=pre_test)
-    if run.timed_out:
-        raise TestRunError(f"the tests did not finish within {timeout_s:.0f}s", timed_out=True)
-    if not run.report_found:
-        raise TestRunError(
-            f"pytest left no report (exit code {run.exit_code}):\n{tail(run.output)}"
-        )
-    found = dict(run.outcomes)
-    for test_id in wanted:
-        if not match_id(test_id, found, wanted):
-            run.outcomes[test_id] = "missing"
-    return run
-
-
