@@ -29,7 +29,7 @@ from ooda.agent.app.protocol import (
 )
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import EndpointReport, Model, SandboxBackend
-from ooda.agent.core.loop import Loop, RunResult
+from ooda.agent.core.loop import INTERRUPTED, Loop, RunResult
 from ooda.agent.core.records import RunSummary
 from ooda.agent.core.repro_writer import ReproWriter
 from ooda.agent.core.runlog import RunLog, new_run_id
@@ -175,9 +175,8 @@ def run_task(
         loop = Loop(task, model, verifier, log, loop_options, progress, schedule, writer)
         with progress or contextlib.nullcontext():
             try:
-                result = loop.run()
+                result = loop.run()  # on Ctrl-C it leaves a run.json agreeing with its attempts
             except KeyboardInterrupt:
-                _keep_partial(loop, log)
                 raise KeyboardInterrupt(str(log.dir)) from None
             except UsageError:  # bad input every request met before any answer (a model
                 # the endpoint lacks, a first prompt over its window): its one line says it all
@@ -241,17 +240,10 @@ def _setup_failures_recorded(log: RunLog, task_id: str) -> Iterator[None]:
         remove_workspace(log.dir)
         raise
     except (InfraError, KeyboardInterrupt) as exc:
-        reason = one_line(exc) if isinstance(exc, InfraError) else "interrupted (Ctrl-C)"
+        reason = one_line(exc) if isinstance(exc, InfraError) else INTERRUPTED
         with contextlib.suppress(InfraError):
             log.write_summary(RunSummary.error(log.run_id, task_id, reason))
         raise
-
-
-def _keep_partial(loop: Loop, log: RunLog) -> None:
-    """Ctrl-C: leave a run.json saying so beside the attempts recorded so far."""
-    with contextlib.suppress(Exception):  # best effort: the user is waiting
-        rounds = max((a.round for a in loop.attempts), default=0)
-        log.write_summary(loop._summary("error", "interrupted (Ctrl-C)", None, rounds))
 
 
 def prepare_task(

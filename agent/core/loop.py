@@ -14,6 +14,7 @@ model's best failures.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import time
@@ -59,8 +60,11 @@ ANSWER_ROOM = 4096
 WINDOW_SHARE = 0.85
 """The context counts ~3.5 characters a token; a window is filled as if ~3 (agent/models)."""
 
-__all__ = ["Attempt", "AttemptStatus", "Loop", "LoopOptions", "ProgressHook", "RunResult"]
+__all__ = ["INTERRUPTED", "Attempt", "AttemptStatus", "Loop", "LoopOptions", "ProgressHook",
+           "RunResult"]
 """The records are re-exported: callers take Loop, its options and its results from here."""
+INTERRUPTED = "interrupted (Ctrl-C)"
+"""The reason run.json and the attempts under way give when the user pressed Ctrl-C."""
 
 
 class Loop:
@@ -95,6 +99,9 @@ class Loop:
         self._by_sha: dict[str, Attempt] = {}
         self._sha_done: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
+        self._finishing = threading.RLock()
+        """Held while an attempt's answer is kept or it is finished and recorded (the
+        candidates' threads and Ctrl-C's _interrupted)."""
         self._verify_slots = threading.BoundedSemaphore(max(1, config.verify_concurrency))
         self.fatal: InfraError | UsageError | None = None
         """An error that every candidate would meet (endpoint down, key rejected): ends the run."""
@@ -193,10 +200,12 @@ class Loop:
                 parents = selection.pick_parents(batch)
             else:
                 reason = "rounds exhausted"
-        except BaseException:
+        except BaseException as exc:
             # Ctrl-C (or a bug): candidates wind down, but no one waits for a request that hangs
             self.stop.set()
             pool.shutdown(wait=False, cancel_futures=True)
+            if isinstance(exc, KeyboardInterrupt):
+                self._interrupted(rounds_used)
             raise
         pool.shutdown(wait=True)
         submitted = winner
@@ -223,6 +232,19 @@ class Loop:
             raise self.fatal
         return RunResult(status, reason, winner, list(self.attempts), rounds_used, summary,
                          submitted)
+
+    def _interrupted(self, rounds_used: int) -> None:
+        """Ctrl-C: every attempt still under way ends now, "cancelled", with the part of its
+        answer that had arrived kept (its tokens estimated) and its record written; then the
+        run's summary, which agrees with attempts.jsonl. A candidate's thread that finishes
+        later changes nothing: an attempt is finished once."""
+        with contextlib.suppress(Exception):  # best effort: the user is waiting
+            for attempt in list(self.attempts):
+                with self._finishing:
+                    if attempt.status == "pending" and not attempt.answer and attempt.streamed:
+                        self._keep_answer(attempt, attempt.streamed)
+                    self._finish(attempt, "cancelled", INTERRUPTED)
+            self.log.write_summary(self._summary("error", INTERRUPTED, None, rounds_used))
 
     def _budget_left(self) -> float:
         """The fraction of the budget left: the smaller of time and tokens."""
@@ -350,7 +372,13 @@ class Loop:
     def _keep_answer(self, attempt: Attempt, text: str,
                      completion: Completion | None = None) -> None:
         """Record an answer, whole (`completion`) or the part that arrived before a failure
-        (its tokens then estimated), and count its tokens."""
+        (its tokens then estimated), and count its tokens; not once the attempt is finished
+        (Ctrl-C finished it with what had arrived)."""
+        with self._finishing:
+            if attempt.status == "pending":
+                self._kept_answer(attempt, text, completion)
+
+    def _kept_answer(self, attempt: Attempt, text: str, completion: Completion | None) -> None:
         if completion is None and not text:
             return
         attempt.answer = text
@@ -464,14 +492,17 @@ class Loop:
         finally:
             self._sha_done[attempt.code_key].set()
 
-    def _finish(self, attempt: Attempt, status: str, reason: str, feedback: str = "") -> None:
-        if attempt.status != "pending":
-            return
-        attempt.status = status  # type: ignore[assignment]
-        attempt.reason = reason
-        attempt.feedback = feedback or reason
-        attempt.t_verified = time.monotonic()
-        self.log.record_attempt(self._attempt_record(attempt))
+    def _finish(self, attempt: Attempt, status: AttemptStatus, reason: str,
+                feedback: str = "") -> None:
+        """End `attempt` (once: later calls change nothing) and write its record."""
+        with self._finishing:
+            if attempt.status != "pending":
+                return
+            attempt.status = status
+            attempt.reason = reason
+            attempt.feedback = feedback or reason
+            attempt.t_verified = time.monotonic()
+            self.log.record_attempt(self._attempt_record(attempt))
         self.progress(attempt, status)
 
     # ------------------------------------------------------------------ next round

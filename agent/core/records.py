@@ -52,6 +52,8 @@ class Attempt:
     stopped early."""
     streamed_chars: int = 0
     """Characters of the answer received so far (while it streams; for the live display)."""
+    streamed: str = ""
+    """The answer as received so far, while it streams (kept as its answer on Ctrl-C)."""
     t_start: float | None = None
     t_request: float | None = None
     """When the request that gave the answer was sent (after any wait for a request slot)."""

@@ -83,6 +83,7 @@ def stream_watcher(
     def keep_going(text: str) -> bool:
         nonlocal scanned, editing, prose_checked
         attempt.streamed_chars = len(text)  # the live display counts tokens from it
+        attempt.streamed = text  # what Ctrl-C keeps
         if stop.is_set():
             return False
         if not editing and len(text) >= prose_checked + PROSE_CHECK_EVERY:
