@@ -10,7 +10,10 @@ base="${OODA_HOME:-$HOME/.cache/ooda}/base-bookworm-amd64"
 [ -d "$base" ] || { echo "check-stock-setup.sh: no $base: run \`ooda sandbox build\` first" >&2; exit 2; }
 work="$(mktemp -d /tmp/ooda-stock.XXXXXX)"
 chmod 755 "$work"  # the user inside clones from it
-trap 'rm -rf "$work"' EXIT
+stock_host="ooda-stock-$$"
+# the containers the stock machine's ooda left, if any (named by their owner's host name)
+trap 'docker ps -aq --filter "label=ooda.owner_host=$stock_host" 2>/dev/null \
+  | xargs -r docker rm -f >/dev/null 2>&1; rm -rf "$work"' EXIT
 git clone -q "$(cd "$(dirname "$0")/.." && pwd)" "$work/src"
 cp -a "$base" "$work/rootfs"
 cp /etc/resolv.conf "$work/rootfs/etc/resolv.conf"
@@ -36,8 +39,13 @@ git clone -q "$W/src" /root/ooda && cd /root/ooda && bash scripts/quickstart.sh
 echo "root quickstart exit $?"
 if python3 -c 'import ooda' 2>/dev/null; then echo "the system python3 imports ooda (it should not)"; fi
 INSIDE
-unshare --mount --pid --fork --propagation private bash -c '
+# Its own host name (UTS namespace) too: ooda labels each container with its owner's pid and
+# host, and removes as leftovers the ones whose owner it cannot see. Inside a pid namespace, on
+# the same host name, the machine's own ooda processes and the stock one would each take the
+# other's running containers for leftovers and remove them.
+unshare --mount --pid --uts --fork --propagation private bash -c '
   set -e; cd "$1"
+  hostname "$2"
   mount --bind rootfs rootfs
   mount --bind . "rootfs$1"
   mount --bind /var/run/docker.sock rootfs/run/docker.sock
@@ -45,4 +53,4 @@ unshare --mount --pid --fork --propagation private bash -c '
   mount --rbind /sys rootfs/sys
   cd rootfs && pivot_root . oldroot && mount -t proc proc /proc && umount -l /oldroot
   exec /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    HOME=/root TMPDIR="$1/tmp" WORK="$1" LANG=C.UTF-8 bash "$1/inside.sh"' _ "$work"
+    HOME=/root TMPDIR="$1/tmp" WORK="$1" LANG=C.UTF-8 bash "$1/inside.sh"' _ "$work" "$stock_host"
