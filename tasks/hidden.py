@@ -41,7 +41,8 @@ class HiddenTests:
     files: tuple[str, ...] = ()
     """The files the test patch touches."""
     names: tuple[str, ...] = ()
-    """Test functions and classes the test patch defines that the base does not, and the
+    """Test functions and classes the test patch defines that the base does not (dunder
+    methods such as `__init__` left out: they name nothing of the tests'), and the
     last part of every FAIL_TO_PASS id that the base does not define either."""
     lines: tuple[str, ...] = ()
     """The test patch's added lines (stripped, at least MIN_LINE_CHARS) that are in neither
@@ -79,7 +80,7 @@ def hidden_tests(task: Task) -> HiddenTests:
     names: dict[str, None] = {}
     for lines in added.values():
         for name in _definitions(lines):
-            if name not in base_defined and name not in statement:
+            if name not in base_defined and name not in statement and not _is_dunder(name):
                 names[name] = None
     for test_id in task.fail_to_pass:
         last = _last_name(test_id)
@@ -129,6 +130,12 @@ def _added_lines(patch: str) -> dict[str, list[str]]:
         for hunk in patched:
             lines += [line.value.rstrip("\n") for line in hunk if line.is_added]
     return added
+
+
+def _is_dunder(name: str) -> bool:
+    """`__init__`, `__eq__`: a protocol method a test class defines names nothing of its own
+    (the same word is in every package's `__init__.py` path)."""
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
 
 
 def _definitions(lines: list[str]) -> list[str]:

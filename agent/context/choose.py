@@ -45,14 +45,36 @@ def choose_context(task: Task, budget: int, *, cache: bool = True,
 
 
 def rank_task(index: RepoIndex, task: Task, tests: list[str]) -> Ranking:
-    """The model-free ranking of `index` for the task (the visible tests' imports a hint)."""
+    """The model-free ranking of `index` for the task (hints: the sources the visible tests
+    import, and those they are named after)."""
     hints: list[str] = []
     for test in tests:
-        for name in _imports_of(index, test):
-            path = _module_file(index, name)
+        found = [_module_file(index, name) for name in _imports_of(index, test)]
+        for path in [*found, *_tested_sources(index, test)]:
             if path is not None and path not in hints and not is_test_file(path):
                 hints.append(path)
     return rank(index, read_clues(task.statement), hints)
+
+
+MAX_NAMESAKES = 3
+"""A test file named after more source files than this names none of them."""
+
+
+def _tested_sources(index: RepoIndex, test: str) -> list[str]:
+    """The source files a test file is named after (`tests/test_rst.py` and
+    `tests/rst_test.py` → `pkg/io/rst.py`): the namesakes in the folder nearest the test's,
+    when there are few of them."""
+    stem = Path(test).stem
+    name = stem.removeprefix("test_").removesuffix("_test")
+    if name == stem or not name:
+        return []
+    namesakes = [p for p in index.files
+                 if Path(p).stem == name and name != "__init__" and not is_test_file(p)]
+    if not namesakes or len(namesakes) > MAX_NAMESAKES:
+        return []
+    folders = set(Path(test).parent.parts)
+    best = max(len(folders & set(Path(p).parent.parts)) for p in namesakes)
+    return [p for p in namesakes if len(folders & set(Path(p).parent.parts)) == best]
 
 
 def _imports_of(index: RepoIndex, path: str) -> list[str]:

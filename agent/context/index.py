@@ -33,7 +33,7 @@ SKIP_DIRS = frozenset({
 """Folders that hold no code of the repository's own."""
 SKIP_TOP = frozenset({"build", "dist"})
 """Top-level folders that hold copies of the code (build outputs)."""
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 """Bumped whenever what is cached changes shape."""
 
 
@@ -67,6 +67,10 @@ class RepoIndex:
     units: list[Unit]
     """The units of every non-test file, files in path order: what BM25 ranks."""
     bm25: bm25s.BM25 | None
+    file_bm25: bm25s.BM25 | None = None
+    """BM25 over whole non-test files (a file is its path and its units' words)."""
+    file_paths: list[str] = field(default_factory=list)
+    """The files `file_bm25` ranks, in its order."""
     modules: dict[str, str] = field(default_factory=dict)
     """Dotted module name → path."""
     by_name: dict[str, list[int]] = field(default_factory=dict)
@@ -83,6 +87,13 @@ class RepoIndex:
             return {}
         scores = self.bm25.get_scores(query_terms)
         return {int(k): float(scores[k]) for k in scores.nonzero()[0]}
+
+    def file_scores(self, query_terms: list[str]) -> dict[str, float]:
+        """BM25 score of each whole non-test file for the query (only those above zero)."""
+        if self.file_bm25 is None or not query_terms:
+            return {}
+        scores = self.file_bm25.get_scores(query_terms)
+        return {self.file_paths[k]: float(scores[k]) for k in scores.nonzero()[0]}
 
     def units_of(self, path: str) -> list[Unit]:
         """The units of `path` (a test file is cut now); [] for a file not in the index."""
@@ -162,6 +173,7 @@ def _build(fingerprint: str, contents: dict[str, bytes], keys: dict[str, str],
     files: dict[str, FileUnits] = {}
     units: list[Unit] = []
     corpus: list[list[str]] = []
+    file_corpus: list[list[str]] = []
     for rel in sorted(contents):
         if rel not in sources:
             files[rel] = FileUnits(rel, 0, len(contents[rel]), [], [], parsed=False)
@@ -170,7 +182,11 @@ def _build(fingerprint: str, contents: dict[str, bytes], keys: dict[str, str],
         files[rel] = parsed
         units += parsed.units
         corpus += unit_terms
-    index = RepoIndex(fingerprint, files, units, _bm25(corpus))
+        path_terms = terms(rel)  # each unit's words begin with its path's
+        file_corpus.append(path_terms + [t for words in unit_terms
+                                         for t in words[len(path_terms):]])
+    index = RepoIndex(fingerprint, files, units, _bm25(corpus), _bm25(file_corpus),
+                      [rel for rel in sorted(contents) if rel in sources])
     index.modules = {module_name(rel): rel for rel in files}
     for k, unit in enumerate(units):
         index.by_name.setdefault(unit.name, []).append(k)

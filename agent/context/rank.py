@@ -4,8 +4,10 @@ Each unit's score adds up what points at it: its BM25 score over the task's term
 the best unit scores 1), its name used in the task's code (an identifier that names few units
 counts more than one that names many), a dotted name of the task that ends in its qualified
 name, a traceback frame inside it. A file's score is its best unit's, plus what points at the
-file itself: its path named or in a traceback frame, its module's dotted name used, a hint
-(the failing tests a user named: the files they import). Then structure: the units the top
+file itself: BM25 over whole files, its path named or in a traceback frame, its module's
+dotted name used (in full, or its last parts as written inside its package: `ascii.rst`), a
+hint (the failing tests a user named: the files they import); a file in a folder of
+documentation, examples or benchmarks keeps half its score. Then structure: the units the top
 units call, and those that call them, get a share of their score.
 """
 
@@ -38,12 +40,21 @@ W_MODULE = 0.8
 """The file's module named by a dotted name of the task."""
 W_HINT = 0.6
 """A file a hint points at (imported by the failing tests a user named)."""
+W_FILE_BM25 = 0.5
+"""BM25 of the whole file (scaled so the best file scores 1): a file whose words match the
+task's as a whole, though no single unit of it stands out."""
 W_FILE_UNITS = 0.35
 """How much of a file's score its second and third best units add (a file with several
 relevant units beats one with a single lucky one)."""
 W_NEIGHBOUR = 0.3
 """The share of a top unit's score its callees and callers get."""
 TOP_FOR_STRUCTURE = 5
+AUXILIARY = frozenset({"doc", "docs", "example", "examples", "bench", "benchmark",
+                       "benchmarks", "asv_bench", "release"})
+"""Folders of code that documents, demonstrates, measures or releases the project: a fix is
+rarely there, and their prose-rich files match a task's words well."""
+W_AUXILIARY = 0.5
+"""What a file in such a folder keeps of its score."""
 
 
 @dataclass
@@ -70,6 +81,10 @@ def rank(index: RepoIndex, clues: Clues, hint_files: list[str] | None = None) ->
         for k, score in bm25.items():
             units[k] += score / top
     file_bonus: dict[str, float] = defaultdict(float)
+    whole = index.file_scores(clues.terms)
+    best_file = max(whole.values(), default=0.0)
+    for path, score in whole.items():
+        file_bonus[path] += W_FILE_BM25 * score / best_file
     _names(index, clues, units)
     _dotted(index, clues, units, file_bonus)
     _frames(index, clues.frames, units, file_bonus)
@@ -88,6 +103,8 @@ def rank(index: RepoIndex, clues: Clues, hint_files: list[str] | None = None) ->
         best = sorted(per_file.get(path, []), reverse=True)[:3]
         scores[path] = (best[0] if best else 0.0) + W_FILE_UNITS * sum(best[1:]) / 2
         scores[path] += file_bonus.get(path, 0.0)
+        if AUXILIARY & set(PurePosixPath(path).parts[:-1]):
+            scores[path] *= W_AUXILIARY
     files = sorted(((p, s) for p, s in scores.items() if not is_test_file(p)),
                    key=lambda pair: (-pair[1], pair[0]))
     return Ranking(files, dict(units))
@@ -116,6 +133,7 @@ def _names(index: RepoIndex, clues: Clues, units: dict[int, float]) -> None:
 
 def _dotted(index: RepoIndex, clues: Clues, units: dict[int, float],
             file_bonus: dict[str, float]) -> None:
+    tails = _module_tails(index)
     for name in clues.dotted:
         parts = name.split(".")
         for cut in range(len(parts), 0, -1):  # the longest prefix that is a module
@@ -127,6 +145,12 @@ def _dotted(index: RepoIndex, clues: Clues, units: dict[int, float],
                     for unit_k in _qualified(index, rest, path):
                         units[unit_k] += W_DOTTED
                 break
+            # a module written from within its package (`ascii.rst` of `astropy.io.ascii`)
+            found = tails.get(".".join(parts[:cut]), []) if cut >= 2 else []
+            if found:
+                for path in found:
+                    file_bonus[path] += W_MODULE * _specificity(len(found))
+                break
         else:
             for start in range(1, len(parts) - 1 + 1):  # `xr.Dataset.merge` → `Dataset.merge`
                 tail = ".".join(parts[start:])
@@ -136,6 +160,17 @@ def _dotted(index: RepoIndex, clues: Clues, units: dict[int, float],
                     for unit_k in found:
                         units[unit_k] += weight
                     break
+
+
+def _module_tails(index: RepoIndex) -> dict[str, list[str]]:
+    """The last two or more parts of each module's dotted name → the modules' files (the
+    whole name left out: `index.modules` has it)."""
+    tails: dict[str, list[str]] = defaultdict(list)
+    for module, path in index.modules.items():
+        parts = module.split(".")
+        for start in range(1, len(parts) - 1):
+            tails[".".join(parts[start:])].append(path)
+    return tails
 
 
 def _qualified(index: RepoIndex, qualname: str, path: str | None) -> list[int]:

@@ -56,6 +56,18 @@ def test_what_the_statement_already_says_is_not_hidden(tmp_path: Path) -> None:
     assert hidden_tests(task).names == ()
 
 
+def test_a_dunder_method_of_a_test_class_is_not_a_hidden_name(tmp_path: Path) -> None:
+    patch = TEST_PATCH.replace("+3,7", "+3,11") + "".join(line + "\n" for line in [
+        "+",
+        "+class TestAddWithState:",
+        "+    def __init__(self) -> None:",
+        "+        self.total = 0",
+    ])
+    hidden = hidden_tests(make_task(tmp_path, test_patch=patch))
+    assert "TestAddWithState" in hidden.names and "__init__" not in hidden.names
+    assert hidden.leaks("calc/__init__.py\nclass Calc:\n    def __init__(self):") == []
+
+
 def test_a_task_without_a_test_patch_hides_nothing(tmp_path: Path) -> None:
     task = make_task(tmp_path, test_patch=None)
     assert not has_hidden_tests(task) and not hidden_tests(task).any
