@@ -21,6 +21,8 @@ _FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.MULTILI
 _TICKS = re.compile(r"`([^`\n]+)`")
 _CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+_CODE_LIKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]")
+"""An identifier written as only code is (`to_json_dict`, `ZeroMatrix`), wherever it is."""
 _PROMPT_LINE = re.compile(r"^\s*(>>>|\.\.\.|In \[\d+\]:|\$) ?", re.MULTILINE)
 
 
@@ -44,7 +46,8 @@ class Clues:
     dotted: list[str] = field(default_factory=list)
     """Dotted names (`xr.Dataset.merge`, `sympy.printing.latex`), in order of first use."""
     code_names: set[str] = field(default_factory=set)
-    """Identifiers that appear in code: backticks, fenced blocks, calls, doctest lines."""
+    """Identifiers that appear in code (backticks, fenced blocks, calls, doctest lines), and
+    those written as only code is anywhere (`to_json_dict`, `ZeroMatrix`)."""
     prose_names: set[str] = field(default_factory=set)
     """Other identifiers of the text (words of prose among them)."""
     terms: list[str] = field(default_factory=list)
@@ -73,6 +76,7 @@ def read_clues(text: str) -> Clues:
                 seen_dotted.add(name)
                 clues.dotted.append(name)
     clues.code_names = set(_IDENT.findall(code)) | set(_CALL.findall(text))
+    clues.code_names |= {w for w in _IDENT.findall(text) if _CODE_LIKE.search(w)}
     clues.code_names |= {f.function for f in clues.frames if f.function}
     clues.prose_names = set(_IDENT.findall(text)) - clues.code_names
     return clues

@@ -146,10 +146,10 @@ def _dotted(index: RepoIndex, clues: Clues, units: dict[int, float],
                         units[unit_k] += W_DOTTED
                 break
             # a module written from within its package (`ascii.rst` of `astropy.io.ascii`)
-            found = tails.get(".".join(parts[:cut]), []) if cut >= 2 else []
-            if found:
-                for path in found:
-                    file_bonus[path] += W_MODULE * _specificity(len(found))
+            written = tails.get(".".join(parts[:cut]), []) if cut >= 2 else []
+            if written:
+                for path in written:
+                    file_bonus[path] += W_MODULE * _specificity(len(written))
                 break
         else:
             for start in range(1, len(parts) - 1 + 1):  # `xr.Dataset.merge` → `Dataset.merge`

@@ -28,3 +28,9 @@ def test_paths_frames_names_and_terms() -> None:
     assert {"Polygon", "area"} <= clues.code_names
     assert "negative" in clues.prose_names
     assert "clockwise" in clues.terms and "stacked" in clues.terms
+
+
+def test_identifiers_written_as_only_code_is_are_code_in_prose_too() -> None:
+    clues = read_clues("The ZeroMatrix blocks lose their shape in to_json_dict; Python is fine.")
+    assert {"ZeroMatrix", "to_json_dict"} <= clues.code_names
+    assert {"The", "blocks", "Python"}.isdisjoint(clues.code_names)
