@@ -8,7 +8,7 @@ file itself: BM25 over whole files, its path named or in a traceback frame, its 
 dotted name used (in full, or its last parts as written inside its package: `ascii.rst`), a
 hint (the failing tests a user named: the files they import); a file in a folder of
 documentation, examples or benchmarks keeps half its score. Then structure: the units the top
-units call, and those that call them, get a share of their score.
+units call (in their own file or a file they import) get a share of their score.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ W_FILE_UNITS = 0.35
 """How much of a file's score its second and third best units add (a file with several
 relevant units beats one with a single lucky one)."""
 W_NEIGHBOUR = 0.3
-"""The share of a top unit's score its callees and callers get."""
+"""The share of a top unit's score its callees get (halved)."""
 TOP_FOR_STRUCTURE = 5
 AUXILIARY = frozenset({"doc", "docs", "example", "examples", "bench", "benchmark",
                        "benchmarks", "asv_bench", "release"})
@@ -229,8 +229,8 @@ def _frames(index: RepoIndex, frames: list[Frame], units: dict[int, float],
 
 
 def _structure(index: RepoIndex, units: dict[int, float]) -> None:
-    """The callees and callers of the top units share their score (by name: a callee is a
-    unit the top unit's text names, in its own file or a file it imports)."""
+    """The callees of the top units share their score (by name: a callee is a unit the top
+    unit's text calls, in its own file or a file it imports)."""
     top = sorted(units.items(), key=lambda pair: -pair[1])[:TOP_FOR_STRUCTURE]
     for k, score in top:
         unit = index.units[k]
