@@ -226,7 +226,7 @@ def _apply_file(ws: Workspace, fd: FileDiff, what: str) -> None:
     offset = 0
     for number, h in enumerate(fd.hunks, start=1):
         hunk_what = f"{what}, hunk {number} ({path})"
-        old, new = h.old, h.new
+        old, new = _expanded(ws, path, h)
         if not old:
             # a pure insertion: "@@ -N,0" inserts after line N (git's convention)
             n_lines = len(split_lines(content))
@@ -238,3 +238,18 @@ def _apply_file(ws: Workspace, fd: FileDiff, what: str) -> None:
                                     window=max(10, len(old)))
         offset += len(new) - len(old)
         ws.set(path, content)
+
+
+def _expanded(ws: Workspace, path: str, hunk: Hunk) -> tuple[list[str], list[str]]:
+    """The hunk's old and new lines, with each marker line of a file shown in part (a context
+    or removed line `# ... lines A-B not shown ...`) standing for the lines it elides; a marker
+    on an added line is left as written."""
+    old: list[str] = []
+    new: list[str] = []
+    for kind, text in hunk.lines:
+        lines = ws.expand(path, [text]) if kind != "+" else [text]
+        if kind != "+":
+            old += lines
+        if kind != "-":
+            new += lines
+    return old, new

@@ -5,9 +5,9 @@ A large file is shown as some of its lines with the others elided, each elided r
 by one marker line naming the lines it stands for (`# ... lines 120-161 not shown ...`).
 A `FileView` keeps those runs. Edits are read against the real file:
 
-- a marker line copied into an edit (a SEARCH, a REPLACE, a code block) stands for the lines
-  it elides: `expand` puts them back, so a SEARCH that spans one matches the real file and a
-  block that keeps one keeps the code;
+- a marker line copied into an edit (a SEARCH, a REPLACE, a code block, a diff's context or
+  removed line) stands for the lines it elides: `expand` puts them back, so a SEARCH or a hunk
+  that spans one matches the real file and a block that keeps one keeps the code;
 - a whole-file answer can only speak for what the model saw: `merge_whole` applies the
   difference between what was shown and the answer to the real file, and never deletes a
   line the model did not see (a marker dropped or replaced by "rest unchanged" keeps the

@@ -69,6 +69,12 @@ def test_edits_to_a_partly_shown_file_apply_to_the_real_file(big_repo: Path) -> 
     answer = f"geom/shapes.py\n<<<<<<< SEARCH\n{search}\n=======\n{search}\n# ok\n>>>>>>> REPLACE\n"
     parsed = edits.parse_edits(answer, read, views=views)
     assert parsed.files["geom/shapes.py"].count("\n") == real.count("\n") + 1
+    # so does a diff hunk whose context holds a marker
+    diff = "\n".join(["```diff", "--- a/geom/shapes.py", "+++ b/geom/shapes.py", "@@ ... @@",
+                       *(" " + ln for ln in lines[k - 1 : k + 2]), "+# ok", "```", ""])
+    parsed = edits.parse_edits(diff, read, views=views)
+    assert parsed.files["geom/shapes.py"].count("\n") == real.count("\n") + 1
+    assert "# ... lines" not in parsed.files["geom/shapes.py"]
     # a file never shown cannot be rewritten whole
     shown_paths = {f.path for f in context.files}
     unseen = next(f"geom/other{k}.py" for k in range(12) if f"geom/other{k}.py" not in shown_paths)
