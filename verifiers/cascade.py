@@ -64,15 +64,10 @@ def default_verifiers(
     return sorted(stages, key=lambda stage: CASCADE_ORDER.index(stage.name))
 
 
-def after_tests(verifier: Verifier) -> bool:
-    """Whether the stage runs only after the tests passed (its `after_tests`; default no)."""
-    return bool(getattr(verifier, "after_tests", False))
-
-
 def split_at_tests(verifiers: Sequence[Verifier]) -> tuple[list[Verifier], list[Verifier]]:
     """(the stages before and with the tests, the stages that run only after they passed)."""
-    first = [v for v in verifiers if not after_tests(v)]
-    late = [v for v in verifiers if after_tests(v)]
+    first = [v for v in verifiers if not v.after_tests]
+    late = [v for v in verifiers if v.after_tests]
     return first, late
 
 

@@ -172,7 +172,8 @@ def run_task(
                     if show_progress and console is not None else None)
         writer = (ReproWriter(task, model, verifier, loop_options.repro_tests,
                               log.dir / "reproduction") if blind else None)
-        loop = Loop(task, model, verifier, log, loop_options, progress, schedule, writer)
+        loop = Loop(task, model, verifier, log, loop_options, progress, schedule, writer,
+                    sandbox=verifier.backend.name)
         with progress or contextlib.nullcontext():
             try:
                 result = loop.run()  # on Ctrl-C it leaves a run.json agreeing with its attempts

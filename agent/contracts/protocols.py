@@ -123,6 +123,9 @@ class SandboxBackend(Protocol):
     """Opens sandboxes of one kind; `close` releases what they share (e.g. a docker client)."""
 
     name: str
+    reusable: bool
+    """Its sandboxes can be reset for the next candidate (`Resettable`): the pool keeps them
+    warm (Docker); otherwise each candidate gets a fresh one."""
 
     def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
         """Start an isolated sandbox whose writable workspace is the host dir `workspace`."""
@@ -174,6 +177,8 @@ class Verifier(Protocol):
     """One stage of the verification cascade."""
 
     name: str
+    after_tests: bool
+    """It runs only once the tests have passed, on a fresh copy (security, mypy, repro)."""
 
     def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
         """Judge the candidate now in `sandbox.workspace`."""

@@ -80,14 +80,18 @@ class Loop:
         progress: ProgressHook | None = None,
         schedule: ModelSchedule | None = None,
         repro: ReproWriter | None = None,
+        *,
+        sandbox: str | None = None,
     ) -> None:
         """`model` answers every round, unless `schedule` (whose fast tier it should be) says
         which model answers each round. `repro`: a blind run's reproduction-test writer,
-        started with the first round (its tokens count in the budget)."""
+        started with the first round (its tokens count in the budget). `sandbox`: the name of
+        the backend `verifier` runs candidates on (run.json's `sandbox`)."""
         self.task = task
         self.model = model
         self.schedule = schedule or ModelSchedule.single(model)
         self.verifier = verifier
+        self.sandbox = sandbox
         self.log = log
         self.config = config
         self.progress = progress or (lambda attempt, state: None)
@@ -544,8 +548,7 @@ class Loop:
                           self.budget.estimated),
             time_to_first_pass_s=self.budget.since_start(winner.t_verified) if winner else None,
             endpoint=self.model.report() if isinstance(self.model, EndpointReport) else None,
-            # the backend of agent/verify's TaskVerifier; PatchVerifier does not require one
-            sandbox=getattr(getattr(self.verifier, "backend", None), "name", None),
+            sandbox=self.sandbox,
             fail_to_pass=list(self.task.fail_to_pass),
             pass_to_pass=list(self.task.pass_to_pass),
             context=self._context_record(),

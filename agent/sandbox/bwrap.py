@@ -173,6 +173,7 @@ class BwrapBackend:
     """Opens BwrapSandboxes over the ooda rootfs (built on first use)."""
 
     name = "bwrap"
+    reusable = False
 
     def __init__(self, *, log: image.Log = image.stderr_log) -> None:
         problem = bwrap_problem()

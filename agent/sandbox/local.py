@@ -45,6 +45,7 @@ class LocalBackend:
     """No isolation: commands run on the host with the host's Python. Only when named."""
 
     name = "local"
+    reusable = False
 
     def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
         return LocalSandbox(workspace)

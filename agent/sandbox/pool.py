@@ -57,7 +57,7 @@ class SandboxPool:
         self.work_root = work_root
         self.requirements = requirements
         self.size = max(1, size)
-        self.reusable = bool(getattr(backend, "reusable", False))
+        self.reusable = backend.reusable
         self._cond = threading.Condition()
         self._idle: list[Sandbox] = []
         self._busy: set[int] = set()

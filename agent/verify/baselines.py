@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol, cast, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ooda.agent.contracts.protocols import CheckSpec, Sandbox, Verifier, VerifierResult
 from ooda.agent.sandbox.pool import SandboxPool
@@ -30,17 +30,14 @@ from ooda.agent.verify.plan import TaskPlan
 from ooda.agent.verify.watched import Watched
 from ooda.agent.verify.workspace import apply_patch, copy_repo
 from ooda.verifiers import Baseline, python_files
-from ooda.verifiers.cascade import after_tests
 from ooda.verifiers.mypy_check import MypyVerifier
 from ooda.verifiers.pytest_check import REPORT_DIR, TestRun
 from ooda.verifiers.runners import TestRequest, base_run
 
 
 @runtime_checkable
-class BaselineVerifier(Protocol):
+class BaselineVerifier(Verifier, Protocol):
     """A verifier judged relative to the unpatched code (ruff, mypy)."""
-
-    name: str
 
     def baseline(self, sandbox: Sandbox, check: CheckSpec) -> Baseline: ...
 
@@ -257,13 +254,13 @@ class _Optimistic:
         self.inner = inner
         self.owner = owner
         self.name = inner.name
-        self.after_tests = after_tests(cast(Verifier, inner))
+        self.after_tests = inner.after_tests
 
     def baseline(self, sandbox: Sandbox, check: CheckSpec) -> Baseline:
         return self.inner.baseline(sandbox, check)
 
     def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
-        stage = cast(Verifier, self.inner)
+        stage = self.inner
         known = self.owner.known_baseline(self.name, check.changed_files)
         if known is not None:
             check.baseline[self.name] = known

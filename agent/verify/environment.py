@@ -19,6 +19,8 @@ from pathlib import Path
 
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.protocols import Sandbox, SandboxBackend
+from ooda.agent.sandbox.bwrap import BwrapBackend
+from ooda.agent.sandbox.docker.backend import DockerBackend
 from ooda.agent.sandbox.docker.launch import connect
 from ooda.agent.sandbox.environments.builder import BuiltEnv, ensure_env, env_dir
 from ooda.agent.sandbox.environments.rootfs import export_rootfs
@@ -57,7 +59,8 @@ def prepare_environment(
             f"this task names its own environment ([environment]), which needs the docker or "
             f"bwrap sandbox (not {backend.name}): pass --sandbox docker"
         )
-    client = getattr(backend, "client", None) or connect()  # bwrap: Docker builds the image
+    # Docker builds the image for bwrap too
+    client = backend.client if isinstance(backend, DockerBackend) else connect()
     if retry_failed:
         _forget_failure(spec_hash(spec, repo))
     built = ensure_env(client, spec, repo, log=stderr_log)
@@ -94,16 +97,17 @@ class EnvironmentBackend:
         self.rootfs = prepared.rootfs
         self.plugins = prepared.plugins
         self.name = inner.name
-        self.reusable = bool(getattr(inner, "reusable", False))
+        self.reusable = inner.reusable
 
     def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
         env = {PLUGINS_VAR: ",".join(self.plugins)} if self.plugins else None
-        sandbox: Sandbox
-        if self.rootfs is not None:  # bwrap: the image's filesystem as its root
-            sandbox = self.inner.open_rootfs(workspace, self.rootfs, env)  # type: ignore[attr-defined]
-        else:
-            sandbox = self.inner.open_image(workspace, self.tag, env)  # type: ignore[attr-defined]
-        return sandbox
+        inner = self.inner
+        if isinstance(inner, BwrapBackend) and self.rootfs is not None:
+            return inner.open_rootfs(workspace, self.rootfs, env)  # the image's filesystem
+        if isinstance(inner, DockerBackend):
+            return inner.open_image(workspace, self.tag, env)
+        raise UsageError(f"a task's own environment needs the docker or bwrap sandbox, not "
+                         f"{inner.name}")
 
     def adopt(self, launched: object, *, requirements: Path | None = None) -> Sandbox | None:
         """A container started ahead of need is on ooda's image, never this one."""

@@ -267,6 +267,7 @@ def patch_of(repo: Path, path: str, new: str) -> str:
 
 class Local:
     name = "local"
+    reusable = False
 
     def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
         return LocalSandbox(workspace)

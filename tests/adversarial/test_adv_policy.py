@@ -212,6 +212,7 @@ class CountingBackend:
     """The real Docker backend, counting the sandboxes it opens."""
 
     name = "docker"
+    reusable = False
 
     def __init__(self) -> None:
         self.inner = backend_or_skip("docker")

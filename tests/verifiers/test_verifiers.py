@@ -354,6 +354,8 @@ def test_match_id() -> None:
 
 
 class Stage:
+    after_tests = False
+
     def __init__(self, name: str, status: str = "passed", error: Exception | None = None) -> None:
         self.name = name
         self.status = status

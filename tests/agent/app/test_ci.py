@@ -286,6 +286,7 @@ class FakeRunTask:
 
 class NoBackend:
     name = "none"
+    reusable = False
 
     def close(self) -> None:
         pass

@@ -123,6 +123,7 @@ class FakeRunner:
 
 class FakeBackend:
     name = "fake"
+    reusable = False
 
     def close(self) -> None:
         pass

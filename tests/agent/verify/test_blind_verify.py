@@ -39,6 +39,7 @@ REPRODUCES = "from stats import mean\nassert mean([1, 2]) == 1.5, 'mean([1, 2]) 
 
 class Backend:
     name = "local"
+    reusable = False
 
     def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
         return LocalSandbox(workspace)

@@ -61,6 +61,7 @@ class Backend:
     """LocalSandbox backend that counts sandboxes opened and closed."""
 
     name = "local"
+    reusable = False
 
     def __init__(self) -> None:
         self.opened: list[Path] = []

@@ -23,6 +23,7 @@ TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\
 
 class Local:
     name = "local"
+    reusable = False
 
     def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
         return LocalSandbox(workspace)
