@@ -37,10 +37,11 @@ TESTS = ["--fail-to-pass", "tests/test_demo.py::test_greet",
 
 def run_status(root: Path, tmp_path: Path, answer: str, name: str,
                *extra: str) -> tuple[subprocess.CompletedProcess[str], dict[str, int]]:
-    """`ooda run` with one scripted answer: its process and the endpoint's counters."""
+    """`ooda run` with one scripted answer: its process and the endpoint's counters (its
+    request log, one line per chat request, is `{name}-requests.jsonl`)."""
     replay = tmp_path / f"{name}.jsonl"
     replay.write_text(json.dumps({"task": "demo", "answer": answer}) + "\n")
-    with ReplayServer([replay]) as server:
+    with ReplayServer([replay], request_log=tmp_path / f"{name}-requests.jsonl") as server:
         done = ooda("run", ".", "--statement", "greet() should say hello", *TESTS, "-n", "1",
                     "--rounds", "1", "--model", "m", "--base-url", server.start(),
                     "--runs-dir", str(tmp_path / f"runs-{name}"), *extra, cwd=root)
@@ -62,6 +63,7 @@ def test_verify_and_run_give_the_same_verdict(repo: Path, tmp_path: Path) -> Non
     assert json.loads(right.stdout)["status"] == "passed" and DETECTED in right.stderr
     ran, _ = run_status(repo, tmp_path, FIX, "right")
     assert ran.returncode == 0 and "PASSED demo" in ran.stderr, ran.stderr
+    assert (tmp_path / "right-requests.jsonl").read_text().count("\n") == 1
 
     wrong = verify_status(repo, tmp_path, WRONG, "wrong")
     assert wrong.returncode == 1 and json.loads(wrong.stdout)["status"] == "failed"
@@ -75,7 +77,8 @@ def test_an_uncollectable_base_stops_before_any_model_request(
     backend_or_skip("docker")
     ran, stats = run_status(repo, tmp_path, FIX, "none", "--environment", "none")
     assert ran.returncode == 2, ran.stderr
-    assert stats["chat_requests"] == 0  # the model was never asked
+    assert stats["chat_requests"] == 0  # the model was never asked: its request log is empty
+    assert not (tmp_path / "none-requests.jsonl").exists()
     [error] = [line for line in ran.stderr.splitlines() if line.startswith("ooda: error:")]
     assert "tests/test_demo.py" in error and "'markupsafe'" in error
     assert "--environment auto" in error and "requirements" in error
