@@ -31,7 +31,9 @@ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends su
 [ -s "$W/host-ca.crt" ] && cp "$W/host-ca.crt" /etc/ssl/certs/ca-certificates.crt
 git config --system --add safe.directory '*'
 echo "== as a user with sudo: bash scripts/quickstart.sh"
-useradd -m -s /bin/bash u && echo 'u ALL=(ALL) NOPASSWD:ALL' >/etc/sudoers.d/u
+# a uid of its own: the machine's Docker sandboxes run as uid 1000, and RLIMIT_NPROC (bwrap's
+# process bound) counts a uid's processes machine-wide, which this pid namespace cannot see
+useradd -m -s /bin/bash -u 27027 u && echo 'u ALL=(ALL) NOPASSWD:ALL' >/etc/sudoers.d/u
 su - u -c "export TMPDIR=$W/tmp; git clone -q $W/src ~/ooda && cd ~/ooda \
   && bash scripts/quickstart.sh; echo \"user quickstart exit \$?\""
 echo "== as root: bash scripts/quickstart.sh"
