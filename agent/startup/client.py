@@ -11,7 +11,9 @@ variables read at import time. Anything that goes wrong before the daemon has fo
 command means "no daemon": the caller then runs the command itself.
 
 Protocol (one Unix stream socket per command, in a 0700 directory of this user's):
-client → daemon: a 4-byte length, then JSON {argv, cwd, env, umask}; file descriptors 0, 1, 2
+client → daemon: a 4-byte length, then JSON {argv, cwd, env, umask, started (when this client
+process started, on the machine's monotonic clock: the command's phases count from there)};
+file descriptors 0, 1, 2
 ride along in the first message (SCM_RIGHTS). daemon → client: JSON lines {"pid": N} once the
 worker is forked, then {"exit": CODE} when it has been reaped.
 """
@@ -34,6 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any, BinaryIO
+
+from ooda.agent.support import phases
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("agent", "verifiers", "tasks")
@@ -207,7 +211,8 @@ def run_in_daemon(argv: list[str], wait_start_s: float = START_WAIT_S) -> int:
     except OSError as exc:
         raise NoDaemon(str(exc)) from None
     with sock:
-        request = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "umask": _umask()}
+        request = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "umask": _umask(),
+                   "started": phases.command_start()}
         try:
             send_request(sock, request, [0, 1, 2])
         except OSError as exc:

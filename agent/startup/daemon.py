@@ -40,6 +40,7 @@ from ooda.agent.sandbox.docker import image
 from ooda.agent.sandbox.docker.launch import Launched, SdkEngine, launch_on_last_image
 from ooda.agent.sandbox.registry import cleanup_leftovers
 from ooda.agent.startup import client, commands, entry
+from ooda.agent.support import phases
 from ooda.agent.support.exits import finish
 
 IDLE_S = float(os.environ.get("OODA_DAEMON_IDLE_S", "1800"))
@@ -293,6 +294,9 @@ def run_worker(
         argv = request["argv"]
         assert isinstance(argv, list)
         sys.argv = [str(a) for a in argv]
+        started = request.get("started")
+        if isinstance(started, (int, float)):
+            phases.set_command_start(float(started))
         code = entry.run_here(
             launched=(offer.work, offer.launched) if offer is not None else None,
             leftovers_cleaned=True,  # done here, between commands (Daemon.keep_warm)
