@@ -13,6 +13,10 @@ import pytest
 from ooda.agent.contracts.errors import InfraError
 
 ROOT = Path(__file__).resolve().parents[1]
+# The base check's facts are kept per base in $OODA_HOME (agent/verify/basecache.py): tests
+# with fake verifiers would share them through identical repositories. Off here, on in the
+# tests of the cache itself (tests/agent/verify/test_base_cache.py).
+os.environ.setdefault("OODA_BASE_CACHE", "0")
 EXAMPLES = ROOT / "tasks" / "examples"
 
 

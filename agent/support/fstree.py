@@ -146,6 +146,52 @@ def copy_tree(
     return skipped
 
 
+def tree_digest(
+    source: Path | str, *, ignore: Callable[[str], bool] | None = None,
+    max_depth: int = MAX_COPY_DEPTH,
+) -> str:
+    """A hash of the tree at `source` as copy_tree(keep_links=True, ignore=...) would copy it:
+    every directory, regular file (its bytes and permission bits) and link (its target), by
+    relative path; what copy_tree leaves out is left out here too. No link is followed."""
+    import hashlib
+
+    digest = hashlib.blake2b(digest_size=20)
+    src_fd = open_dir(source)
+    frames: list[tuple[int, str, Iterator[str]]] = [(src_fd, "", iter(sorted(os.listdir(src_fd))))]
+    try:
+        while frames:
+            fd, prefix, names = frames[-1]
+            name = next(names, None)
+            if name is None:
+                os.close(fd)
+                frames.pop()
+                continue
+            if ignore is not None and ignore(name):
+                continue
+            info = os.lstat(name, dir_fd=fd)
+            rel = prefix + name
+            if stat.S_ISDIR(info.st_mode):
+                if len(frames) >= max_depth:
+                    raise TreeTooDeep(f"{source}: nested more than {max_depth} directories deep")
+                child = os.open(name, DIR_FLAGS, dir_fd=fd)
+                frames.append((child, rel + "/", iter(sorted(os.listdir(child)))))
+                digest.update(b"d\0" + os.fsencode(rel) + b"\0")
+            elif stat.S_ISREG(info.st_mode):
+                digest.update(b"f\0" + os.fsencode(rel) + b"\0%o\0%d\0" % (_mode(info.st_mode),
+                                                                            info.st_size))
+                file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                with os.fdopen(file_fd, "rb") as handle:
+                    for chunk in iter(lambda: handle.read(1 << 20), b""):
+                        digest.update(chunk)
+            elif stat.S_ISLNK(info.st_mode):
+                digest.update(b"l\0" + os.fsencode(rel) + b"\0"
+                              + os.fsencode(os.readlink(name, dir_fd=fd)) + b"\0")
+    finally:
+        for fd, _, _ in frames:
+            os.close(fd)
+    return digest.hexdigest()
+
+
 def _mode(st_mode: int) -> int:
     return stat.S_IMODE(st_mode) & 0o777
 

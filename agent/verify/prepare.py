@@ -4,7 +4,8 @@
 From the task and the user's choices: draft the plan (environment, runner, stages, tests:
 agent/verify/plan.py), open the task verifier on it (which builds the environment and starts
 the sandboxes), run the tests on the unpatched code and settle the plan from what they did
-(agent/verify/base.py). What comes back is the frozen plan and the verifier that judges by it;
+(agent/verify/base.py; the facts of a base already checked are read back instead:
+agent/verify/basecache.py). What comes back is the frozen plan and the verifier that judges by it;
 a base that cannot judge anything is a UsageError before any model is asked for anything.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ooda.agent.contracts.options import EnvironmentOptions, SandboxOptions, StageOptions
+from ooda.agent.verify import basecache
 from ooda.agent.verify.base import examine_base, settle
 from ooda.agent.verify.plan import BaseFacts, TaskPlan, draft_plan
 from ooda.agent.verify.verifier import TaskVerifier
@@ -40,13 +42,25 @@ def make_plan(
                                                                  stages)
     verifier = open_verifier(draft)
     try:
-        facts = examine_base(draft, verifier)
+        facts = _base_facts(draft, verifier, cached=check)
         plan = settle(draft, facts) if check else _kept(draft, facts)
         verifier.use(plan)
     except BaseException:
         verifier.close()
         raise
     return plan, verifier
+
+
+def _base_facts(draft: TaskPlan, verifier: TaskVerifier, *, cached: bool) -> BaseFacts:
+    """The base's facts: kept from an earlier run on the same base (agent/verify/basecache.py)
+    when `cached`, else found now (and kept for the next run)."""
+    key = basecache.base_key(draft, verifier.backend.name) if cached else None
+    facts = basecache.load(key) if key is not None else None
+    if facts is None:
+        facts = examine_base(draft, verifier)
+        if key is not None:
+            basecache.store(key, facts)
+    return facts
 
 
 def _kept(draft: TaskPlan, facts: BaseFacts) -> TaskPlan:
