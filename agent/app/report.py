@@ -85,6 +85,38 @@ def _cards(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
 BREAKDOWN = {"first_token": "waiting for the first token", "generation": "generation",
              "verification": "verifiers running", "queueing": "queueing & setup"}
 """Legend labels of the time breakdown."""
+PHASE_LABELS = {"startup": "start-up", "task": "task and plan", "environment": "environment",
+                "base_check": "base check", "generation": "generation",
+                "verification": "verification", "selection": "the loop's own work",
+                "writing": "writing and closing", "other": "not accounted for"}
+"""Legend labels of the phases (agent/support/phases.py), in the order shown."""
+
+
+def _phases(record: Mapping[str, Any]) -> dict[str, float]:
+    """A summary's or run's phases in display order, the empty ones left out."""
+    phases = record.get("phases") or {}
+    return {k: float(phases[k]) for k in PHASE_LABELS if float(phases.get(k) or 0.0) > 0}
+
+
+def _phases_md(record: Mapping[str, Any], end: Sequence[str] = ()) -> list[str]:
+    """One bullet: where the wall time went (then `end`); nothing when no phases were kept."""
+    phases = _phases(record)
+    if not phases:
+        return []
+    return ["- **wall time**: " + ", ".join(f"{PHASE_LABELS[k]} {fmt_num(v)} s"
+                                            for k, v in phases.items()), *end]
+
+
+def _phases_html(record: Mapping[str, Any]) -> list[str]:
+    phases = _phases(record)
+    if not phases:
+        return []
+    return ["<figure>" + stacked_bar(phases, title="Where the wall time went",
+                                     labels=PHASE_LABELS)
+            + "<figcaption>The wall clock split by phase, adding up to the whole: each "
+              "instant goes to one phase running then, what the rest waits for first (the "
+              "base check, then the environment, verification, generation...).</figcaption>"
+              "</figure>"]
 
 
 TASK_COLUMNS = ("task", "status", "attempts", "rounds", "candidates verified / passing",
@@ -155,6 +187,7 @@ def eval_html(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) 
                                 x_label="seconds to first pass", y_label="solved tasks")
         + "<figcaption>Among solved tasks, the share solved within t seconds.</figcaption>"
           "</figure>",
+        *_phases_html(summary),
         "<figure>" + stacked_bar(summary.get("time_breakdown_s") or {},
                                  title="Where the candidates' time went", labels=BREAKDOWN)
         + "<figcaption>Candidate-seconds: generating (t_generated - t_start), then verifying "
@@ -234,6 +267,7 @@ def eval_markdown(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any
     if breakdown:
         lines.append("- **candidate time**: " + ", ".join(
             f"{BREAKDOWN.get(k, k)} {fmt_num(v)} s" for k, v in breakdown.items()))
+    lines += _phases_md(summary)
     lines.append("")
     gold = summary.get("gold_failures")
     if gold:
@@ -279,6 +313,7 @@ def run_html(run: RunSummary, attempts: Sequence[AttemptRecord], patch: str) -> 
         *([f"<p>{escape(run_protocol(run.to_json()))}</p>"]
           if run_protocol(run.to_json()) else []),
         *modelstats.html(run.to_json(), escape),
+        *_phases_html(run.to_json()),
         "<h2>Timeline</h2>", timeline(attempts, title="Attempts over time"),
         "<h2>Attempts</h2><table><tr>",
         *[f"<th>{escape(c)}</th>" for c in RUN_COLUMNS], "</tr>",
@@ -314,6 +349,7 @@ def run_markdown(run: RunSummary, attempts: Sequence[AttemptRecord], patch: str)
         f"{fmt_num(run.attempts)} attempts, {fmt_num(run.rounds_used)} round(s), "
         f"{fmt_num(run.wall_s)} s of {fmt_num(run.budget_s)} s, tokens "
         f"{fmt_num(run.tokens.prompt)} + {fmt_num(run.tokens.completion)}.", "",
+        *_phases_md(run.to_json(), end=[""]),
         *([run_protocol(run.to_json()), ""] if run_protocol(run.to_json()) else []),
         *modelstats.markdown(run.to_json()),
         "## Attempts", "", *_md_table(RUN_COLUMNS, [_attempt_row(a) for a in attempts]), "",

@@ -9,13 +9,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rich.console import Console
 
+from ooda.agent.app.basegate import BaseCheckFailed, GatedVerifier, overlaps
 from ooda.agent.app.options import RunOptions
 from ooda.agent.app.progress import RunProgress
 from ooda.agent.app.protocol import (
@@ -28,15 +30,21 @@ from ooda.agent.app.protocol import (
     runs_blind,
 )
 from ooda.agent.contracts.errors import InfraError, UsageError
-from ooda.agent.contracts.protocols import EndpointReport, Model, SandboxBackend
+from ooda.agent.contracts.protocols import (
+    EndpointReport,
+    Model,
+    PatchVerifier,
+    SandboxBackend,
+)
 from ooda.agent.core.loop import INTERRUPTED, Loop, RunResult
-from ooda.agent.core.records import RunSummary
+from ooda.agent.core.records import Attempt, RunSummary
 from ooda.agent.core.repro_writer import ReproWriter
 from ooda.agent.core.runlog import RunLog, new_run_id
 from ooda.agent.core.schedule import ModelSchedule, Price, Tier
 from ooda.agent.models import open_model
 from ooda.agent.sandbox.registry import open_backend
 from ooda.agent.support.fstree import remove_workspace
+from ooda.agent.support.phases import Timeline
 from ooda.agent.support.text import one_line
 from ooda.agent.support.textsafe import markup_safe
 from ooda.agent.verify.plan import TaskPlan, draft_plan
@@ -49,6 +57,8 @@ if TYPE_CHECKING:
     from ooda.agent.sandbox.docker.launch import Launched
 
 __all__ = ["Prestarted", "RunOptions", "open_verifier", "prepare_task", "run_task"]
+
+T = TypeVar("T")
 
 
 class Prestarted(Protocol):
@@ -97,6 +107,7 @@ def run_task(
     strong: Model | None = None,
     plan: TaskPlan | None = None,
     verifier: TaskVerifier | None = None,
+    timeline: Timeline | None = None,
 ) -> tuple[RunResult, RunLog]:
     """Run the loop on one task and return its result and run directory.
 
@@ -111,10 +122,14 @@ def run_task(
     `options.runs_dir` (default: a fresh, time-stamped id). `prestarted`: what start-up began
     for this command (a backend, a container), taken when it fits. `strong`: the model to
     escalate to, when shared like `model` (otherwise opened here from `options.escalate_to`).
+    `timeline`: where the command's seconds went before (start-up, loading the task); run.json's
+    `phases` split the command's wall time from its start (default: from this call).
     """
     options = options.checked()
-    draft = plan if plan is not None else draft_plan(task, options.environment,
-                                                     options.sandbox, options.stages)
+    timeline = timeline if timeline is not None else Timeline(start=time.monotonic())
+    with timeline.span("task"):
+        draft = plan if plan is not None else draft_plan(task, options.environment,
+                                                         options.sandbox, options.stages)
     said = draft.environment_line
     if said and plan is None and show_progress and console is not None:
         console.print(markup_safe(said), highlight=False)
@@ -136,31 +151,47 @@ def run_task(
         with _setup_failures_recorded(log, task.id), announce:
             work_root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ooda-")))
             # Sandboxes start (the environment is built, the base's baselines run) while the
-            # model client is set up; the plan is settled on the unpatched code before any
-            # model is asked anything.
-            with ThreadPoolExecutor(1, thread_name_prefix="ooda-setup") as setup:
-                if verifier is None:
-                    opening = setup.submit(open_verifier, draft.visible() if blind else draft,
-                                           options, backend, work_root, prestarted, blind)
-                    stack.callback(_close_opened, opening)
+            # model client is set up. The plan is settled on the unpatched code before any
+            # candidate is judged: before the loop starts, or (the task names its tests, so the
+            # prompt does not depend on the base) while the loop asks for the first answers
+            # (agent/app/basegate.py).
+            setup = ThreadPoolExecutor(1, thread_name_prefix="ooda-setup")
+            stack.callback(setup.shutdown, wait=False)  # a set-up left running is abandoned
+            if verifier is None:
+                opening = setup.submit(_timed, timeline, "environment", open_verifier,
+                                       draft.visible() if blind else draft, options,
+                                       backend, work_root, prestarted, blind)
+                stack.callback(_close_opened, opening)
+            with timeline.span("generation"):  # the model clients: the endpoint check
                 if model is None:
                     model = stack.enter_context(open_model(options.model, task))
                 strong_options = options.escalation_model()
                 if strong is None and strong_options is not None:
                     strong = stack.enter_context(open_model(
                         strong_options, task, api_key=options.escalation.api_key()))
-                judge = None
-                if verifier is not None:  # settled by the caller
-                    settled = draft
-                elif blind:  # the hidden tests judge the base now and candidates at the end
-                    loops = verifier = opening.result()
-                    settled, judge = make_plan(draft, lambda whole: open_judge(
-                        whole, loops, options.sandbox.retry_failed_environments))
-                    stack.callback(judge.close)
-                else:
-                    settled, verifier = make_plan(draft, lambda _draft: opening.result())
+            judge = None
+            gate: GatedVerifier | None = None
+            base_started: list[float] = []  # once the environment is there
+            if verifier is not None:  # settled by the caller
+                settled = draft
+            elif blind:  # the hidden tests judge the base now and candidates at the end
+                loops = verifier = opening.result()
+                settled, judge = make_plan(draft, lambda whole: _started(
+                    base_started, _timed(timeline, "environment", open_judge, whole,
+                                         loops, options.sandbox.retry_failed_environments)))
+                stack.callback(judge.close)
+            elif overlaps(draft):
+                settling = setup.submit(_settle, draft, opening, timeline)
+                stack.callback(_abandon, settling)
+                gate, settled = GatedVerifier(settling), draft
+            else:
+                settled, verifier = make_plan(
+                    draft, lambda _draft: _started(base_started, opening.result()))
+            if base_started:
+                timeline.until_now("base_check", since=base_started[0])
         passing_before = list(settled.base.fail_to_pass_passing) if settled.base else []
-        task = verifier.task  # what the loop sees: the visible task of a blind run
+        # what the loop sees: the visible task of a blind run; the tests the task names
+        task = verifier.task if verifier is not None else settled.judged_task()
         if passing_before and show_progress and console is not None:
             console.print(markup_safe(_passing_before_line(passing_before)), highlight=False)
         if show_progress and console is not None:
@@ -171,34 +202,111 @@ def run_task(
                                           options.model.price_completion))
                     if show_progress and console is not None else None)
         writer = (ReproWriter(task, model, verifier, loop_options.repro_tests,
-                              log.dir / "reproduction") if blind else None)
-        loop = Loop(task, model, verifier, log, loop_options, progress, schedule, writer,
-                    sandbox=verifier.backend.name)
+                              log.dir / "reproduction") if blind and verifier else None)
+        judging: PatchVerifier | None = gate if gate is not None else verifier
+        assert judging is not None
+        loop = Loop(task, model, judging, log, loop_options, progress, schedule, writer,
+                    sandbox=verifier.backend.name if verifier is not None else None)
         with progress or contextlib.nullcontext():
             try:
-                result = loop.run()  # on Ctrl-C it leaves a run.json agreeing with its attempts
+                # on Ctrl-C the loop leaves a run.json agreeing with its attempts
+                with timeline.span("selection"):  # the loop's own work, where nothing else runs
+                    result = loop.run()
+                    if gate is not None:  # even when no candidate got as far as its judging
+                        settled, verifier = gate.settled()
+                        result.summary = dataclasses.replace(
+                            result.summary, sandbox=verifier.backend.name)
             except KeyboardInterrupt:
                 raise KeyboardInterrupt(str(log.dir)) from None
+            except BaseCheckFailed as failed:
+                _discarded(loop, log, failed)
+                raise failed.cause from None
             except UsageError:  # bad input every request met before any answer (a model
                 # the endpoint lacks, a first prompt over its window): its one line says it all
                 if progress is not None and not any(a.answer for a in loop.attempts):
                     progress.discard()
                 raise
-        if judge is not None:
-            with judging_recorded(result, log):
+            finally:
+                attempt_phases(timeline, loop.attempts)
+        if gate is not None and settled.base and settled.base.fail_to_pass_passing:
+            passing_before = list(settled.base.fail_to_pass_passing)
+            if show_progress and console is not None:
+                console.print(markup_safe(_passing_before_line(passing_before)),
+                              highlight=False)
+        if judge is not None and verifier is not None:
+            with judging_recorded(result, log), timeline.span("verification"):
                 judgement = judge_candidates(judge, result, log,
                                              loop_options.verify_concurrency)
             result = blind_outcome(result, judgement, log,
                                    verifier.blind.record() if verifier.blind else None)
         else:
             result = plain_outcome(result, protocol, has_hidden_tests(settled.task), log)
+        writing = time.monotonic()
         if said or passing_before:  # what the loop's run.json cannot know: kept with it
             result.summary = dataclasses.replace(
                 result.summary, environment=said,
                 fail_to_pass_passing_before=list(passing_before))
-            log.write_summary(result.summary)
-        return result, log
-    raise AssertionError("unreachable")
+    # the sandboxes are closed: run.json once more, with where the command's seconds went
+    timeline.until_now("writing", since=writing)
+    end = time.monotonic()
+    result.summary = dataclasses.replace(
+        result.summary, phases=timeline.split(end),
+        command_wall_s=round(end - timeline.start, 3))
+    log.write_summary(result.summary)
+    return result, log
+
+
+def attempt_phases(timeline: Timeline, attempts: Iterable[Attempt]) -> None:
+    """Each attempt's generation (request to last token) and verification (last token to
+    verdict, its wait for a verification slot included) as spans of `timeline`."""
+    for attempt in attempts:
+        if attempt.t_start is not None and attempt.t_generated is not None:
+            timeline.add("generation", attempt.t_start, attempt.t_generated)
+            if attempt.t_verified is not None:
+                timeline.add("verification", attempt.t_generated, attempt.t_verified)
+
+
+def _settle(draft: TaskPlan, opening: Future[TaskVerifier],
+            timeline: Timeline) -> tuple[TaskPlan, TaskVerifier]:
+    """make_plan on the verifier `opening` opened (in the set-up thread, after it)."""
+    started: list[float] = []
+    try:
+        return make_plan(draft, lambda _draft: _started(started, opening.result()))
+    finally:
+        if started:
+            timeline.until_now("base_check", since=started[0])
+
+
+def _abandon(settling: Future[tuple[TaskPlan, TaskVerifier]]) -> None:
+    """At the run's end: close the settled verifier, now or whenever the set-up finishes (a
+    model that refused the first request does not wait for the base check)."""
+
+    def close(done: Future[tuple[TaskPlan, TaskVerifier]]) -> None:
+        if not done.cancelled() and done.exception() is None:
+            done.result()[1].close()
+
+    settling.add_done_callback(close)
+
+
+def _discarded(loop: Loop, log: RunLog, failed: BaseCheckFailed) -> None:
+    """run.json of a run whose base check failed while the model answered."""
+    answers = sum(1 for a in loop.attempts if a.answer)
+    reason = (f"{failed.reason()}; the {answers} answer(s) received meanwhile were discarded"
+              if answers else failed.reason())
+    with contextlib.suppress(Exception):  # the error itself is what the user must see
+        rounds = max((a.round for a in loop.attempts), default=0)
+        log.write_summary(loop._summary("error", reason, None, rounds))
+
+
+def _timed(timeline: Timeline, phase: str, function: Callable[..., T], *args: Any) -> T:
+    with timeline.span(phase):
+        return function(*args)
+
+
+def _started(marks: list[float], value: T) -> T:
+    """`value`, noting when it came (the base check starts then)."""
+    marks.append(time.monotonic())
+    return value
 
 
 def say_notices(model: Model, console: Console) -> None:

@@ -92,7 +92,10 @@ def eval_command(
     from ooda.agent.app.evaluate.records import latest_by_task, read_records
     from ooda.agent.app.run import RunOptions
     from ooda.agent.cli.console import make_console
+    from ooda.agent.support.phases import Timeline
 
+    timeline = Timeline()  # summary.json's phases: from this process's (or its client's) start
+    timeline.until_now("startup")
     run_options = RunOptions(model=model, loop=loop, escalation=escalation, sandbox=sandbox,
                              runs_dir=runs_dir)
     options = EvalOptions(
@@ -124,7 +127,8 @@ def eval_command(
         raise SystemExit(0)
     try:
         outcome = evaluate(options, console=console,
-                           show_progress=not (json_out or is_quiet(ctx)), prestarted=ctx.obj)
+                           show_progress=not (json_out or is_quiet(ctx)), prestarted=ctx.obj,
+                           timeline=timeline)
     except KeyboardInterrupt as exc:
         if exc.args:
             console.print(f"The finished tasks are kept in {exc.args[0]}: run the same command "

@@ -64,8 +64,11 @@ def run(
     from ooda.agent.app.metrics import cost
     from ooda.agent.app.run import RunOptions, run_task
     from ooda.agent.cli.console import make_console
+    from ooda.agent.support.phases import Timeline
     from ooda.agent.verify.workspace import apply_patch
 
+    timeline = Timeline()  # run.json's phases: from this process's (or its client's) start
+    timeline.until_now("startup")
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory{did_you_mean(path)}")
     if statement_file is not None:
@@ -76,7 +79,8 @@ def run(
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read --statement-file {statement_file}: {exc}") from exc
     _check_plain_model(path, model.name, model.base_url)
-    task = _task(path, statement, test_cmd, fail_to_pass, pass_to_pass)
+    with timeline.span("task"):
+        task = _task(path, statement, test_cmd, fail_to_pass, pass_to_pass)
     options = RunOptions(model=model, loop=loop, escalation=escalation, sandbox=sandbox,
                          environment=environment, stages=stages, runs_dir=runs_dir).checked()
     console = make_console()
@@ -88,7 +92,7 @@ def run(
         )
     try:
         result, log = run_task(task, options, console=console, show_progress=not quiet,
-                               prestarted=ctx.obj)
+                               prestarted=ctx.obj, timeline=timeline)
     except KeyboardInterrupt as exc:
         if exc.args:
             console.print(f"The partial run (run.json, attempts.jsonl, each attempt's logs) "

@@ -304,6 +304,13 @@ class RunSummary:
     fail_to_pass_passing_before: list[str] = field(default_factory=list,
                                                    metadata={OMIT_EMPTY: True})
     """FAIL_TO_PASS ids that passed on the unpatched code (absent when none)."""
+    phases: dict[str, float] | None = field(default=None, metadata={OMIT_EMPTY: True})
+    """Where the command's wall time went, in seconds per phase (agent/support/phases.py:
+    startup, writing, selection, task, environment, generation, base_check, verification,
+    and "other" for what none of them covers), adding up to `command_wall_s`."""
+    command_wall_s: float | None = field(default=None, metadata={OMIT_EMPTY: True})
+    """The command's own wall time, from its process's (or its client's) start to this
+    record; an evaluation's task: from the task's start."""
 
     def to_json(self) -> dict[str, Any]:
         return _to_json(self)

@@ -4,9 +4,9 @@ The parts of a command record the spans they run, from any thread, on the system
 clock (the same in every process of the machine: a daemon's worker and the client that handed
 it the command agree). Spans overlap (the environment builds while the model client opens,
 candidates are verified while others are generated, tasks of an evaluation run side by side),
-so `Timeline.split` gives each instant of the command's wall time to the most advanced phase
-running then (PHASES, later ones win) and the instants no span covers to "other": the phases
-then add up to the wall time exactly, and "other" says how much of it nothing accounts for.
+so `Timeline.split` gives each instant of the command's wall time to one phase running then
+(PHASES says which wins) and the instants no span covers to "other": the phases then add up
+to the wall time exactly, and "other" says how much of it nothing accounts for.
 
 The command's start is the moment its process started (Linux: /proc/self/stat), or the moment
 the client that handed it to a daemon started (`set_command_start`), so that the interpreter's
@@ -26,20 +26,22 @@ PHASES = (
     "writing",
     "selection",
     "task",
-    "environment",
     "generation",
-    "base_check",
     "verification",
+    "environment",
+    "base_check",
 )
-"""The phases, least advanced first (an instant two phases share goes to the later one):
+"""The phases, in the order an instant two of them share is given (the later one wins):
 - startup: the interpreter's start, imports, the hand-off to a daemon, parsing the command line;
 - writing: the run directory's records and patches, closing the sandboxes;
 - selection: the loop's own work between candidates (choosing, feedback, bookkeeping);
 - task: loading the task and drafting its plan;
-- environment: the sandbox backend, the task's environment and the first sandboxes;
 - generation: the model client's set-up and candidates being generated;
-- base_check: the unpatched code's tests (the plan's facts about the base);
-- verification: candidates being verified."""
+- verification: candidates being verified (from their last token to their verdict);
+- environment: the sandbox backend, the task's environment and the first sandboxes;
+- base_check: the unpatched code's tests (the plan's facts about the base).
+What the run waits for wins: a candidate generated or verified while the environment builds
+or the base check runs is waiting for them (agent/app/basegate.py)."""
 OTHER = "other"
 
 _command_start: float | None = None

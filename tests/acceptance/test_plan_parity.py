@@ -6,7 +6,8 @@ bundled endpoint, real Docker.
   tests/acceptance/test_detected_environment.py, so one image serves both), both pass the right
   fix and fail a wrong one.
 - A base whose tests cannot even be imported (a package the environment lacks) stops `ooda
-  run` with exit 2 before the model is asked anything, naming the module and what to do; `ooda
+  run` with exit 2 before any candidate is judged (the first answer, asked for while the base
+  check ran, is discarded and run.json says so), naming the module and what to do; `ooda
   verify` stops the same way."""
 
 from __future__ import annotations
@@ -72,16 +73,23 @@ def test_verify_and_run_give_the_same_verdict(repo: Path, tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
-def test_an_uncollectable_base_stops_before_any_model_request(
+def test_an_uncollectable_base_stops_the_run_before_any_candidate_is_judged(
         repo: Path, tmp_path: Path) -> None:  # noqa: F811
     backend_or_skip("docker")
     ran, stats = run_status(repo, tmp_path, FIX, "none", "--environment", "none")
     assert ran.returncode == 2, ran.stderr
-    assert stats["chat_requests"] == 0  # the model was never asked: its request log is empty
-    assert not (tmp_path / "none-requests.jsonl").exists()
     [error] = [line for line in ran.stderr.splitlines() if line.startswith("ooda: error:")]
     assert "tests/test_demo.py" in error and "'markupsafe'" in error
     assert "--environment auto" in error and "requirements" in error
-    assert not any((tmp_path / "runs-none").glob("*/run.json"))  # bad input: no run record
+    # the task names its tests: the first request went out while the base check ran
+    # (agent/app/basegate.py); its answer was never judged, and run.json says so
+    [record] = (tmp_path / "runs-none").glob("*/run.json")
+    summary = json.loads(record.read_text())
+    assert summary["status"] == "error" and "the base check failed" in summary["reason"]
+    assert "'markupsafe'" in summary["reason"]
+    assert summary["statuses"].get("passed", 0) == summary["statuses"].get("failed", 0) == 0
+    if stats["chat_requests"]:  # each request the endpoint logged; its answer discarded
+        assert "answer(s) received meanwhile were discarded" in summary["reason"]
+        assert (tmp_path / "none-requests.jsonl").exists()
     verified = verify_status(repo, tmp_path, RIGHT, "none", "--environment", "none")
     assert verified.returncode == 2 and "'markupsafe'" in verified.stderr

@@ -17,6 +17,7 @@ import pytest
 from sandbox_helpers import backend_or_skip, orphaned_ooda_containers, wait_for
 
 from ooda.agent.models.server import ReplayServer
+from ooda.agent.support.phases import PHASES
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "tasks" / "examples"
@@ -105,6 +106,13 @@ def test_feedback_solves_a_task_whose_first_answers_are_all_wrong(
     assert winner["parent_id"] in attempts
     assert attempts[winner["parent_id"]]["status"] in ("failed", "invalid_edit")
     assert server.stats["max_in_flight"] >= 2  # candidates were generated at the same time
+    # where the command's wall time went: every phase, adding up to it
+    recorded = json.loads((run_dir(runs) / "run.json").read_text())
+    phases = recorded["phases"]
+    assert list(phases) == [*PHASES, "other"] and summary["phases"] == phases
+    assert all(seconds >= 0 for seconds in phases.values())
+    assert sum(phases.values()) == pytest.approx(recorded["command_wall_s"], abs=0.01)
+    assert all(phases[k] > 0 for k in ("startup", "task", "generation", "verification"))
     # final.diff verifies on its own
     verify = ooda("verify", str(median), "--patch", str(run_dir(runs) / "final.diff"))
     assert verify.returncode == 0, verify.stdout + verify.stderr

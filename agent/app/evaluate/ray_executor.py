@@ -49,6 +49,7 @@ from ooda.agent.contracts.protocols import Completion, Model
 from ooda.agent.core.records import RunSummary
 from ooda.agent.models import open_model
 from ooda.agent.sandbox.registry import open_backend
+from ooda.agent.support.phases import Timeline
 from ooda.agent.support.tarsafe import extract_all
 from ooda.agent.support.text import one_line
 from ooda.tasks.loader import Task
@@ -157,7 +158,8 @@ def run_on_node(task_data: bytes, options: RunOptions, run_id: str, permits: Any
                 model = stack.enter_context(open_model(options.model, task))
                 limited = _Limited(model, permits, run_id)
                 result, log = run_task(task, options, console=None, show_progress=False,
-                                       model=limited, backend=backend, run_id=run_id)
+                                       model=limited, backend=backend, run_id=run_id,
+                                       timeline=Timeline(start=started))
             return NodeOutcome(str(result.status), result.summary.to_json(), "",
                                time.monotonic() - started, tar_dir(Path(log.dir)), node)
         except (InfraError, UsageError) as exc:

@@ -123,8 +123,9 @@ def _relative(path: Path, base: Path) -> str:
 
 
 def build_summary(config: dict[str, Any], results: Sequence[dict[str, Any]],
-                  wall_s: float) -> dict[str, Any]:
-    """summary.json from eval.json's `config` and the result records (pure)."""
+                  wall_s: float, phases: dict[str, float] | None = None) -> dict[str, Any]:
+    """summary.json from eval.json's `config` and the result records (pure); `phases`: where
+    the evaluation's wall time went (agent/support/phases.py), adding up to `wall_s`."""
     task_ids = list(config.get("task_ids", []))
     order = {t: i for i, t in enumerate(task_ids)}
     results = sorted((r for r in results if r["task_id"] in order),
@@ -164,6 +165,8 @@ def build_summary(config: dict[str, Any], results: Sequence[dict[str, Any]],
         "tokens": figures.pop("tokens"),
         **figures,
     }
+    if phases:
+        summary["phases"] = phases
     models = modelstats.totals(results)
     if len(models) > 1:  # escalation: solved, tokens and cost per model
         summary["models"] = models
@@ -230,10 +233,10 @@ def patch_in(eval_dir: Path) -> Callable[[dict[str, Any]], str]:
 
 
 def write_outputs(eval_dir: Path, config: dict[str, Any], results: Sequence[dict[str, Any]],
-                  wall_s: float, patch_of: Callable[[dict[str, Any]], str] | None = None
-                  ) -> dict[str, Any]:
+                  wall_s: float, patch_of: Callable[[dict[str, Any]], str] | None = None,
+                  phases: dict[str, float] | None = None) -> dict[str, Any]:
     """Rewrite summary.json, predictions.jsonl, report.html and report.md atomically."""
-    summary = build_summary(config, results, wall_s)
+    summary = build_summary(config, results, wall_s, phases)
     preds = predictions(config, results, patch_of or patch_in(eval_dir))
     write_json_atomic(eval_dir / SUMMARY_FILE, summary)
     write_atomic(eval_dir / PREDICTIONS_FILE, "".join(json.dumps(p) + "\n" for p in preds))
@@ -260,7 +263,8 @@ def rerender_report(path: Path) -> list[Path]:
             summary = old
             ordered = results
         else:
-            summary = build_summary(config, results, float(old.get("wall_s") or 0.0))
+            summary = build_summary(config, results, float(old.get("wall_s") or 0.0),
+                                    old.get("phases"))
             write_json_atomic(path / SUMMARY_FILE, summary)
             ids = set(config.get("task_ids", []))
             ordered = [r for r in results if r["task_id"] in ids]

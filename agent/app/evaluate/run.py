@@ -63,6 +63,7 @@ from ooda.agent.contracts.protocols import Model, SandboxBackend
 from ooda.agent.core.runlog import append_jsonl, write_atomic, write_json_atomic
 from ooda.agent.models import endpoint_of, open_model
 from ooda.agent.sandbox.registry import cleanup_leftovers, open_backend
+from ooda.agent.support.phases import OTHER, Timeline
 from ooda.agent.support.text import one_line
 from ooda.tasks.loader import Task
 
@@ -72,7 +73,7 @@ class RunOne(Protocol):
 
     def __call__(self, task: Task, options: RunOptions, *, console: Console | None,
                  show_progress: bool, model: Model | None, backend: SandboxBackend | None,
-                 run_id: str | None) -> tuple[Any, Any]: ...
+                 run_id: str | None, timeline: Timeline | None) -> tuple[Any, Any]: ...
 
 
 @dataclass
@@ -92,13 +93,23 @@ class _State:
     config: dict[str, Any]
     results: dict[str, dict[str, Any]]
     previous_wall_s: float
-    started: float = field(default_factory=time.monotonic)
+    timeline: Timeline
+    """This invocation's phases, from its start (its tasks' spans join it)."""
+    previous_phases: dict[str, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     append_lock: threading.Lock = field(default_factory=threading.Lock)
     patches: dict[str, str] = field(default_factory=dict)
 
-    def wall_s(self) -> float:
-        return self.previous_wall_s + time.monotonic() - self.started
+    def wall_s(self, now: float) -> float:
+        return self.previous_wall_s + now - self.timeline.start
+
+    def outputs(self) -> tuple[float, dict[str, float]]:
+        """The wall time so far (earlier invocations included) and where it went."""
+        now = time.monotonic()
+        split = self.timeline.split(now)
+        earlier = self.previous_phases or {OTHER: self.previous_wall_s}  # before phases existed
+        merged = {k: round(split.get(k, 0.0) + float(earlier.get(k, 0.0)), 3) for k in split}
+        return self.wall_s(now), merged
 
 
 def evaluate(
@@ -110,22 +121,27 @@ def evaluate(
     backend: SandboxBackend | None = None,
     model: Model | None = None,
     prestarted: Prestarted | None = None,
+    timeline: Timeline | None = None,
 ) -> EvalOutcome:
     """Run the task set and write the evaluation directory; returns its summary.
 
     `run_one` (default `ooda.agent.app.run.run_task`), `backend` and `model` can be given by the
     caller (tests); otherwise the backend comes from `--sandbox` and the model from
     `--model` and both are closed at the end. `prestarted`: what start-up began for this
-    command (a started container the first task may adopt)."""
+    command (a started container the first task may adopt). `timeline`: the command's, with
+    its start-up recorded (default: one from this call); summary.json's phases split its wall
+    time."""
+    timeline = timeline if timeline is not None else Timeline(start=time.monotonic())
     options = options.checked()
     if options.executor == "ray":
         ray_executor.check_available()
     eval_id = options.eval_id or default_eval_id(options)
     eval_dir = options.run.runs_dir / eval_id
-    refs = load_refs(options, eval_dir / WORK_DIR)
+    with timeline.span("task"):
+        refs = load_refs(options, eval_dir / WORK_DIR)
     _check_model_inputs(options, refs)
     config = _config(options, eval_id, refs)
-    results, previous_wall = _check_dir(eval_dir, config, options)
+    results, previous_wall, previous_phases = _check_dir(eval_dir, config, options)
     todo = [r for r in refs if r.id not in results]
     if run_one is None:
         run_one = functools.partial(run_task, prestarted=prestarted)
@@ -142,15 +158,17 @@ def evaluate(
                 requests=options.model_requests(), sandbox=options.run.sandbox.sandbox))
         elif todo:  # resources first: a missing sandbox leaves the directory untouched
             if backend is None:
-                backend = open_backend(options.run.sandbox.sandbox,
-                                       clean_leftovers=clean_leftovers(prestarted))
+                with timeline.span("environment"):
+                    backend = open_backend(options.run.sandbox.sandbox,
+                                           clean_leftovers=clean_leftovers(prestarted))
                 stack.callback(backend.close)
             if model is None and options.run.model.name != "gold":
-                model = stack.enter_context(_shared_model(task_options, refs))
+                with timeline.span("generation"):
+                    model = stack.enter_context(_shared_model(task_options, refs))
                 if show_progress:
                     say_notices(model, console)
         _open_dir(eval_dir, config, results, resuming=bool(results) or options.resume)
-        state = _State(config, results, previous_wall)
+        state = _State(config, results, previous_wall, timeline, previous_phases)
         bar = EvalProgress(console, eval_id, len(refs),
                            (options.run.model.price_prompt, options.run.model.price_completion))
         bar.note(list(results.values()))
@@ -163,7 +181,8 @@ def evaluate(
                     return
                 bar.start(ref.id)
                 try:
-                    record = _run_ref(ref, task_options, eval_dir, run_one, model, backend)
+                    record = _run_ref(ref, task_options, eval_dir, run_one, model, backend,
+                                      timeline)
                 except EndpointRefused:
                     refused.set()
                     raise
@@ -191,8 +210,11 @@ def evaluate(
                     pool.shutdown(wait=False, cancel_futures=True)
                     raise
                 pool.shutdown(wait=True)
-    summary = write_outputs(eval_dir, config, list(state.results.values()), state.wall_s(),
-                            _patch_cache(eval_dir, state))
+        writing = time.monotonic()
+    timeline.until_now("writing", since=writing)  # the backend and the model closed too
+    wall_s, phases = state.outputs()
+    summary = write_outputs(eval_dir, config, list(state.results.values()), wall_s,
+                            _patch_cache(eval_dir, state), phases)
     finished = [r for r in state.results.values() if r["status"] != "error"]
     if todo and state.results and not finished:
         first = next(iter(state.results.values()))
@@ -236,10 +258,12 @@ def _config(options: EvalOptions, eval_id: str, refs: Sequence[TaskRef]) -> dict
     }
 
 
-def _check_dir(eval_dir: Path, config: dict[str, Any],
-               options: EvalOptions) -> tuple[dict[str, dict[str, Any]], float]:
+def _check_dir(
+    eval_dir: Path, config: dict[str, Any], options: EvalOptions
+) -> tuple[dict[str, dict[str, Any]], float, dict[str, float]]:
     """Check (read-only) that the evaluation directory may be used; returns the records of
-    the tasks already finished and the wall-clock seconds earlier invocations spent."""
+    the tasks already finished, and the wall-clock seconds earlier invocations spent and
+    where they went."""
     if eval_dir.exists() and not eval_dir.is_dir():
         raise UsageError(f"{eval_dir}: exists and is not a directory")
     started = (eval_dir / RESULTS_FILE).exists() or (
@@ -270,8 +294,10 @@ def _check_dir(eval_dir: Path, config: dict[str, Any],
         for task_id, record in latest_by_task(read_records(eval_dir / RESULTS_FILE)).items()
         if task_id in ids and not (options.retry_errors and record.get("status") == "error")
     }
-    previous_wall = float((read_json(eval_dir / SUMMARY_FILE) or {}).get("wall_s") or 0.0)
-    return results, previous_wall
+    previous = read_json(eval_dir / SUMMARY_FILE) or {}
+    phases = previous.get("phases")
+    earlier = {str(k): float(v) for k, v in phases.items()} if isinstance(phases, dict) else {}
+    return results, float(previous.get("wall_s") or 0.0), earlier
 
 
 def _open_dir(eval_dir: Path, config: dict[str, Any], results: dict[str, dict[str, Any]],
@@ -317,19 +343,22 @@ def _shared_model(options: RunOptions, refs: Sequence[TaskRef]) -> AbstractConte
 
 
 def _run_ref(ref: TaskRef, options: RunOptions, eval_dir: Path, run_one: RunOne,
-             shared_model: Model | None, backend: SandboxBackend | None) -> dict[str, Any]:
+             shared_model: Model | None, backend: SandboxBackend | None,
+             timeline: Timeline | None = None) -> dict[str, Any]:
     """Run one task and return its results.jsonl record; never raises for the task's own
-    failures (they become status "error")."""
+    failures (they become status "error"). Its phases join `timeline`'s."""
     started = time.monotonic()
+    own = Timeline(start=started, parent=timeline)
     run_dir = eval_dir / TASKS_DIR / ref.id
     remove_path(run_dir)
     try:
-        task = ref.load()
+        with own.span("task"):
+            task = ref.load()
         with contextlib.ExitStack() as stack:
             # no shared model: each task's gold patch answers for it
             model = shared_model or stack.enter_context(open_model(options.model, task))
             result, log = run_one(task, options, console=None, show_progress=False,
-                                  model=model, backend=backend, run_id=ref.id)
+                                  model=model, backend=backend, run_id=ref.id, timeline=own)
         record = run_record(ref.id, str(result.status), result.summary, Path(log.dir),
                             eval_dir)
     except EndpointRefused:  # every task would meet it (a wrong key, a model the endpoint
@@ -354,8 +383,9 @@ def _finish(eval_dir: Path, state: _State, record: dict[str, Any]) -> list[dict[
     with state.lock:
         state.results[record["task_id"]] = record
         records = list(state.results.values())
-        write_outputs(eval_dir, state.config, records, state.wall_s(),
-                      _patch_cache(eval_dir, state))
+        wall_s, phases = state.outputs()
+        write_outputs(eval_dir, state.config, records, wall_s, _patch_cache(eval_dir, state),
+                      phases)
     return records
 
 

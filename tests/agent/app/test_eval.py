@@ -25,6 +25,7 @@ from ooda.agent.app import evaluate as ev
 from ooda.agent.app.run import RunOptions
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.core.records import RunSummary
+from ooda.agent.support.phases import PHASES
 from ooda.tasks.loader import Task
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -68,7 +69,8 @@ class FakeRunner:
         self.models: list[Any] = []
 
     def __call__(self, task: Task, options: RunOptions, *, console: Any, show_progress: bool,
-                 model: Any, backend: Any, run_id: str | None) -> tuple[Any, Any]:
+                 model: Any, backend: Any, run_id: str | None,
+                 timeline: Any = None) -> tuple[Any, Any]:
         assert run_id == task.id and not show_progress
         run_dir = options.runs_dir / task.id
         assert not run_dir.exists(), "a partial run directory must be removed first"
@@ -202,6 +204,10 @@ def test_eval_writes_results_summary_predictions_report(tmp_path: Path) -> None:
     assert s["candidates_per_solve"] == 3.0
     assert set(s["time_breakdown_s"]) == {"first_token", "generation", "verification",
                                           "queueing"}
+    # where the evaluation's wall time went: every phase, adding up to it
+    assert list(s["phases"]) == [*PHASES, "other"]
+    assert sum(s["phases"].values()) == pytest.approx(s["wall_s"], abs=0.01)
+    assert s["phases"]["task"] > 0 and all(v >= 0 for v in s["phases"].values())
     preds = lines(out.eval_dir / "predictions.jsonl")
     assert [p["instance_id"] for p in preds] == ids
     assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch", "ooda_resolved",
@@ -214,6 +220,7 @@ def test_eval_writes_results_summary_predictions_report(tmp_path: Path) -> None:
     assert_svgs_parse(html)
     md = (out.eval_dir / "report.md").read_text()
     assert "| task | status |" in md and "| t2 | unresolved |" in md
+    assert "**wall time**: " in md and "task and plan" in md
 
 
 def test_existing_eval_needs_resume(tmp_path: Path) -> None:
@@ -224,6 +231,8 @@ def test_existing_eval_needs_resume(tmp_path: Path) -> None:
     again = FakeRunner()
     out = run_fake(options(taskset, tmp_path / "runs", resume=True), again)
     assert again.calls == [] and out.skipped == 2 and out.summary["resolved"] == 2
+    # the earlier invocations' phases are kept: they still add up to the whole wall time
+    assert sum(out.summary["phases"].values()) == pytest.approx(out.summary["wall_s"], abs=0.02)
 
 
 def test_resume_tolerates_torn_line_and_duplicates(tmp_path: Path) -> None:
