@@ -155,8 +155,13 @@ def test_fork_bomb_ends_and_host_survives(box: Sandbox) -> None:
     assert result.timed_out or result.exit_code != 0
     assert subprocess.run(["true"], check=False).returncode == 0  # the host can still fork
     assert host_processes_with(marker) == []
-    assert _only_in_box(box) == []
     after = box.run(["echo", "alive"], timeout_s=30)
+    if after.output.startswith("sandbox unusable: "):
+        # PID 1, starved by the bomb, did not answer within the host's grace (a loaded
+        # machine): the host killed the whole container, by design, and says so
+        assert after.exit_code == 125 and "container killed" in after.output, after
+        return
+    assert _only_in_box(box) == []
     assert after.exit_code == 0 and after.output == "alive\n"
 
 
