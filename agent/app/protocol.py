@@ -25,7 +25,7 @@ from typing import Any, Literal
 from ooda.agent.contracts.errors import InfraError
 from ooda.agent.contracts.protocols import Verdict
 from ooda.agent.core.blind_select import JUDGED
-from ooda.agent.core.loop import Attempt, RunResult
+from ooda.agent.core.loop import INTERRUPTED, Attempt, RunResult
 from ooda.agent.core.runlog import RunLog
 from ooda.agent.support.text import one_line
 from ooda.agent.verify.plan import TaskPlan
@@ -116,7 +116,7 @@ def judging_recorded(result: RunResult, log: RunLog) -> Iterator[None]:
     try:
         yield
     except (InfraError, KeyboardInterrupt) as exc:
-        why = one_line(exc) if isinstance(exc, InfraError) else "interrupted (Ctrl-C)"
+        why = one_line(exc) if isinstance(exc, InfraError) else INTERRUPTED
         summary = replace(result.summary, protocol="blind", hidden_tests=True,
                           loop_status=result.status, loop_reason=result.reason,
                           status="error", reason=f"judging the submitted patch: {why}",

@@ -11,8 +11,9 @@ a runner and never ask which one it is.
   `NotGradable`.
 - `pytest_runner.py` — pytest under the guard (verifiers/pytest_check): outcomes from its JUnit
   report, the run checked for tampering; also a plain `pytest ...` test command.
-- `output.py` — what the runners graded from their console output share (the command, the
-  pre-test commands, the run).
+- `output.py` — `OutputRunner`, a runner graded from its console output: its kind, id format,
+  default command, arguments and line parser (the command line, pre-test commands and run
+  are shared).
 - `django_runner.py` — Django's `./tests/runtests.py`, graded from unittest's verbose lines.
 - `sympy_runner.py` — sympy's `bin/test`, graded from its verbose lines.
 

@@ -10,10 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ooda.agent.contracts.protocols import Sandbox
-from ooda.verifiers.pytest_check.parse import TestRun
-from ooda.verifiers.runners.output import command, run_graded
-from ooda.verifiers.runners.request import TestRequest
+from ooda.verifiers.runners.output import OutputRunner
 
 DJANGO_CMD = "./tests/runtests.py --verbosity 2 --parallel 1"
 _LINE = re.compile(
@@ -57,23 +54,11 @@ def _file_label(path: str) -> str | None:
     return ".".join(parts[1:])
 
 
-class DjangoRunner:
-    kind = "django"
-    id_format = "test_name (module.TestCase)"
-    exit_status_checked = False
-    stops_at_first_failure = False
-
-    def command(self, request: TestRequest) -> tuple[list[str], dict[str, str]]:
-        """(argv, environment): runtests.py with the labels of the request's tests."""
-        labels = django_labels(request.ids, request.test_files, request.whole_files)
-        return command(request.runner_cmd or DJANGO_CMD, labels)
-
-    def run(self, sandbox: Sandbox, request: TestRequest) -> TestRun:
-        argv, env = self.command(request)
-        return run_graded(sandbox, request, self.kind, argv, env, django_outcomes)
-
-    def collection_errors(self, run: TestRun) -> list[str]:
-        return []
-
-
-RUNNER = DjangoRunner()
+RUNNER = OutputRunner(
+    kind="django",
+    id_format="test_name (module.TestCase)",
+    default_cmd=DJANGO_CMD,
+    arguments=lambda request: django_labels(request.ids, request.test_files,
+                                            request.whole_files),
+    outcomes=django_outcomes,
+)

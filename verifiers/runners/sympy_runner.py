@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import re
 
-from ooda.agent.contracts.protocols import Sandbox
-from ooda.verifiers.pytest_check.parse import TestRun
-from ooda.verifiers.runners.output import command, run_graded
-from ooda.verifiers.runners.request import TestRequest
+from ooda.verifiers.runners.output import OutputRunner
 
 SYMPY_CMD = "bin/test -C --verbose"
 _LINE = re.compile(r"^(?P<name>_*test_\w+)\s+(?P<outcome>ok|F|E|f|s|X|T)\b", re.MULTILINE)
@@ -22,23 +19,10 @@ def sympy_outcomes(output: str) -> dict[str, str]:
     return {m.group("name"): _OUTCOMES[m.group("outcome")] for m in _LINE.finditer(output)}
 
 
-class SympyRunner:
-    kind = "sympy"
-    id_format = "test_name (in a file given to bin/test)"
-    exit_status_checked = False
-    stops_at_first_failure = False
-
-    def command(self, request: TestRequest) -> tuple[list[str], dict[str, str]]:
-        """(argv, environment): bin/test with the task's test files."""
-        files = [f for f in request.test_files if f.endswith(".py")]
-        return command(request.runner_cmd or SYMPY_CMD, files)
-
-    def run(self, sandbox: Sandbox, request: TestRequest) -> TestRun:
-        argv, env = self.command(request)
-        return run_graded(sandbox, request, self.kind, argv, env, sympy_outcomes)
-
-    def collection_errors(self, run: TestRun) -> list[str]:
-        return []
-
-
-RUNNER = SympyRunner()
+RUNNER = OutputRunner(
+    kind="sympy",
+    id_format="test_name (in a file given to bin/test)",
+    default_cmd=SYMPY_CMD,
+    arguments=lambda request: [f for f in request.test_files if f.endswith(".py")],
+    outcomes=sympy_outcomes,
+)

@@ -43,7 +43,7 @@ class RunnerSpec:
     """The task's own test runner: what to install for it and how it is invoked."""
 
     kind: str = "pytest"
-    """pytest | django | sympy (see the test-runner registry)."""
+    """pytest | django | sympy: a kind of verifiers/runners/ (its table, `runners()`)."""
     packages: tuple[str, ...] = ()
     """pip specs installed last, e.g. ("pytest==7.4.4", "pytest-httpbin==1.0.0")."""
     plugins: tuple[str, ...] = ()
