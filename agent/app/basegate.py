@@ -15,6 +15,7 @@ as before, without waiting for the base check.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -48,16 +49,23 @@ def overlaps(plan: TaskPlan) -> bool:
 class GatedVerifier:
     """The loop's PatchVerifier while the plan settles in the background."""
 
-    def __init__(self, settling: Future[tuple[TaskPlan, TaskVerifier]]) -> None:
+    def __init__(
+        self,
+        settling: Future[tuple[TaskPlan, TaskVerifier]],
+        on_failure: Callable[[], None] | None = None,
+    ) -> None:
         self._settling = settling
+        self._on_failure = on_failure
+        """Called once the plan is known not to settle, before the first candidate records
+        its stop (the progress display drops its rows: the error's one line says it all)."""
 
     def settled(self) -> tuple[TaskPlan, TaskVerifier]:
         """The settled plan and its verifier, once there (BaseCheckFailed when not)."""
         try:
             return self._settling.result()
-        except BaseCheckFailed:
-            raise
         except BaseException as exc:  # Ctrl-C in the set-up thread is its failure too
+            if self._on_failure is not None:
+                self._on_failure()
             raise BaseCheckFailed(exc) from exc
 
     def verify(

@@ -65,22 +65,43 @@ class RunProgress:
                           get_renderable=self._render, redirect_stderr=False,
                           redirect_stdout=False)
         self._discarded = False
+        self._held: list[Text] | None = None
+        """Finished candidates' lines kept back until the plan is settled (see hold)."""
 
     def discard(self) -> None:
         """Leave nothing on screen at the end: the run ended on bad input before any answer
         (its one error line is all there is to say)."""
-        self._discarded = True
+        with self._lock:
+            self._discarded = True
+            self._held = None
         self._live.transient = True
+
+    def hold(self) -> None:
+        """Keep finished candidates' lines back until release() (the base check still runs:
+        if it fails, its one error line is all there is to say: discard())."""
+        with self._lock:
+            self._held = []
+
+    def release(self) -> None:
+        """Print the lines held back, and the next ones as they come."""
+        with self._lock:
+            held, self._held = self._held or [], None
+        for line in held:
+            self.console.print(line)
 
     def __call__(self, attempt: Attempt, state: str) -> None:
         with self._lock:
             self.states[attempt.attempt_id] = state
             self.attempts[attempt.attempt_id] = attempt
             self.round = max(self.round, attempt.round)
-        if state in FINAL:  # printed outside the lock: Live renders (takes it) as it prints
+        if state in FINAL and not self._discarded:  # printed outside the lock: Live renders
             line = Text(f"  {attempt.attempt_id:<7} ", style="dim")
             line.append(f"{state:<13}", style=STATE_STYLE.get(state, ""))
             line.append(printable(headline(attempt.reason)))
+            with self._lock:
+                if self._held is not None:
+                    self._held.append(line)
+                    return
             self.console.print(line)
         if self._live.is_started:
             self._live.refresh()

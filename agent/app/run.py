@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -203,6 +204,10 @@ def run_task(
                     if show_progress and console is not None else None)
         writer = (ReproWriter(task, model, verifier, loop_options.repro_tests,
                               log.dir / "reproduction") if blind and verifier else None)
+        if gate is not None and progress is not None:  # its rows wait for the base check
+            gate = GatedVerifier(settling, on_failure=progress.discard)
+            progress.hold()
+            settling.add_done_callback(functools.partial(_shown_or_dropped, progress))
         judging: PatchVerifier | None = gate if gate is not None else verifier
         assert judging is not None
         loop = Loop(task, model, judging, log, loop_options, progress, schedule, writer,
@@ -275,6 +280,15 @@ def _settle(draft: TaskPlan, opening: Future[TaskVerifier],
     finally:
         if started:
             timeline.until_now("base_check", since=started[0])
+
+
+def _shown_or_dropped(progress: RunProgress, settling: Future[Any]) -> None:
+    """The candidates' rows held back while the plan settled: shown, or (the base check
+    failed: its one error line says it all) dropped."""
+    if not settling.cancelled() and settling.exception() is None:
+        progress.release()
+    else:
+        progress.discard()
 
 
 def _abandon(settling: Future[tuple[TaskPlan, TaskVerifier]]) -> None:

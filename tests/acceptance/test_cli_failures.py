@@ -53,7 +53,7 @@ def test_endpoint_failing_until_the_budget_ends_is_exit_3_and_an_eval_error(
     assert summary["errors"] == 1 and summary["resolved"] == 0, summary
 
 
-def test_a_misspelled_test_id_or_command_is_exit_2_before_any_model_call(
+def test_a_misspelled_test_id_or_command_is_exit_2_before_any_candidate_is_judged(
     median: Path, tmp_path: Path
 ) -> None:
     toml = median / "task.toml"
@@ -63,18 +63,22 @@ def test_a_misspelled_test_id_or_command_is_exit_2_before_any_model_call(
     with ReplayServer([EXAMPLES]) as server:
         base_url = server.start()
         common = ("--model", "m", "--base-url", base_url, "--runs-dir", str(tmp_path / "runs"))
-        bad_id = ooda("run", str(median), *common)
         bad_path = ooda("run", str(plain), "--statement", "fix median", "--test-cmd",
                         "pytest -q tests/test_nothere.py", *common)
         bad_cmd = ooda("run", str(plain), "--statement", "fix median", "--test-cmd",
                        "pytets -q", *common)
-        chats = server.stats["chat_requests"]
+        chats = server.stats["chat_requests"]  # a test command's failures are the prompt's
+        bad_id = ooda("run", str(median), *common)  # named tests: asked while the base runs
     assert bad_id.returncode == 2, bad_id.stderr
     assert "test_two_valuez" in bad_id.stderr and "spelling" in bad_id.stderr
     assert bad_path.returncode == 2 and "collects no test" in bad_path.stderr
     assert bad_cmd.returncode == 2 and "pytets -q" in bad_cmd.stderr
     assert all(len(p.stderr.strip().splitlines()) == 1 for p in (bad_id, bad_path, bad_cmd))
     assert chats == 0
+    [record] = (tmp_path / "runs").glob("*/run.json")  # no candidate judged, run.json says so
+    summary = json.loads(record.read_text())
+    assert summary["status"] == "error" and "the base check failed" in summary["reason"]
+    assert "test_two_valuez" in summary["reason"] and not summary["statuses"].get("failed")
 
 
 def test_a_plain_repository_without_a_model_gets_messages_that_fit_it(
