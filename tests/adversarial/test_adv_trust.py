@@ -242,3 +242,48 @@ def test_unittest_s_own_skips_are_not_a_bypassed_runner(tmp_path: Path, backend:
     assert "never ran" not in verdict.feedback, verdict.feedback
     assert "test_skips.py::TestAdd::test_add" not in verdict.feedback  # it ran and passed
     assert "SKIPPED tests/test_skips.py::TestAdd::test_needs_more" in verdict.feedback
+
+
+REFCOUNT_TESTS = """\
+import gc
+import weakref
+
+from calc import add
+
+
+class Resource:
+    pass
+
+
+def test_freed_on_zero_refcount() -> None:
+    gc.disable()
+    try:
+        resource = Resource()
+        weak = weakref.ref(resource)
+        assert weak() is not None
+        del resource
+        assert weak() is None
+        assert add(1, 1) == 2
+    finally:
+        gc.enable()
+"""
+
+
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_an_object_the_test_frees_is_freed_under_the_guard(tmp_path: Path, backend: str) -> None:
+    """Fidelity (pallets/flask's test_app_freed_on_zero_refcount): the always-equal probe sends
+    passing asserts down pytest's pass path, whose explanation asks `locals()` of the test; on
+    Python < 3.13 that dict stayed on the frame and kept a deleted object alive."""
+    root = make_task(tmp_path / "refcount")
+    (root / "repo" / "tests" / "test_refcount.py").write_text(REFCOUNT_TESTS)
+    toml = root / "task.toml"
+    lines = [
+        line for line in toml.read_text().splitlines(keepends=True)
+        if not line.startswith(("fail_to_pass", "pass_to_pass"))
+    ]  # fmt: skip
+    toml.write_text(
+        'fail_to_pass = ["tests/test_calc.py::test_add"]\n'
+        'pass_to_pass = ["tests/test_refcount.py::test_freed_on_zero_refcount"]\n' + "".join(lines)
+    )
+    verdict = verify_task(root, calc_patch(FIXED), tmp_path, backend)
+    assert verdict.status == "passed", verdict.feedback

@@ -49,8 +49,35 @@ def install(root: str) -> None:
     rewrite._call_reprcompare = _probing_reprcompare(rewrite._call_reprcompare)
     original_check = getattr(rewrite, "_check_if_assertion_pass_impl", None)
     if original_check is not None:  # pytest >= 5: the assertion-pass path exists
+        if sys.version_info < (3, 13):
+            rewrite._call_assertion_pass = _forgetting_locals(rewrite._call_assertion_pass)
         rewrite._check_if_assertion_pass_impl = _pass_path(rewrite, original_check, root + "/")
     _wrap_unittest()
+
+
+def _forgetting_locals(original: Callable[..., None]) -> Callable[..., None]:
+    """pytest's pass path, the last call of a passing assert, then the test frame's cached
+    `locals()` dropped. The explanation the pass path builds asks `locals()` of the test
+    function; before Python 3.13 (PEP 667) that dict stays on the frame holding every local as
+    it was, so an object the test then deletes stays alive (a test that frees an object and
+    checks a weak reference, pallets/flask's test_app_freed_on_zero_refcount, would fail only
+    under the guard). Only function frames: a module's or class's locals are its namespace.
+    The next `locals()`, traceback or debugger fills the dict again from the frame."""
+    getframe = sys._getframe
+
+    def _call_assertion_pass(lineno: int, orig: str, expl: str) -> None:
+        try:
+            original(lineno, orig, expl)
+        finally:
+            frame = getframe(1)
+            if frame.f_code.co_flags & _CO_OPTIMIZED:
+                frame.f_locals.clear()
+
+    return _call_assertion_pass
+
+
+_CO_OPTIMIZED = 0x1
+"""inspect.CO_OPTIMIZED: the code of a function (fast locals), not of a module or class body."""
 
 
 def _pass_path(rewrite: Any, original: Callable[[], bool], root: str) -> Callable[[], bool]:
