@@ -36,6 +36,7 @@ runs code objects the guard saw it make.
 from __future__ import annotations
 
 import builtins
+import functools
 import os
 import sys
 import tempfile
@@ -61,6 +62,12 @@ class Origin:
         self.code = code  # held: an id is only unique while its object lives
         self.trusted = trusted
         self.path = path
+
+
+_LRU_WRAPPER = type(functools.lru_cache()(lambda: None))
+_WRAPPERS = (_LRU_WRAPPER, functools.partial, functools.partialmethod, functools.cached_property)
+"""Wrapper types (matched by type, never by attribute lookups on arbitrary objects) whose
+wrapped function is recorded with the toolchain."""
 
 
 class Provenance:
@@ -147,12 +154,18 @@ class Provenance:
             self._add(frame.f_code, True, frame.f_code.co_filename)
             frame = frame.f_back
 
-    def _add_function(self, value: object) -> None:
+    def _add_function(self, value: object, depth: int = 0) -> None:
         if isinstance(value, (staticmethod, classmethod)):
             value = value.__func__
         if isinstance(value, property):
             for part in (value.fget, value.fset, value.fdel):
                 self._add_function(part)
+            return
+        if isinstance(value, _WRAPPERS) and depth < 4:
+            # a function the toolchain wrapped (pytest 6's `@lru_cache` _getconftestmodules):
+            # the wrapper is no function, what it wraps is the toolchain's code
+            inner = value.__wrapped__ if isinstance(value, _LRU_WRAPPER) else value.func
+            self._add_function(inner, depth + 1)
             return
         code = getattr(value, "__code__", None) if isinstance(value, types.FunctionType) else None
         if isinstance(code, types.CodeType):
