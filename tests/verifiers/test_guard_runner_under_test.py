@@ -34,3 +34,21 @@ def test_any_other_repository_owns_none_of_the_runner(
     _package(tmp_path / "src", "demo")
     monkeypatch.chdir(tmp_path)
     assert toolchain.repository_own({"pytest", "_pytest", "pluggy"}, []) == set()
+
+
+def test_the_runner_s_own_files_are_told_apart(tmp_path: Path) -> None:
+    """In pytest's own repository a registration made through the runner's own (patched)
+    files is pytest's, not the candidate's plugin (pytest-dev__pytest-5221's gold): only files
+    of the repository's runner packages count, never a test file or a file outside the root."""
+    from types import SimpleNamespace
+
+    from ooda.verifiers.pytest_check.guard.hooks import HookWatch
+
+    root = str(tmp_path.resolve())
+    watch = HookWatch(SimpleNamespace(root=root), object())  # type: ignore[arg-type]
+    watch.runner_packages = {"pytest", "_pytest"}
+    assert watch._runner_file(f"{root}/src/_pytest/python.py")
+    assert watch._runner_file(f"{root}/src/pytest/__init__.py")
+    assert not watch._runner_file(f"{root}/testing/conftest.py")
+    assert not watch._runner_file(f"{root}/src/_pytest_evil.py")
+    assert not watch._runner_file("/usr/lib/python3/dist-packages/_pytest/python.py")

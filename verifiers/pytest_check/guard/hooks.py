@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import itertools
 import operator
+import os
 import sys
 from typing import Any
 
+from .provenance import MAX_DEPTH
 from .trust import Judge
 
 _getframe = sys._getframe
@@ -59,7 +61,7 @@ class HookWatch:
             self._record(plugin, manager)
             return []
         provenance = self.judge.provenance
-        if provenance.enabled and not provenance.stack_trusted(_getframe(1)):
+        if provenance.enabled and not self._registration_trusted(_getframe(1)):
             impls = self._impls_of(plugin, manager)
             for _name, impl in impls:
                 self.impls[id(impl)] = (impl, impl.function)  # said once, here
@@ -92,6 +94,35 @@ class HookWatch:
                 continue
             found += [(name, impl) for impl in get() if impl.plugin is plugin]
         return found
+
+    def _registration_trusted(self, frame: Any) -> bool:
+        """Every frame of a registration runs trusted code; in pytest's own repository the
+        runner's own files count as trusted too (there the runner is the code under test, and
+        a patch to it must not make pytest's own conftest registrations the candidate's;
+        docs/SECURITY.md)."""
+        provenance = self.judge.provenance
+        if not self.runner_packages:
+            return provenance.stack_trusted(frame)
+        if provenance.stack_trusted(frame):
+            return True
+        depth = 0
+        while frame is not None:
+            if depth > MAX_DEPTH:  # deeper than the provenance looks: never trusted
+                return False
+            code = frame.f_code
+            if provenance.trusted(code) is not True and not self._runner_file(code.co_filename):
+                return False
+            frame = frame.f_back
+            depth += 1
+        return True
+
+    def _runner_file(self, filename: str) -> bool:
+        """A file of the repository's own runner packages (src/_pytest/..., src/pytest/...)."""
+        root = self.judge.root + os.sep
+        path = os.path.realpath(filename)
+        if not path.startswith(root):
+            return False
+        return any(part in self.runner_packages for part in path[len(root) :].split(os.sep)[:-1])
 
     def _runner_own(self, function: object) -> bool:
         """pytest's own hooks when the repository is pytest itself (the candidate's runner)."""
