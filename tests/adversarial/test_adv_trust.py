@@ -168,17 +168,22 @@ pass_to_pass = ["tests/test_calc.py::test_zero", "tests/test_wildcards.py::test_
 """
 
 
-@pytest.fixture(scope="module")
-def task(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = make_task(tmp_path_factory.mktemp("trust"))
-    (root / "repo" / "tests" / "test_calc_unittest.py").write_text(UNITTEST_TESTS)
-    (root / "repo" / "tests" / "test_wildcards.py").write_text(HONEST_TESTS)
+def _judge_by(root: Path, lists: str) -> None:
+    """Put `lists` (fail_to_pass / pass_to_pass lines) in place of the task's own."""
     toml = root / "task.toml"
     lines = [
         line for line in toml.read_text().splitlines(keepends=True)
         if not line.startswith(("fail_to_pass", "pass_to_pass"))
     ]  # fmt: skip
-    toml.write_text(TASK_LISTS + "".join(lines))
+    toml.write_text(lists + "".join(lines))
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = make_task(tmp_path_factory.mktemp("trust"))
+    (root / "repo" / "tests" / "test_calc_unittest.py").write_text(UNITTEST_TESTS)
+    (root / "repo" / "tests" / "test_wildcards.py").write_text(HONEST_TESTS)
+    _judge_by(root, TASK_LISTS)
     return root
 
 
@@ -230,12 +235,7 @@ def test_unittest_s_own_skips_are_not_a_bypassed_runner(tmp_path: Path, backend:
     object and lets those through, while the cheats above still fail."""
     root = make_task(tmp_path / "skips")
     (root / "repo" / "tests" / "test_skips.py").write_text(UNITTEST_SKIPS)
-    toml = root / "task.toml"
-    lines = [
-        line for line in toml.read_text().splitlines(keepends=True)
-        if not line.startswith(("fail_to_pass", "pass_to_pass"))
-    ]  # fmt: skip
-    toml.write_text('fail_to_pass = ["tests/test_skips.py"]\n' + "".join(lines))  # all three
+    _judge_by(root, 'fail_to_pass = ["tests/test_skips.py"]\n')  # all three
     verdict = verify_task(root, calc_patch(FIXED), tmp_path, backend)
     # a required test that is skipped counts as failed (ooda's rule); the run itself is trusted
     assert "cannot be trusted" not in verdict.feedback, verdict.feedback
@@ -276,14 +276,10 @@ def test_an_object_the_test_frees_is_freed_under_the_guard(tmp_path: Path, backe
     Python < 3.13 that dict stayed on the frame and kept a deleted object alive."""
     root = make_task(tmp_path / "refcount")
     (root / "repo" / "tests" / "test_refcount.py").write_text(REFCOUNT_TESTS)
-    toml = root / "task.toml"
-    lines = [
-        line for line in toml.read_text().splitlines(keepends=True)
-        if not line.startswith(("fail_to_pass", "pass_to_pass"))
-    ]  # fmt: skip
-    toml.write_text(
+    _judge_by(
+        root,
         'fail_to_pass = ["tests/test_calc.py::test_add"]\n'
-        'pass_to_pass = ["tests/test_refcount.py::test_freed_on_zero_refcount"]\n' + "".join(lines)
+        'pass_to_pass = ["tests/test_refcount.py::test_freed_on_zero_refcount"]\n',
     )
     verdict = verify_task(root, calc_patch(FIXED), tmp_path, backend)
     assert verdict.status == "passed", verdict.feedback
