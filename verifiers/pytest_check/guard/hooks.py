@@ -21,7 +21,6 @@ import os
 import sys
 from typing import Any
 
-from .provenance import MAX_DEPTH
 from .trust import Judge
 
 _getframe = sys._getframe
@@ -100,21 +99,11 @@ class HookWatch:
         runner's own files count as trusted too (there the runner is the code under test, and
         a patch to it must not make pytest's own conftest registrations the candidate's;
         docs/SECURITY.md)."""
-        provenance = self.judge.provenance
-        if not self.runner_packages:
-            return provenance.stack_trusted(frame)
-        if provenance.stack_trusted(frame):
-            return True
-        depth = 0
-        while frame is not None:
-            if depth > MAX_DEPTH:  # deeper than the provenance looks: never trusted
-                return False
-            code = frame.f_code
-            if provenance.trusted(code) is not True and not self._runner_file(code.co_filename):
-                return False
-            frame = frame.f_back
-            depth += 1
-        return True
+        also = self._runner_code if self.runner_packages else None
+        return self.judge.provenance.stack_trusted(frame, also)
+
+    def _runner_code(self, code: Any) -> bool:
+        return self._runner_file(code.co_filename)
 
     def _runner_file(self, filename: str) -> bool:
         """A file of the repository's own runner packages (src/_pytest/..., src/pytest/...)."""

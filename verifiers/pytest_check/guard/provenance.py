@@ -42,7 +42,7 @@ import sys
 import tempfile
 import types
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 _realpath = os.path.realpath
@@ -195,12 +195,19 @@ class Provenance:
         origin = self.origins.get(id(code))
         return origin if origin is not None and origin.code is code else None
 
-    def stack_trusted(self, frame: types.FrameType | None) -> bool:
-        """Whether every frame from `frame` outwards runs trusted code."""
+    def stack_trusted(
+        self,
+        frame: types.FrameType | None,
+        also: Callable[[types.CodeType], bool] | None = None,
+    ) -> bool:
+        """Whether every frame from `frame` outwards runs trusted code (or code `also`
+        accepts)."""
         depth = 0
         while frame is not None:
+            if depth > MAX_DEPTH:
+                return False
             origin = self.origins.get(id(frame.f_code))
-            if origin is None or not origin.trusted or depth > MAX_DEPTH:
+            if (origin is None or not origin.trusted) and not (also and also(frame.f_code)):
                 return False
             frame = frame.f_back
             depth += 1
