@@ -207,7 +207,7 @@ def test_normal_form_ignores_layout_but_not_semantics() -> None:
 
 
 def test_candidates_equal_up_to_formatting_are_verified_once(tmp_path: Path) -> None:
-    from test_loop import FakeModel, FakeVerifier, edit
+    from loop_fakes import FakeModel, FakeVerifier, edit
 
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -348,7 +348,7 @@ def test_a_hopeless_stream_is_cut_off_and_generation_cancelled(tmp_path: Path) -
     scripts = tmp_path / "scripts"
     (scripts / "cut").mkdir(parents=True)
     (scripts / "cut" / "replay.jsonl").write_text(json.dumps({"answer": hopeless}) + "\n")
-    from test_loop import FakeVerifier
+    from loop_fakes import FakeVerifier
 
     verifier = FakeVerifier()
     with ReplayServer([scripts], tokens_per_s=400) as server:  # ~8 s for the whole answer

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_loop import FakeModel, FakeVerifier, run_loop, task  # noqa: F401 - fixture
+from loop_fakes import FakeModel, FakeVerifier, run_loop
 
 from ooda.agent.core.records import AttemptRecord
 
