@@ -9,8 +9,15 @@ container is reset (no process left, empty /tmp, /dev/shm, IPC) and the slot emp
 so nothing a candidate leaves reaches the next one; a sandbox that cannot be reset is discarded
 and replaced in the background. `release()` does that reset and emptying in the background (a
 SWE-bench workspace is thousands of files: a second or more the verdict need not wait for); the
-sandbox is handed out again only once it is done, and a caller waiting meanwhile waits for it. Other backends get a fresh directory and a fresh sandbox per
-candidate, both removed on release. `close()` removes every sandbox and slot.
+sandbox is handed out again only once it is done, and a caller waiting meanwhile waits for it.
+
+A pool made with `base` (a function filling an empty workspace with what every candidate starts
+from: the repository's copy) hands out workspaces already holding it; `fill` then adds to it.
+The base goes into a slot right after the slot is emptied, in the same background step, so a
+warm candidate does not wait for a copy of thousands of files; it is put there by this process
+from the trusted repository while no process runs in the sandbox, exactly as `fill` would have
+done on acquire. Other backends get a fresh directory and a fresh sandbox per candidate, both
+removed on release. `close()` removes every sandbox and slot.
 """
 
 from __future__ import annotations
@@ -52,8 +59,11 @@ class SandboxPool:
         *,
         requirements: Path | None = None,
         size: int = 2,
+        base: Callable[[Path], None] | None = None,
     ) -> None:
         self.backend = backend
+        self.base = base
+        """Fills an empty workspace with what every one starts from (None: `fill` does all)."""
         self.work_root = work_root
         self.requirements = requirements
         self.size = max(1, size)
@@ -71,6 +81,8 @@ class SandboxPool:
         self._recyclers: list[threading.Thread] = []
         """Threads resetting and emptying released sandboxes (counted in _alive, neither idle
         nor busy: on their way back, as a starting one is)."""
+        self._based: set[int] = set()
+        """Sandboxes (by id) whose workspace holds `base` and nothing else."""
         self._error: BaseException | None = None
         self._closed = False
         self.started = 0
@@ -105,6 +117,8 @@ class SandboxPool:
                 self._error = exc
                 self._cond.notify_all()
             return
+        with contextlib.suppress(Exception):  # else acquire() puts it there (and says why)
+            self._put_base(sandbox)
         with self._cond:
             if not self._closed:
                 self._idle.append(sandbox)
@@ -149,6 +163,10 @@ class SandboxPool:
             return self._acquire_fresh(fill)
         sandbox = self._take()
         try:
+            if id(sandbox) not in self._based:  # opened for this caller, or adopted
+                self._put_base(sandbox)
+            with self._cond:
+                self._based.discard(id(sandbox))
             value = fill(sandbox.workspace)
             assert isinstance(sandbox, Resettable)
             sandbox.lend()
@@ -197,6 +215,8 @@ class SandboxPool:
         self.work_root.mkdir(parents=True, exist_ok=True)
         workspace = Path(tempfile.mkdtemp(prefix="ws-", dir=self.work_root))
         try:
+            if self.base is not None:
+                self.base(workspace)
             value = fill(workspace)
             sandbox = self.backend.open(workspace, requirements=self.requirements)
         except BaseException:
@@ -218,6 +238,8 @@ class SandboxPool:
             return self.acquire(fill)
         empty_dir(sandbox.workspace)
         try:
+            if self.base is not None:
+                self.base(sandbox.workspace)
             value = fill(sandbox.workspace)
             sandbox.lend()
         except BaseException:
@@ -235,6 +257,7 @@ class SandboxPool:
             return
         with self._cond:
             self._busy.discard(id(sandbox))
+            self._based.discard(id(sandbox))
             if not self._closed:
                 thread = threading.Thread(target=self._recycle, args=(sandbox,),
                                           name="ooda-pool-recycle", daemon=True)
@@ -244,13 +267,17 @@ class SandboxPool:
         self._recycle(sandbox)
 
     def settle(self, timeout_s: float = 30.0) -> None:
-        """Wait for the released sandboxes to be reset and emptied (a benchmark's next
-        measurement should not share the machine with them)."""
+        """Wait for the released sandboxes to be reset, emptied (and given the base), and for
+        the ones starting (a benchmark's next measurement should not share the machine with
+        them)."""
         deadline = time.monotonic() + timeout_s
-        with self._cond:
-            recyclers = list(self._recyclers)
-        for thread in recyclers:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        while time.monotonic() < deadline:
+            with self._cond:
+                running = [t for t in self._recyclers + self._starters if t.is_alive()]
+            if not running:
+                return
+            for thread in running:
+                thread.join(max(0.0, deadline - time.monotonic()))
 
     def _recycle(self, sandbox: Sandbox) -> None:
         """Reset a released sandbox and empty its slot, then make it idle (or discard it)."""
@@ -259,8 +286,9 @@ class SandboxPool:
             clean = sandbox.reset()  # no process is left after this, so the slot can be emptied
             if clean:
                 empty_dir(sandbox.workspace)
-        except Exception:  # noqa: BLE001 -- (the engine went away?) discarded below, not kept
-            clean = False
+                self._put_base(sandbox)
+        except Exception:  # noqa: BLE001 -- (the engine went away? no room for the copy?)
+            clean = False  # discarded below, not kept
         with self._cond:
             keep = clean and not self._closed
             if keep:
@@ -274,7 +302,21 @@ class SandboxPool:
         if not self._closed:
             self.warm()  # bring the pool back to size in the background
 
+    def _put_base(self, sandbox: Sandbox) -> None:
+        """Fill the (empty) workspace of a sandbox running nothing with `base`, if any."""
+        if self.base is None:
+            return
+        try:
+            self.base(sandbox.workspace)
+        except BaseException:
+            empty_dir(sandbox.workspace)  # no half copy is ever handed out
+            raise
+        with self._cond:
+            self._based.add(id(sandbox))
+
     def _discard(self, sandbox: Sandbox) -> None:
+        with self._cond:
+            self._based.discard(id(sandbox))
         try:
             sandbox.close()
         finally:

@@ -193,8 +193,10 @@ class Baselines:
     # ------------------------------------------------------------------ workspaces and caches
 
     def fill_base(self, workspace: Path) -> None:
-        """The unpatched repo, the hidden tests, and the base's mypy cache (else the seed)."""
-        copy_repo(self.repo, self.work_root, workspace)
+        """The unpatched repo (unless the pool put it there), the hidden tests, and the base's
+        mypy cache (else the seed)."""
+        if self.pool.base is None:
+            copy_repo(self.repo, self.work_root, workspace)
         if self.plan.tests.hidden_patch:
             apply_patch(workspace, self.plan.tests.hidden_patch, trusted=True)
         if self.plan.stages.mypy:

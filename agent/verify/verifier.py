@@ -99,7 +99,8 @@ class TaskVerifier:
             self.base_repo = self.environment.base_repo
             backend = EnvironmentBackend(backend, self.environment)
         self.pool = pool or SandboxPool(
-            backend, work_root, requirements=self.plan.requirements, size=concurrency
+            backend, work_root, requirements=self.plan.requirements, size=concurrency,
+            base=self._copy_base,  # copied into an emptied slot ahead of need
         )
         self._own_pool = pool is None
         self.baselines = Baselines(self.plan, self.base_repo, backend.name, work_root, self.pool)
@@ -238,11 +239,12 @@ class TaskVerifier:
         return verdict
 
     def _fill(self, workspace: Path, patch: str) -> list[str]:
-        """Populate an empty workspace: the repo, the patch, the hidden tests and a private copy
-        of the base's mypy cache (checked for the changed files already, so their imports are
-        in it). Returns the paths the patch changed; raises PatchError (_HiddenTestsConflict)."""
+        """Populate a workspace: the repo (unless the pool put it there), the patch, the hidden
+        tests and a private copy of the base's mypy cache (checked for the changed files
+        already, so their imports are in it). Returns the paths the patch changed; raises PatchError (_HiddenTestsConflict)."""
         plan = self.plan
-        copy_repo(self.base_repo, self.work_root, workspace)
+        if self.pool.base is None:
+            self._copy_base(workspace)
         changed = self._apply(workspace, patch)
         if plan.tests.hidden_patch:
             try:
@@ -252,6 +254,9 @@ class TaskVerifier:
         if plan.stages.mypy:
             self.baselines.give_mypy_cache(workspace)
         return changed
+
+    def _copy_base(self, workspace: Path) -> None:
+        copy_repo(self.base_repo, self.work_root, workspace)
 
     def _apply(self, workspace: Path, patch: str) -> list[str]:
         """The candidate into the workspace by the verifier's rule; the changed paths."""
