@@ -283,3 +283,52 @@ def test_an_object_the_test_frees_is_freed_under_the_guard(tmp_path: Path, backe
     )
     verdict = verify_task(root, calc_patch(FIXED), tmp_path, backend)
     assert verdict.status == "passed", verdict.feedback
+
+
+REPR_TESTS = """\
+from calc import add
+
+
+class Token:
+    reprs = 0
+
+    def __repr__(self) -> str:
+        Token.reprs += 1  # a repr with a visible effect (xarray: a dask token changed)
+        return "Token()"
+
+
+def test_values_of_passing_asserts_are_not_repred() -> None:
+    token = Token()
+    assert token is not None
+    assert add(1, 1) == 2
+    assert Token.reprs == 0
+
+
+def test_a_failing_assert_still_shows_its_values() -> None:
+    token = Token()
+    assert token is None
+"""
+
+
+@pytest.mark.parametrize("backend", ["docker"])
+def test_passing_asserts_call_no_repr_under_the_guard(tmp_path: Path, backend: str) -> None:
+    """Fidelity (pydata/xarray's test_tokenize_duck_dask_array): pytest builds no explanation
+    for a passing assert, so it calls no repr(); the guard's pass path (to probe the operands)
+    must not either, while a failing assert's explanation keeps its values."""
+    root = make_task(tmp_path / "reprs")
+    (root / "repo" / "tests" / "test_reprs.py").write_text(REPR_TESTS)
+    _judge_by(
+        root,
+        'fail_to_pass = ["tests/test_calc.py::test_add"]\n'
+        'pass_to_pass = ["tests/test_reprs.py::test_values_of_passing_asserts_are_not_repred"]\n',
+    )
+    verdict = verify_task(root, calc_patch(FIXED), tmp_path, backend)
+    assert verdict.status == "passed", verdict.feedback
+    _judge_by(
+        root,
+        'fail_to_pass = ["tests/test_calc.py::test_add"]\n'
+        'pass_to_pass = ["tests/test_reprs.py::test_a_failing_assert_still_shows_its_values"]\n',
+    )
+    verdict = verify_task(root, calc_patch(FIXED), tmp_path / "again", backend)
+    assert verdict.status == "failed"
+    assert "Token()" in verdict.feedback, verdict.feedback

@@ -11,7 +11,11 @@ Two places see passing comparisons:
   passing rewritten `assert` reaches `_call_reprcompare` with its operands, and the guard's
   version probes them instead of formatting a diff. The pass path is switched on only for
   test modules of the run itself (`_check_if_assertion_pass_impl`), so a nested pytest run in
-  a test (pytester) sees pytest as it is without the guard;
+  a test (pytester) sees pytest as it is without the guard. Of the explanation pytest builds
+  there, only the comparisons' operands are wanted: the `repr()` of every other value of the
+  assert is skipped (a placeholder), as pytest skips all of it without the pass path, since a
+  repr can change what the test observes afterwards (pydata/xarray's
+  test_tokenize_duck_dask_array: a Variable's repr changed its dask token);
 - unittest's `assertEqual`, `assertAlmostEqual` and `assertIn`, wrapped before the snapshot:
   once the original passed, its operands are probed the same way.
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import operator
 import sys
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -49,28 +54,51 @@ def install(root: str) -> None:
     rewrite._call_reprcompare = _probing_reprcompare(rewrite._call_reprcompare)
     original_check = getattr(rewrite, "_check_if_assertion_pass_impl", None)
     if original_check is not None:  # pytest >= 5: the assertion-pass path exists
-        if sys.version_info < (3, 13):
-            rewrite._call_assertion_pass = _forgetting_locals(rewrite._call_assertion_pass)
+        rewrite._saferepr = _no_repr_on_pass(rewrite._saferepr)  # type: ignore[assignment]
+        rewrite._call_assertion_pass = _ending_pass(rewrite._call_assertion_pass)
         rewrite._check_if_assertion_pass_impl = _pass_path(rewrite, original_check, root + "/")
     _wrap_unittest()
 
 
-def _forgetting_locals(original: Callable[..., None]) -> Callable[..., None]:
-    """pytest's pass path, the last call of a passing assert, then the test frame's cached
-    `locals()` dropped. The explanation the pass path builds asks `locals()` of the test
-    function; before Python 3.13 (PEP 667) that dict stays on the frame holding every local as
-    it was, so an object the test then deletes stays alive (a test that frees an object and
-    checks a weak reference, pallets/flask's test_app_freed_on_zero_refcount, would fail only
-    under the guard). Only function frames: a module's or class's locals are its namespace.
-    The next `locals()`, traceback or debugger fills the dict again from the frame."""
+_on_pass = threading.local()
+"""`frame`: id() of the test frame whose passing assert the guard sent down the pass path,
+until its `_call_assertion_pass` (per thread; an id, so that no frame is kept alive)."""
+ON_PASS_REPR = "..."
+"""What a value of a passing assert reads as in the explanation nobody reads."""
+
+
+def _no_repr_on_pass(original: Callable[[object], str]) -> Callable[[object], str]:
+    """pytest's `_saferepr`, except for the values of an assert the guard sent down the pass
+    path (called from that test frame): no `repr()` there, as without the guard."""
     getframe = sys._getframe
+
+    def _saferepr(obj: object) -> str:
+        if getattr(_on_pass, "frame", None) == id(getframe(1)):
+            return ON_PASS_REPR
+        return original(obj)
+
+    return _saferepr
+
+
+def _ending_pass(original: Callable[..., None]) -> Callable[..., None]:
+    """pytest's pass path, the last call of a passing assert; then the assert's frame is no
+    longer on the pass path, and (before Python 3.13) its cached `locals()` is dropped. The
+    explanation the pass path builds asks `locals()` of the test function; before 3.13 (PEP
+    667) that dict stays on the frame holding every local as it was, so an object the test
+    then deletes stays alive (a test that frees an object and checks a weak reference,
+    pallets/flask's test_app_freed_on_zero_refcount, would fail only under the guard). Only
+    function frames: a module's or class's locals are its namespace. The next `locals()`,
+    traceback or debugger fills the dict again from the frame."""
+    getframe = sys._getframe
+    forget_locals = sys.version_info < (3, 13)
 
     def _call_assertion_pass(lineno: int, orig: str, expl: str) -> None:
         try:
             original(lineno, orig, expl)
         finally:
             frame = getframe(1)
-            if frame.f_code.co_flags & _CO_OPTIMIZED:
+            _on_pass.frame = None
+            if forget_locals and frame.f_code.co_flags & _CO_OPTIMIZED:
                 frame.f_locals.clear()
 
     return _call_assertion_pass
@@ -86,16 +114,23 @@ def _pass_path(rewrite: Any, original: Callable[[], bool], root: str) -> Callabl
 
     def _check_if_assertion_pass_impl() -> bool:
         """True for an assert in a module of the guarded run (under the workspace), so that
-        its operands are probed; pytest's own answer elsewhere (a nested run's tmp files), and
-        while a test has replaced what the pass path calls (pytest's own tests of that path
-        must see pytest as it is without the guard)."""
+        its operands are probed (its frame is then on the pass path: no repr of its values);
+        pytest's own answer elsewhere (a nested run's tmp files), and while a test has
+        replaced what the pass path calls (pytest's own tests of that path must see pytest as
+        it is without the guard)."""
+        _on_pass.frame = None
         if rewrite._call_assertion_pass is not call_pass:
             return original()
+        if original():
+            return True  # a plugin implementing pytest_assertion_pass: it wants every repr
         try:
-            filename = getframe(1).f_code.co_filename
+            frame = getframe(1)
         except ValueError:
-            return original()
-        return filename.startswith(root) or original()
+            return False
+        if not frame.f_code.co_filename.startswith(root):
+            return False
+        _on_pass.frame = id(frame)
+        return True
 
     return _check_if_assertion_pass_impl
 
