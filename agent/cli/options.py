@@ -25,6 +25,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable result on stdout.")]
 RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", help="Where run directories go.")]
+TaskPathArg = Annotated[
+    Path, typer.Argument(help="A task directory (holds task.toml) or a repository.")
+]
+StatementOpt = Annotated[str | None, typer.Option(help="What to do (plain repositories).")]
+StatementFileOpt = Annotated[
+    Path | None, typer.Option(help="File holding what to do (plain repositories).")
+]
 FailToPassOpt = Annotated[
     list[str] | None, typer.Option("--fail-to-pass", help="pytest id that must pass (repeat).")
 ]

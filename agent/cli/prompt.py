@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ooda.agent.cli.options import FailToPassOpt, JsonOpt, one_option
+from ooda.agent.cli.options import (
+    FailToPassOpt,
+    JsonOpt,
+    StatementFileOpt,
+    StatementOpt,
+    TaskPathArg,
+    one_option,
+)
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.options import LoopOptions
 
@@ -22,14 +28,10 @@ CONTEXT_TOKENS = LoopOptions().context_tokens
 
 
 def prompt(
-    path: Annotated[
-        Path, typer.Argument(help="A task directory (holds task.toml) or a repository.")
-    ],
+    path: TaskPathArg,
     json_out: JsonOpt = False,
-    statement: Annotated[str | None, typer.Option(help="What to do (plain repositories).")] = None,
-    statement_file: Annotated[
-        Path | None, typer.Option(help="File holding what to do (plain repositories).")
-    ] = None,
+    statement: StatementOpt = None,
+    statement_file: StatementFileOpt = None,
     test_cmd: Annotated[
         str | None, typer.Option(help="Test command (plain repositories), as for `ooda run`.")
     ] = None,

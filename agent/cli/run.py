@@ -14,6 +14,9 @@ from ooda.agent.cli.options import (
     JsonOpt,
     PassToPassOpt,
     RunsDirOpt,
+    StatementFileOpt,
+    StatementOpt,
+    TaskPathArg,
     grouped,
     is_quiet,
 )
@@ -36,9 +39,7 @@ if TYPE_CHECKING:
 @grouped("run")
 def run(
     ctx: typer.Context,
-    path: Annotated[
-        Path, typer.Argument(help="A task directory (holds task.toml) or a repository.")
-    ],
+    path: TaskPathArg,
     model: ModelOptions,
     loop: LoopOptions,
     escalation: EscalationOptions,
@@ -47,10 +48,8 @@ def run(
     stages: StageOptions,
     runs_dir: RunsDirOpt = Path("runs"),
     json_out: JsonOpt = False,
-    statement: Annotated[str | None, typer.Option(help="What to do (plain repositories).")] = None,
-    statement_file: Annotated[
-        Path | None, typer.Option(help="File holding what to do (plain repositories).")
-    ] = None,
+    statement: StatementOpt = None,
+    statement_file: StatementFileOpt = None,
     test_cmd: Annotated[
         str | None, typer.Option(help="Test command; failing tests become fail_to_pass.")
     ] = None,
