@@ -181,6 +181,22 @@ def test_preloaded_tools_run_as_a_fresh_interpreter_would(tmp_path: Path) -> Non
         assert (result.exit_code, "SHADOW" in result.output) == (
             fresh.returncode, "SHADOW" in fresh.stdout + fresh.stderr
         )
+        # -P (how ruff and mypy are run): nothing goes in front of sys.path, so that shadow
+        # cannot win, in the warm interpreter as in a fresh one
+        for argv in (["python3", "-P", "-m", "mypy", "--version"],
+                     ["python3", "-P", "-m", "ruff", "--version"]):
+            result = box.run(argv, timeout_s=60)
+            fresh = subprocess.run(
+                ["docker", "run", "--rm", "-v", f"{box.workspace}:/work", "-w", "/work",
+                 "--network", "none", image.image_tag(), *argv],
+                capture_output=True, text=True, check=False,
+            )
+            assert result.exit_code == fresh.returncode == 0, (result.output, fresh.stderr)
+            assert result.output.strip() == fresh.stdout.strip() and "SHADOW" not in result.output
+        pool.release(box)
+        box, _ = pool.acquire(fill_with({"sub/run.py": script}))
+        out = box.run(["python3", "-P", "-s", "-B", "sub/run.py", "a"], timeout_s=30).output
+        assert out.startswith("SCRIPT0 ") and "/work" not in out.split()[1], out
         pool.release(box)
     finally:
         pool.close()

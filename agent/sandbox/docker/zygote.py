@@ -9,12 +9,12 @@ container is then removed by Docker). Being
 PID 1 of its pid namespace, it cannot be signalled from inside the container (it installs no
 handlers). Then it serves one request at a time:
 
-- `run`: fork a child with the given argv, cwd and environment. `python3 -m pytest|mypy|ruff`
-  and `python3 [-s] [-B] SCRIPT` (the pytest guard) run in the forked child with the toolchain
-  already imported, as a fresh interpreter would run them (same sys.path, argv and
-  environment); it falls back to exec whenever that could differ (other PYTHON* variables, a
-  workspace module shadowing a loaded one, a user site, other interpreter options); any other
-  argv is exec'd. stdout and stderr are merged and capped (head and tail kept). When
+- `run`: fork a child with the given argv, cwd and environment. `python3 [-s] [-B] [-P] -m
+  pytest|mypy|ruff` and `python3 [-s] [-B] [-P] SCRIPT` (the pytest guard) run in the forked
+  child with the toolchain already imported, as a fresh interpreter would run them (same
+  sys.path, argv and environment; `-P`: nothing prepended to sys.path); it falls back to exec
+  whenever that could differ (other PYTHON* variables, a workspace module shadowing a loaded
+  one, a user site, other interpreter options); any other argv is exec'd. stdout and stderr are merged and capped (head and tail kept). When
   the child exits, or at the timeout, every other process in the container is SIGKILLed, so
   nothing outlives a command. A `cancel` frame from the host while it runs (the command broke
   a limit the host watches: the workspace's disk) ends it the same way; one that arrives too
@@ -190,21 +190,24 @@ def wanted_tool(argv: list[str], pending: list[str]) -> str | None:
 
 def fast_target(
     argv: list[str], env: dict[str, str], base_env: dict[str, str], loaded: list[str], cwd: str
-) -> tuple[str, str, list[str], bool] | None:
-    """How to run argv in-process: (kind "module"|"script", target, its arguments, no_user_site),
-    or None when only exec gives the same result. Served: `python3 [-s] [-B] -m TOOL ARGS` for
-    a pre-imported tool and `python3 [-s] [-B] SCRIPT ARGS` (e.g. the pytest guard)."""
+) -> tuple[str, str, list[str], bool, bool] | None:
+    """How to run argv in-process: (kind "module"|"script", the module or script, its
+    arguments, no_user_site (-s), safe_path (-P: nothing prepended to sys.path)), or None when
+    only exec gives the same result. Served:
+    `python3 [-s] [-B] [-P] -m TOOL ARGS` for a pre-imported tool and `python3 [-s] [-B] [-P]
+    SCRIPT ARGS` (e.g. the pytest guard)."""
     import shutil
 
     found = shutil.which(argv[0], path=env.get("PATH", "")) if argv else None
     if found is None or os.path.realpath(found) != os.path.realpath(sys.executable):
         return None
-    no_user_site = False
+    no_user_site = safe_path = False
     rest = argv[1:]
     while rest and rest[0].startswith("-") and rest[0] != "-m":
-        if set(rest[0][1:]) - {"s", "B"} or rest[0] == "-":
+        if set(rest[0][1:]) - {"s", "B", "P"} or rest[0] == "-":
             return None  # an interpreter option a fork cannot apply
         no_user_site = no_user_site or "s" in rest[0]
+        safe_path = safe_path or "P" in rest[0]
         rest = rest[1:]
     if not rest:
         return None
@@ -226,14 +229,16 @@ def fast_target(
     if not no_user_site and site.ENABLE_USER_SITE:
         if os.path.isdir(site.getusersitepackages()):
             return None
-    for directory in dict.fromkeys([first, cwd]):
+    # -P: a fresh interpreter puts neither the cwd (-m) nor the script's directory first
+    prepended = [] if safe_path and kind == "module" else [cwd] if safe_path else [first, cwd]
+    for directory in dict.fromkeys(prepended):
         try:
             names = os.listdir(directory)
         except OSError:
             return None
         if any(_module_name(directory, name) in sys.modules for name in names):
             return None  # a workspace module would shadow one already loaded
-    return kind, target, args, no_user_site
+    return kind, target, args, no_user_site, safe_path
 
 
 def _late_pth_paths(site: Any) -> None:
@@ -310,7 +315,7 @@ def child(
     import runpy
     import site
 
-    kind, name, args, no_user_site = target
+    kind, name, args, no_user_site, safe_path = target
     os.environ.clear()
     os.environ.update(env)
     if no_user_site:
@@ -320,11 +325,13 @@ def child(
     importlib.invalidate_caches()
     if kind == "module":
         sys.argv = [argv[0], *args]
-        sys.path.insert(0, os.getcwd())
+        if not safe_path:
+            sys.path.insert(0, os.getcwd())
         runpy.run_module(name, run_name="__main__", alter_sys=True)
     else:
         sys.argv = [name, *args]
-        sys.path.insert(0, os.path.dirname(os.path.realpath(name)))
+        if not safe_path:
+            sys.path.insert(0, os.path.dirname(os.path.realpath(name)))
         runpy.run_path(name, run_name="__main__")
     sys.exit(0)  # the program returned instead of exiting: like falling off the end of a script
 
