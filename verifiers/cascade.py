@@ -3,7 +3,8 @@
 The order is ooda.agent.contracts.protocols.CASCADE_ORDER (syntax, tampering, ruff, pytest,
 security, mypy, repro), stated once; a stage that declares `after_tests = True` (security, mypy,
 repro) runs only once the tests have passed, which the task verifier (agent/verify/verifier.py)
-arranges with `split_at_tests`. A deadline shrinks each stage's timeout; a stage that raises is reported as an "error" result, except
+arranges with `split_at_tests` (and, when a second sandbox is idle, runs beside the tests
+once the HOST_FIRST stages passed: agent/verify/spare.py). A deadline shrinks each stage's timeout; a stage that raises is reported as an "error" result, except
 ooda.agent.contracts.errors.InfraError, which propagates (the sandbox itself broke).
 """
 
@@ -69,6 +70,19 @@ def split_at_tests(verifiers: Sequence[Verifier]) -> tuple[list[Verifier], list[
     first = [v for v in verifiers if not v.after_tests]
     late = [v for v in verifiers if v.after_tests]
     return first, late
+
+
+HOST_FIRST = frozenset({"syntax", "tampering"})
+"""The stages that judge the candidate's files on the host before any tool sees them in a
+sandbox: nothing else of the candidate's is looked at, let alone run, before they passed."""
+
+
+def split_host_first(verifiers: Sequence[Verifier]) -> tuple[list[Verifier], list[Verifier]]:
+    """(the leading stages of HOST_FIRST, the rest), in order."""
+    count = 0
+    while count < len(verifiers) and verifiers[count].name in HOST_FIRST:
+        count += 1
+    return list(verifiers[:count]), list(verifiers[count:])
 
 
 def run_cascade(

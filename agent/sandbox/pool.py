@@ -162,6 +162,22 @@ class SandboxPool:
         if not self.reusable:
             return self._acquire_fresh(fill)
         sandbox = self._take()
+        return sandbox, self._lend(sandbox, fill)
+
+    def try_acquire(self, fill: Callable[[Path], T]) -> tuple[Sandbox, T] | None:
+        """acquire()'s, when a sandbox is idle and no caller waits for one; else None at once
+        (always None for backends whose sandboxes are not reused)."""
+        if not self.reusable:
+            return None
+        with self._cond:
+            if self._closed or self._waiting or not self._idle:
+                return None
+            sandbox = self._idle.pop()
+            self._busy.add(id(sandbox))
+        return sandbox, self._lend(sandbox, fill)
+
+    def _lend(self, sandbox: Sandbox, fill: Callable[[Path], T]) -> T:
+        """Fill a taken sandbox's workspace and lend it; given back if `fill` raises."""
         try:
             if id(sandbox) not in self._based:  # opened for this caller, or adopted
                 self._put_base(sandbox)
@@ -173,7 +189,7 @@ class SandboxPool:
         except BaseException:
             self.release(sandbox)
             raise
-        return sandbox, value
+        return value
 
     def _take(self) -> Sandbox:
         with self._cond:

@@ -5,7 +5,8 @@ workspace with a copy of the task's repo, apply the candidate's patch (the edit 
 then the task's hidden test patch, and run the verifier cascade in its one order
 (verifiers/cascade.py): syntax, ruff, pytest, then the stages that run only after the tests
 pass (mypy), in the reset sandbox on a fresh copy, as no candidate code may have run where mypy
-looks. Ruff and mypy are judged against a baseline of the unpatched code (base + test patch),
+looks (or, when a second sandbox is idle and no other candidate is under way, on a fresh copy
+there, beside the tests: agent/verify/spare.py). Ruff and mypy are judged against a baseline of the unpatched code (base + test patch),
 computed once per file (agent/verify/baselines.py); each candidate's mypy starts from a copy of
 the base's warm cache (agent/verify/mypycache.py). A broken sandbox ends the run as an
 infrastructure error (agent/verify/watched.py). `warm()` starts the sandboxes and the
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+from ooda.agent.contracts.errors import InfraError
 from ooda.agent.contracts.protocols import (
     CheckSpec,
     ReproOnBase,
@@ -35,6 +37,7 @@ from ooda.agent.contracts.protocols import (
     SandboxBackend,
     Verdict,
     Verifier,
+    VerifierResult,
 )
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.support import fstree
@@ -43,11 +46,18 @@ from ooda.agent.verify.blind import BlindChecks
 from ooda.agent.verify.environment import EnvironmentBackend, PreparedEnv, prepare_environment
 from ooda.agent.verify.harness_apply import apply_prediction, restore_test_files
 from ooda.agent.verify.plan import TaskPlan, draft_plan
+from ooda.agent.verify.spare import SpareLane
 from ooda.agent.verify.watched import FEEDBACK_LIMIT, Watched, verdict_from
 from ooda.agent.verify.workspace import PatchError, apply_patch, copy_repo
 from ooda.tasks.loader import Task
 from ooda.verifiers import clip
-from ooda.verifiers.cascade import default_verifiers, run_cascade, split_at_tests
+from ooda.verifiers.cascade import (
+    CONTINUE,
+    default_verifiers,
+    run_cascade,
+    split_at_tests,
+    split_host_first,
+)
 from ooda.verifiers.hidden import HiddenText
 from ooda.verifiers.pytest_check import TestRun
 from ooda.verifiers.runners import TestRequest
@@ -113,6 +123,11 @@ class TaskVerifier:
         )
         self._warmer: threading.Thread | None = None
         self._closed = False
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        """verify() calls under way."""
+        self._lanes: list[SpareLane] = []
+        """Late stages run beside the tests (agent/verify/spare.py), joined on close()."""
         self.applied_by = ""
         """The harness rule: how the last prediction went in ("git apply", "patch --fuzz=5")."""
         self._hidden: HiddenText | None = None
@@ -185,6 +200,17 @@ class TaskVerifier:
     ) -> Verdict:
         """Judge `patch` (a unified diff against task.repo). `verdict_only`: no feedback will
         be drawn from it, so the tests may stop at the first failure."""
+        with self._lock:
+            self._in_flight += 1
+        try:
+            return self._verify(patch, log_dir, deadline, verdict_only)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _verify(
+        self, patch: str, log_dir: Path | None, deadline: float | None, verdict_only: bool
+    ) -> Verdict:
         if log_dir is not None:
             log_dir.mkdir(parents=True, exist_ok=True)
             # as given, even when it is not valid text (the policy then rejects it)
@@ -203,26 +229,65 @@ class TaskVerifier:
         except PatchError as exc:
             return self._invalid(f"{exc}", log_dir, kind=exc.kind)
         held: Sandbox | None = sandbox
+        lane: SpareLane | None = None
         try:
             check = self._check(changed)
             if blind is not None:
                 check = blind.apply(check)
             check.verdict_only = verdict_only
             first, late = split_at_tests(self.verifiers)
-            results = run_cascade(Watched(sandbox), check, first, deadline=deadline)
-            if late and all(r.status in ("passed", "skipped") for r in results):
-                # after the tests (most candidates fail those, and need no mypy then), on a
-                # fresh copy in a reset sandbox: the tests ran candidate code in this one
-                held = None  # refresh() releases it itself when it fails
-                held, _ = self.pool.refresh(sandbox, lambda ws: self._fill(ws, patch))
-                results += run_cascade(Watched(held), check, late, deadline=deadline)
+            host, in_sandbox = split_host_first(first)
+            results = run_cascade(Watched(sandbox), check, host, deadline=deadline)
+            if _passed(results):
+                if late and self._alone():
+                    # a second sandbox is idle and nobody waits: the late stages there, now
+                    lane = self._lane(SpareLane(self.pool, lambda ws: self._fill(ws, patch),
+                                                check, late, deadline))
+                results += run_cascade(Watched(sandbox), check, in_sandbox, deadline=deadline)
+            if late and _passed(results) and len(results) == len(first):
+                late_results = self._late_results(lane)
+                lane = None
+                if late_results is None:
+                    # after the tests (most candidates fail those, and need no mypy then), on
+                    # a fresh copy in a reset sandbox: the tests ran candidate code in this one
+                    held = None  # refresh() releases it itself when it fails
+                    held, _ = self.pool.refresh(sandbox, lambda ws: self._fill(ws, patch))
+                    late_results = run_cascade(Watched(held), check, late, deadline=deadline)
+                results += late_results
         finally:
+            if lane is not None:
+                lane.drop()  # an earlier stage did not pass (or raised): not needed
             if held is not None:
                 self.pool.release(held)
         if log_dir is not None:
             for result in results:
                 (log_dir / f"{result.name}.log").write_text(result.log, encoding="utf-8")
         return self._withhold_hidden(verdict_from(results, changed))
+
+    def _alone(self) -> bool:
+        """Whether this is the only candidate being verified (a lane must not take the
+        sandbox another candidate is about to need)."""
+        with self._lock:
+            return self._in_flight == 1
+
+    def _lane(self, lane: SpareLane) -> SpareLane:
+        with self._lock:
+            self._lanes = [x for x in self._lanes if x.running()] + [lane]
+        return lane
+
+    @staticmethod
+    def _late_results(lane: SpareLane | None) -> list[VerifierResult] | None:
+        """The lane's results; None when there was none, none was idle or it failed for a
+        reason of its own (the late stages then run after the tests, as without a lane; a
+        broken sandbox, InfraError, ends the run)."""
+        if lane is None:
+            return None
+        try:
+            return lane.results()
+        except InfraError:
+            raise
+        except Exception:  # noqa: BLE001 - the same stages run again the ordinary way
+            return None
 
     def _withhold_hidden(self, verdict: Verdict) -> Verdict:
         """The verdict with every line of the hidden tests taken out of what the model reads
@@ -342,6 +407,10 @@ class TaskVerifier:
         self._closed = True
         if self._warmer is not None:
             self._warmer.join(timeout=60)
+        with self._lock:
+            lanes, self._lanes = self._lanes, []
+        for lane in lanes:
+            lane.join(timeout_s=60)
         self.baselines.join(timeout_s=60)
         try:
             if self._own_pool:
@@ -351,6 +420,10 @@ class TaskVerifier:
             callbacks, self.on_close = self.on_close, []
             for callback in callbacks:
                 callback()
+
+
+def _passed(results: list[VerifierResult]) -> bool:
+    return all(r.status in CONTINUE for r in results)
 
 
 class _HiddenTestsConflict(PatchError):
