@@ -304,6 +304,23 @@ def test_values_of_passing_asserts_are_not_repred() -> None:
     assert Token.reprs == 0
 
 
+class Lazy:
+    computed = 0
+
+    def __eq__(self, other: object) -> bool:
+        Lazy.computed += 1  # comparing computes (xarray counts dask computations)
+        return self is other
+
+    __hash__ = object.__hash__
+
+
+def test_identity_asserts_compare_nothing() -> None:
+    lazy = Lazy()
+    assert lazy is lazy
+    assert lazy is not None
+    assert Lazy.computed == 0
+
+
 def test_a_failing_assert_still_shows_its_values() -> None:
     token = Token()
     assert token is None
@@ -312,15 +329,17 @@ def test_a_failing_assert_still_shows_its_values() -> None:
 
 @pytest.mark.parametrize("backend", ["docker"])
 def test_passing_asserts_call_no_repr_under_the_guard(tmp_path: Path, backend: str) -> None:
-    """Fidelity (pydata/xarray's test_tokenize_duck_dask_array): pytest builds no explanation
-    for a passing assert, so it calls no repr(); the guard's pass path (to probe the operands)
-    must not either, while a failing assert's explanation keeps its values."""
+    """Fidelity (pydata/xarray's test_tokenize_duck_dask_array, test_concat_loads_variables):
+    pytest builds no explanation for a passing assert, so it calls no repr(); the guard's pass
+    path (to probe the operands) must not either, nor compare the operands of an `is` (only
+    ==, !=, in, not in are probed); a failing assert's explanation keeps its values."""
     root = make_task(tmp_path / "reprs")
     (root / "repo" / "tests" / "test_reprs.py").write_text(REPR_TESTS)
     _judge_by(
         root,
         'fail_to_pass = ["tests/test_calc.py::test_add"]\n'
-        'pass_to_pass = ["tests/test_reprs.py::test_values_of_passing_asserts_are_not_repred"]\n',
+        'pass_to_pass = ["tests/test_reprs.py::test_values_of_passing_asserts_are_not_repred",'
+        ' "tests/test_reprs.py::test_identity_asserts_compare_nothing"]\n',
     )
     verdict = verify_task(root, calc_patch(FIXED), tmp_path, backend)
     assert verdict.status == "passed", verdict.feedback
