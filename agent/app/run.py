@@ -75,7 +75,8 @@ class Prestarted(Protocol):
         ...
 
     def take_launch(self) -> tuple[Path, Launched] | None:
-        """(its work directory, a started sandbox container) when one was started, else None."""
+        """(its work directory, a started sandbox container) while one is left untaken (the
+        daemon may have started two), else None."""
         ...
 
 
@@ -423,18 +424,20 @@ def clean_leftovers(prestarted: Prestarted | None) -> bool:
 def _adopt_prestarted(
     verifier: TaskVerifier, backend: SandboxBackend, prestarted: Prestarted
 ) -> None:
-    """Give the verifier's pool the container start-up started, when it fits."""
-    started = prestarted.take_launch()
-    if started is None:
-        return
-    work, launched = started
-    verifier.on_close.append(lambda: remove_workspace(work))
-    # the pool's backend: a task environment's (EnvironmentBackend) refuses ooda's image
-    sandbox = verifier.pool.backend.adopt(launched, requirements=verifier.plan.requirements)
-    if sandbox is None:
-        launched.release()  # its PID 1 sees the socket close and exits; Docker removes it
-        return
-    verifier.pool.adopt(sandbox)
+    """Give the verifier's pool the containers start-up started (up to its size), when they
+    fit; the others go away."""
+    adopted = 0
+    while (started := prestarted.take_launch()) is not None:
+        work, launched = started
+        verifier.on_close.append(functools.partial(remove_workspace, work))
+        # the pool's backend: a task environment's (EnvironmentBackend) refuses ooda's image
+        sandbox = None if adopted >= verifier.pool.size else verifier.pool.backend.adopt(
+            launched, requirements=verifier.plan.requirements)
+        if sandbox is None:
+            launched.release()  # its PID 1 sees the socket close and exits; Docker removes it
+            continue
+        verifier.pool.adopt(sandbox)
+        adopted += 1
 
 
 def _close_opened(opening: Future[TaskVerifier]) -> None:

@@ -2,10 +2,13 @@
 worker per command.
 
 `python -m ooda.agent.startup.daemon KEY` (started in the background by agent/startup/entry.py after a command ran
-without one) imports everything `ooda run` needs, starts one Docker sandbox container for the
-image used last, binds its socket and waits. Each command that agent/startup/client.py hands
-over gets a forked worker: the client's stdin/stdout/stderr, working directory, environment,
-umask and argv, and the waiting container, then the ordinary `ooda` command line runs in it.
+without one) imports everything `ooda run` needs, starts WARM_CONTAINERS Docker sandbox
+containers for the image used last (one per loop turn, so a command is never kept waiting for
+more than one start), binds its socket and waits. Each command that agent/startup/client.py
+hands over gets a forked worker: the client's stdin/stdout/stderr, working directory,
+environment, umask and argv, and the waiting containers that are ready, then the ordinary
+`ooda` command line runs in it (a run's pool adopts them: with two, a single candidate's
+after-tests stages run beside its tests, agent/verify/spare.py).
 The daemon reaps the worker and sends its exit code back; a client that goes away gets its
 worker interrupted (SIGINT, as Ctrl-C would).
 
@@ -84,6 +87,10 @@ class WarmContainer:
         self.launched.listener.close()
 
 
+WARM_CONTAINERS = 2
+"""Containers kept started for the next command: a run's default verify concurrency."""
+
+
 def start_warm(engine: SdkEngine) -> WarmContainer | None:
     """A container on the image used last, for tasks without requirements (None: no image)."""
     started = launch_on_last_image(engine, "ooda-daemon-")
@@ -96,7 +103,7 @@ def start_warm(engine: SdkEngine) -> WarmContainer | None:
 @dataclass
 class Daemon:
     """The serving loop's state: the listening socket, the running workers (pid → their
-    client's connection), the warm container, and what `ooda daemon status` reports."""
+    client's connection), the warm containers, and what `ooda daemon status` reports."""
 
     key: str
     listener: socket.socket
@@ -104,7 +111,7 @@ class Daemon:
     files: dict[str, Path]
     workers: dict[int, socket.socket] = field(default_factory=dict)
     interrupted: set[int] = field(default_factory=set)
-    warm: WarmContainer | None = None
+    warm: list[WarmContainer] = field(default_factory=list)
     engine: SdkEngine | None = None
     next_warm_try: float = 0.0
     served: int = 0
@@ -131,7 +138,7 @@ class Daemon:
                     self.keep_warm()
                 waiting = [self.listener] if not self.stopping else []
                 waiting += list(self.workers.values())
-                readable, _, _ = select.select(waiting, [], [], 0.05 if self.workers else 1.0)
+                readable, _, _ = select.select(waiting, [], [], self._turn_s())
                 for sock in readable:
                     if sock is self.listener:
                         self.accept()
@@ -140,18 +147,32 @@ class Daemon:
         finally:
             self.shutdown()
 
+    def _turn_s(self) -> float:
+        """How long a loop turn waits for a connection: not at all while another warm
+        container is to be started (accepting a waiting client between two starts)."""
+        if self.workers:
+            return 0.05
+        starting = (not self.stopping and len(self.warm) < WARM_CONTAINERS
+                    and self.engine is not None and image.last_tag() is not None)
+        return 0.0 if starting and time.monotonic() >= self.next_warm_try else 1.0
+
     def keep_warm(self) -> None:
-        """Start the warm container when none waits (and the image used last is known)."""
-        if self.warm is not None and self.warm.launched.tag != image.last_tag():
-            self.warm.discard()  # `ooda sandbox build` made a new image
-            self.warm = None
-        if self.warm is not None or time.monotonic() < self.next_warm_try:
+        """Start one more warm container while fewer than WARM_CONTAINERS wait (and the
+        image used last is known)."""
+        tag = image.last_tag()
+        for stale in [w for w in self.warm if w.launched.tag != tag]:
+            stale.discard()  # `ooda sandbox build` made a new image
+            self.warm.remove(stale)
+        if len(self.warm) >= WARM_CONTAINERS or time.monotonic() < self.next_warm_try:
             return
         try:
             if self.engine is None:
                 self.engine = SdkEngine.connect(timeout_s=5.0)
-            cleanup_leftovers()  # what killed workers or earlier processes left behind
-            self.warm = start_warm(self.engine)
+            if not self.warm:
+                cleanup_leftovers()  # what killed workers or earlier processes left behind
+            started = start_warm(self.engine)
+            if started is not None:  # else no image yet
+                self.warm.append(started)
         except Exception as exc:  # no engine now: commands start their own; try again later
             log(f"no warm container: {exc}")
             self.engine = None
@@ -173,15 +194,16 @@ class Daemon:
                 self.answer_control(conn, str(control))
                 conn.close()
                 return
-            offer = self.warm if self.warm is not None and self.warm.ready() else None
+            offers = [w for w in self.warm if w.ready()]
             pid = os.fork()
             if pid == 0:
                 self.listener.close()
                 for other in self.workers.values():
                     other.close()
-                if self.warm is not None and offer is None:
-                    self.warm.give_away()
-                run_worker(conn, request, fds, offer, self.lock_fd)
+                for kept in self.warm:
+                    if kept not in offers:
+                        kept.give_away()
+                run_worker(conn, request, fds, offers, self.lock_fd)
         except Exception as exc:  # a bad or vanished client: drop it, nothing was started
             log(f"dropped a connection: {exc}")
             conn.close()
@@ -189,9 +211,9 @@ class Daemon:
         finally:
             for fd in fds:
                 os.close(fd)
-        if offer is not None:
+        for offer in offers:
             offer.give_away()
-            self.warm = None
+            self.warm.remove(offer)
         self.workers[pid] = conn
         self.served += 1
         self.last_activity = time.monotonic()
@@ -245,7 +267,8 @@ class Daemon:
         return {
             "pid": os.getpid(), "key": self.key, "served": self.served,
             "running": len(self.workers), "started": self.started, "idle_exit_s": IDLE_S,
-            "warm_container": self.warm is not None, "stopping": self.stopping,
+            "warm_container": bool(self.warm), "warm_containers": len(self.warm),
+            "stopping": self.stopping,
             **client.fingerprint(),
         }
 
@@ -257,8 +280,8 @@ class Daemon:
 
     def shutdown(self) -> None:
         self.stop()
-        if self.warm is not None:
-            self.warm.discard()
+        for warm in self.warm:
+            warm.discard()
         with contextlib.suppress(FileNotFoundError):
             self.files["json"].unlink()
         log(f"stopped after {self.served} command(s)")
@@ -271,7 +294,7 @@ def run_worker(
     conn: socket.socket,
     request: dict[str, object],
     fds: list[int],
-    offer: WarmContainer | None,
+    offers: list[WarmContainer],
     lock_fd: int,
 ) -> NoReturn:
     """In the forked child: become the client's process and run its command line."""
@@ -298,7 +321,7 @@ def run_worker(
         if isinstance(started, (int, float)):
             phases.set_command_start(float(started))
         code = entry.run_here(
-            launched=(offer.work, offer.launched) if offer is not None else None,
+            launched=[(offer.work, offer.launched) for offer in offers],
             leftovers_cleaned=True,  # done here, between commands (Daemon.keep_warm)
         )
     except BaseException:  # noqa: BLE001 - a worker never returns into the daemon's loop

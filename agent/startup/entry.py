@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -48,11 +49,11 @@ def main() -> NoReturn:
 
 
 def run_here(
-    *, launched: tuple[Path, Launched] | None = None, leftovers_cleaned: bool = False
+    *, launched: Sequence[tuple[Path, Launched]] = (), leftovers_cleaned: bool = False
 ) -> int:
     """Run the command line of sys.argv in this process, with start-up's commands and head
-    start (agent/startup/prestart.py; `launched`: a container already started, the daemon's
-    warm one; `leftovers_cleaned`: the daemon removes dead invocations' containers itself);
+    start (agent/startup/prestart.py; `launched`: containers already started, the daemon's
+    warm ones; `leftovers_cleaned`: the daemon removes dead invocations' containers itself);
     its exit code."""
     # here, not at the top: the console script's first imports stay standard library only
     # (a command the daemon serves never needs them in this process)

@@ -9,8 +9,8 @@ threads and returns a Prestart, which start-up hands to the command line
 (ooda.agent.cli.app.main) and the command to its run (ooda.agent.app.run.Prestarted):
 `take_backend(name)` hands the backend over when the name the options settled on is the one
 guessed, else None (then the caller opens its own; the guessed one is closed); `take_launch()`
-hands over the started container. A container nobody takes goes away with this process: its
-PID 1 exits when the control socket closes.
+hands over a started container (one per call: the daemon may give two). A container nobody
+takes goes away with this process: its PID 1 exits when the control socket closes.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ class Prestart:
     """What begin() started for one command (implements ooda.agent.app.run.Prestarted)."""
 
     def __init__(
-        self, *, leftovers_cleaned: bool = False, launched: tuple[Path, Launched] | None = None
+        self, *, leftovers_cleaned: bool = False,
+        launched: Sequence[tuple[Path, Launched]] = (),
     ) -> None:
         self.leftovers_cleaned = leftovers_cleaned
         """The daemon removes dead invocations' containers between commands."""
@@ -44,7 +45,7 @@ class Prestart:
         self._opening: tuple[str | None, threading.Thread,
                              list[SandboxBackend | BaseException]] | None = None
         self._launching: tuple[threading.Thread | None, list[tuple[Path, Launched]]] | None = (
-            (None, [launched]) if launched is not None else None
+            (None, list(launched)) if launched else None
         )
 
     def open_backend(self, name: str | None) -> None:
@@ -97,15 +98,16 @@ class Prestart:
         thread.start()
 
     def take_launch(self) -> tuple[Path, Launched] | None:
-        """(its work directory, the started container) when one was started, else None."""
+        """(its work directory, a started container) while one is left untaken, else None."""
         with self._lock:
-            launching, self._launching = self._launching, None
+            launching = self._launching
         if launching is None:
             return None
         thread, found = launching
         if thread is not None:
             thread.join()
-        return found[0] if found else None
+        with self._lock:
+            return found.pop(0) if found else None
 
     def take_backend(self, name: str | None) -> SandboxBackend | None:
         """The backend begun, if it is the one named (None/"auto" alike), else None."""
@@ -154,12 +156,12 @@ def begin(
     argv: Sequence[str],
     *,
     leftovers_cleaned: bool = False,
-    launched: tuple[Path, Launched] | None = None,
+    launched: Sequence[tuple[Path, Launched]] = (),
 ) -> Prestart:
     """What to start for the command line `argv` (without the program name): for `ooda run`,
     open the backend it names and import the `openai` SDK (about a second of import) unless
     the model is the task's gold patch, and start its first container unless `launched` (the
-    daemon's warm one) is given; for any command, `launched` is offered to its run."""
+    daemon's warm ones) is given; for any command, `launched` is offered to its run."""
     started = Prestart(leftovers_cleaned=leftovers_cleaned, launched=launched)
     command = command_args(list(argv))
     if command[:1] != ["run"] or {"-h", "--help"} & set(argv):

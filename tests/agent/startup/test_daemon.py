@@ -209,6 +209,23 @@ def test_a_run_is_served_by_the_started_daemon(daemons: Daemons, median: Path) -
     assert after["pid"] == before["pid"] and after["served"] == 1 and after["running"] == 0
 
 
+def test_two_containers_wait_warm_and_a_run_takes_both(daemons: Daemons, median: Path) -> None:
+    pid = int(daemons.start()["pid"])
+
+    def warm_count() -> int:
+        return int((daemons.status() or {}).get("warm_containers", 0))
+
+    wait_for(lambda: warm_count() == 2, 60, "two warm containers")
+    warm = set(containers_of(pid))
+    assert len(warm) == 2
+    proc = daemons.ooda(*replay_run(str(median), str(daemons.tmp / "runs")))
+    assert proc.returncode == 0, proc.stderr
+    # both went to the worker (gone with it) and two new ones wait for the next command
+    wait_for(lambda: not warm & all_ooda_containers(include_stopped=True), 30,
+             "the containers the run took to go")
+    wait_for(lambda: warm_count() == 2, 60, "two new warm containers")
+
+
 def test_relative_paths_resolve_against_the_clients_directory(
     daemons: Daemons, median: Path
 ) -> None:
