@@ -151,7 +151,9 @@ def run_task(
                     if show_progress and console is not None and console.is_terminal
                     else contextlib.nullcontext())
         with _setup_failures_recorded(log, task.id), announce:
-            work_root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ooda-")))
+            # (a set-up still opening when the run ends may be writing into it: _close_opened)
+            work_root = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix="ooda-", ignore_cleanup_errors=True)))
             # Sandboxes start (the environment is built, the base's baselines run) while the
             # model client is set up. The plan is settled on the unpatched code before any
             # candidate is judged: before the loop starts, or (the task names its tests, so the
@@ -163,7 +165,7 @@ def run_task(
                 opening = setup.submit(_timed, timeline, "environment", open_verifier,
                                        draft.visible() if blind else draft, options,
                                        backend, work_root, prestarted, blind)
-                stack.callback(_close_opened, opening)
+                stack.callback(_close_opened, opening, work_root)
             with timeline.span("generation"):  # the model clients: the endpoint check
                 if model is None:
                     model = stack.enter_context(open_model(options.model, task))
@@ -440,6 +442,16 @@ def _adopt_prestarted(
         adopted += 1
 
 
-def _close_opened(opening: Future[TaskVerifier]) -> None:
-    if opening.done() and opening.exception() is None:
-        opening.result().close()
+def _close_opened(opening: Future[TaskVerifier], work_root: Path) -> None:
+    """Close the verifier the set-up opened. One still opening (the run ended first: bad
+    input, an endpoint refused) is not waited for: it is closed when it is open, and the work
+    directory, which its sandboxes were writing into while it was being removed, goes then."""
+    def close_late(done: Future[TaskVerifier]) -> None:
+        if done.exception() is None:
+            done.result().close()
+        remove_workspace(work_root)
+
+    if opening.done():
+        close_late(opening)
+    else:
+        opening.add_done_callback(close_late)
