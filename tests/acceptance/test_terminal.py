@@ -33,15 +33,23 @@ def tmux() -> Iterator[str]:
         pytest.skip("tmux is not installed (scripts/setup.sh installs it)")
     backend_or_skip("docker")
     name = f"ooda-test-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "80", "-y", "40"], check=True)
+    # a tmux server of its own (socket `name`): with the default one, a session started while
+    # the previous test's last session is closing can meet a server on its way out (exit 1)
+    subprocess.run(tmux_cmd(name, "new-session", "-d", "-s", name, "-x", "80", "-y", "40"),
+                   check=True)
     try:
         yield name
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], check=False)
+        subprocess.run(tmux_cmd(name, "kill-server"), check=False)
+
+
+def tmux_cmd(name: str, *args: str) -> list[str]:
+    """A tmux command line for the session `name`, on its own server."""
+    return ["tmux", "-L", name, *args]
 
 
 def pane(name: str) -> str:
-    return subprocess.run(["tmux", "capture-pane", "-p", "-J", "-t", name], check=True,
+    return subprocess.run(tmux_cmd(name, "capture-pane", "-p", "-J", "-t", name), check=True,
                           capture_output=True, text=True).stdout
 
 
@@ -69,7 +77,7 @@ def test_live_display_ticks_counts_tokens_and_keeps_paths_whole(
                         {"PATH": env["PATH"], "OODA_DAEMON": "0", "TERM": "xterm-256color"}
                         .items())
         line += f" {shlex.join(command)}; echo EXIT=$?"
-        subprocess.run(["tmux", "send-keys", "-t", tmux, f"cd {shlex.quote(str(ROOT))} && "
+        subprocess.run([*tmux_cmd(tmux, "send-keys", "-t", tmux), f"cd {shlex.quote(str(ROOT))} && "
                         f"clear && env -i HOME={shlex.quote(os.environ.get('HOME', '/'))} "
                         + line, "Enter"], check=True)
         first = wait_until(tmux, lambda t: CLOCK.search(t) and "generating" in t)
@@ -104,7 +112,7 @@ def test_a_line_says_what_runs_before_the_first_answer(
         line = " ".join(f"{k}={shlex.quote(v)}" for k, v in
                         {"PATH": env["PATH"], "OODA_DAEMON": "0", "TERM": "xterm-256color"}
                         .items())
-        subprocess.run(["tmux", "send-keys", "-t", tmux, f"clear && env -i "
+        subprocess.run([*tmux_cmd(tmux, "send-keys", "-t", tmux), f"clear && env -i "
                         f"HOME={shlex.quote(os.environ.get('HOME', '/'))} {line} "
                         f"{shlex.join(command)}; echo EXIT=$?", "Enter"], check=True)
         said = "checking the endpoint, starting a sandbox; then the tests on the unpatched"
@@ -128,7 +136,7 @@ def test_a_model_the_endpoint_lacks_leaves_one_line_in_a_terminal(
         command = [sys.executable, "-m", "ooda.agent.cli", "run", str(median), "--model",
                    "fsat", "--base-url", server.start(), "--runs-dir", str(tmp_path / "runs")]
         line = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        subprocess.run(["tmux", "send-keys", "-t", tmux, f"clear && env -i "
+        subprocess.run([*tmux_cmd(tmux, "send-keys", "-t", tmux), f"clear && env -i "
                         f"HOME={shlex.quote(os.environ.get('HOME', '/'))} {line} "
                         f"{shlex.join(command)}; echo EXIT=$?", "Enter"], check=True)
         done = wait_until(tmux, lambda t: re.search(r"EXIT=\d", t), timeout=120)
