@@ -17,14 +17,13 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import backend_or_skip
 
-from ooda.agent.contracts.protocols import Sandbox
 from ooda.agent.core.loop import Loop, LoopOptions
 from ooda.agent.core.normalize import normal_form, normalized_key
 from ooda.agent.core.runlog import RunLog
 from ooda.agent.models.openai_model import ModelConfig, OpenAIModel
 from ooda.agent.models.server import ReplayServer
 from ooda.agent.sandbox import image
-from ooda.agent.sandbox.local import LocalSandbox
+from ooda.agent.sandbox.local import LocalBackend
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task, VerifierOptions
@@ -281,20 +280,12 @@ def patch_of(repo: Path, path: str, new: str) -> str:
     return f"diff --git a/{path} b/{path}\n{body}"
 
 
-class Local:
-    name = "local"
-    reusable = False
-
-    def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
-        return LocalSandbox(workspace)
-
-
 @pytest.mark.parametrize("backend", ["local", "docker"])
 def test_verdict_only_runs_failing_tests_first_and_still_grades_right(
     tmp_path: Path, backend: str
 ) -> None:
     task = small_task(tmp_path, ruff=False, mypy=False)
-    opener = Local() if backend == "local" else backend_or_skip("docker")
+    opener = LocalBackend() if backend == "local" else backend_or_skip("docker")
     verifier = TaskVerifier(task, opener, tmp_path / "work")
     calc = (task.repo / "calc.py").read_text()
     try:
@@ -320,7 +311,7 @@ def test_verdict_only_runs_failing_tests_first_and_still_grades_right(
 def test_baselines_on_demand_are_the_bases_and_computed_once(tmp_path: Path) -> None:
     task = small_task(tmp_path)
     calls: list[tuple[str, tuple[str, ...]]] = []
-    verifier = TaskVerifier(task, Local(), tmp_path / "work")
+    verifier = TaskVerifier(task, LocalBackend(), tmp_path / "work")
     for stage in verifier.verifiers:
         inner = getattr(stage, "inner", None)
         if inner is not None:

@@ -9,24 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ooda.agent.contracts.protocols import Sandbox
-from ooda.agent.sandbox.local import LocalSandbox
+from ooda.agent.sandbox.local import LocalBackend
 from ooda.agent.verify import basecache
 from ooda.agent.verify.plan import BaseFacts, TaskPlan, draft_plan
 from ooda.agent.verify.prepare import make_plan
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task, VerifierOptions
-
-
-class Local:
-    name = "local"
-    reusable = False
-
-    def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
-        return LocalSandbox(workspace)
-
-    def close(self) -> None:
-        pass
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +44,7 @@ def counted_plan(task: Task, work: Path, monkeypatch: pytest.MonkeyPatch) -> tup
         return original(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(TaskVerifier, "run_base", run_base)
-    plan, verifier = make_plan(task, lambda p: TaskVerifier(p, Local(), work))
+    plan, verifier = make_plan(task, lambda p: TaskVerifier(p, LocalBackend(), work))
     verifier.close()
     return plan, len(runs)
 

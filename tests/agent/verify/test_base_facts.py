@@ -10,23 +10,11 @@ from pathlib import Path
 import pytest
 
 from ooda.agent.contracts.errors import UsageError
-from ooda.agent.contracts.protocols import Sandbox
-from ooda.agent.sandbox.local import LocalSandbox
+from ooda.agent.sandbox.local import LocalBackend
 from ooda.agent.verify.plan import TaskPlan
 from ooda.agent.verify.prepare import make_plan
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task, VerifierOptions
-
-
-class Local:
-    name = "local"
-    reusable = False
-
-    def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
-        return LocalSandbox(workspace)
-
-    def close(self) -> None:
-        pass
 
 
 def make_task(tmp_path: Path, header: str, statement: str = "add adds",
@@ -43,7 +31,7 @@ def make_task(tmp_path: Path, header: str, statement: str = "add adds",
 
 
 def plan_of(task: Task, tmp_path: Path, check: bool = True) -> TaskPlan:
-    plan, verifier = make_plan(task, lambda p: TaskVerifier(p, Local(), tmp_path / "work"),
+    plan, verifier = make_plan(task, lambda p: TaskVerifier(p, LocalBackend(), tmp_path / "work"),
                                check=check)
     verifier.close()
     return plan

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from ooda.agent.contracts.errors import UsageError
-from ooda.agent.contracts.protocols import Sandbox
-from ooda.agent.sandbox.local import LocalSandbox
+from ooda.agent.sandbox.local import LocalBackend
 from ooda.agent.support.git import first_line, git
 from ooda.agent.verify.prepare import make_plan
 from ooda.agent.verify.verifier import TaskVerifier
@@ -19,17 +18,6 @@ from ooda.tasks.loader import Task, VerifierOptions
 
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n" \
         "def test_zero():\n    assert add(0, 0) == 0\n"
-
-
-class Local:
-    name = "local"
-    reusable = False
-
-    def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
-        return LocalSandbox(workspace)
-
-    def close(self) -> None:
-        pass
 
 
 def make_task(tmp_path: Path, body: str, test_cmd: str) -> Task:
@@ -42,7 +30,7 @@ def make_task(tmp_path: Path, body: str, test_cmd: str) -> Task:
 
 
 def prepared(task: Task, tmp_path: Path) -> tuple[Task, Task]:
-    plan, verifier = make_plan(task, lambda p: TaskVerifier(p, Local(), tmp_path / "work"))
+    plan, verifier = make_plan(task, lambda p: TaskVerifier(p, LocalBackend(), tmp_path / "work"))
     try:
         return plan.judged_task(), verifier.task
     finally:
