@@ -13,10 +13,11 @@ descriptors stays small however deep the tree is.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,27 +112,12 @@ def copy_tree(
     skipped = 0
     src_fd = open_dir(source, rel)
     _make_dir(target, dir_mode if dir_mode is not None else _mode(os.fstat(src_fd).st_mode))
-    # frames: (source directory fd, its target path, remaining names)
-    frames: list[tuple[int, str, Iterator[str]]] = []
-    frames.append((src_fd, os.fspath(target), iter(sorted(os.listdir(src_fd)))))
-    try:
-        while frames:
-            fd, dst, names = frames[-1]
-            name = next(names, None)
-            if name is None:
-                os.close(fd)
-                frames.pop()
-                continue
-            if ignore is not None and ignore(name):
+    with contextlib.closing(_entries(src_fd, source, ignore, max_depth)) as entries:
+        for fd, name, path, info in entries:
+            out = os.path.join(target, path)
+            if info is None:  # ignored
                 skipped += 1
-                continue
-            info = os.lstat(name, dir_fd=fd)
-            out = os.path.join(dst, name)
-            if stat.S_ISDIR(info.st_mode):
-                if len(frames) >= max_depth:
-                    raise TreeTooDeep(f"{source}: nested more than {max_depth} directories deep")
-                child = os.open(name, DIR_FLAGS, dir_fd=fd)
-                frames.append((child, out, iter(sorted(os.listdir(child)))))
+            elif stat.S_ISDIR(info.st_mode):
                 _make_dir(out, dir_mode if dir_mode is not None else _mode(info.st_mode))
             elif stat.S_ISREG(info.st_mode):
                 if not _copy_file(fd, name, out, file_mode):
@@ -140,9 +126,6 @@ def copy_tree(
                 os.symlink(os.readlink(name, dir_fd=fd), out)
             else:
                 skipped += 1
-    finally:
-        for fd, _, _ in frames:
-            os.close(fd)
     return skipped
 
 
@@ -156,25 +139,11 @@ def tree_digest(
     import hashlib
 
     digest = hashlib.blake2b(digest_size=20)
-    src_fd = open_dir(source)
-    frames: list[tuple[int, str, Iterator[str]]] = [(src_fd, "", iter(sorted(os.listdir(src_fd))))]
-    try:
-        while frames:
-            fd, prefix, names = frames[-1]
-            name = next(names, None)
-            if name is None:
-                os.close(fd)
-                frames.pop()
+    with contextlib.closing(_entries(open_dir(source), source, ignore, max_depth)) as entries:
+        for fd, name, rel, info in entries:
+            if info is None:  # ignored
                 continue
-            if ignore is not None and ignore(name):
-                continue
-            info = os.lstat(name, dir_fd=fd)
-            rel = prefix + name
             if stat.S_ISDIR(info.st_mode):
-                if len(frames) >= max_depth:
-                    raise TreeTooDeep(f"{source}: nested more than {max_depth} directories deep")
-                child = os.open(name, DIR_FLAGS, dir_fd=fd)
-                frames.append((child, rel + "/", iter(sorted(os.listdir(child)))))
                 digest.update(b"d\0" + os.fsencode(rel) + b"\0")
             elif stat.S_ISREG(info.st_mode):
                 digest.update(b"f\0" + os.fsencode(rel) + b"\0%o\0%d\0" % (_mode(info.st_mode),
@@ -186,10 +155,40 @@ def tree_digest(
             elif stat.S_ISLNK(info.st_mode):
                 digest.update(b"l\0" + os.fsencode(rel) + b"\0"
                               + os.fsencode(os.readlink(name, dir_fd=fd)) + b"\0")
+    return digest.hexdigest()
+
+
+def _entries(
+    top_fd: int, source: Path | str, ignore: Callable[[str], bool] | None, max_depth: int,
+) -> Generator[tuple[int, str, str, os.stat_result | None], None, None]:
+    """Every entry below the open directory `top_fd`, depth first in sorted order, as (the fd
+    of its directory, its name, its path relative to the top, its lstat; None for a name
+    `ignore` accepts, which is neither read nor descended). A directory comes right after it
+    was opened (O_NOFOLLOW), before what it holds; one nested deeper than `max_depth` is
+    TreeTooDeep. Every descriptor is closed when the walk ends or is closed, `top_fd` too."""
+    frames: list[tuple[int, str, Iterator[str]]] = [(top_fd, "", iter(sorted(os.listdir(top_fd))))]
+    try:
+        while frames:
+            fd, prefix, names = frames[-1]
+            name = next(names, None)
+            if name is None:
+                os.close(fd)
+                frames.pop()
+                continue
+            path = prefix + name
+            if ignore is not None and ignore(name):
+                yield fd, name, path, None
+                continue
+            info = os.lstat(name, dir_fd=fd)
+            if stat.S_ISDIR(info.st_mode):
+                if len(frames) >= max_depth:
+                    raise TreeTooDeep(f"{source}: nested more than {max_depth} directories deep")
+                child = os.open(name, DIR_FLAGS, dir_fd=fd)
+                frames.append((child, path + "/", iter(sorted(os.listdir(child)))))
+            yield fd, name, path, info
     finally:
         for fd, _, _ in frames:
             os.close(fd)
-    return digest.hexdigest()
 
 
 def _mode(st_mode: int) -> int:
