@@ -18,6 +18,9 @@ runner, the stages, the tests and what the base showed. The plan is settled befo
 candidate (agent/verify/prepare.py runs the base through `run_base` and hands the settled plan
 over with `use`); a Task given instead of a plan stands for its default plan (its own
 environment, no choices of the user's).
+
+Importing this module holds the pytest guard warm in the sandboxes started after it
+(agent/sandbox/warm.py), so that each test run skips the guard's set-up.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from ooda.agent.contracts.protocols import (
     Verifier,
     VerifierResult,
 )
+from ooda.agent.sandbox import warm as warm_packages
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.support import fstree
 from ooda.agent.verify.baselines import Baselines
@@ -59,10 +63,14 @@ from ooda.verifiers.cascade import (
     split_host_first,
 )
 from ooda.verifiers.hidden import HiddenText
-from ooda.verifiers.pytest_check import TestRun
+from ooda.verifiers.pytest_check import GUARD_PACKAGE, TestRun, guard_sources
 from ooda.verifiers.runners import TestRequest
 
 ApplyRule = Literal["strict", "harness"]
+
+warm_packages.hold(GUARD_PACKAGE, guard_sources)
+"""Every sandbox started from now on holds the pytest guard imported and its toolchain recorded
+before it forks a run (agent/sandbox/warm.py): about 0.07 s of every guarded test run."""
 
 WARM_MAX_FILES = 40
 """warm() computes the baselines of every source file only for repos with at most this many."""

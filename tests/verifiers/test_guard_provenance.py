@@ -63,3 +63,36 @@ def test_code_made_later_is_not_known() -> None:
     later = namespace["later"]
     assert isinstance(later, types.FunctionType)
     assert provenance.trusted(later.__code__) is None
+
+
+def test_a_prepared_record_trusts_what_a_fresh_one_does(tmp_path: object) -> None:
+    """prepare() (the warm interpreter, before the fork) then start-time recording trusts the
+    same code as recording everything at the start; a module new or grown since prepare() is
+    walked again, and code made after it stays unknown."""
+    from ooda.verifiers.pytest_check.guard import provenance as guard_provenance
+
+    fresh = Provenance(str(tmp_path), set(), time.time())
+    fresh._record_toolchain(stack=False)
+    grown = _toolchain_module()
+    sys.modules[grown.__name__] = grown
+    try:
+        guard_provenance.prepare()
+        assert guard_provenance._prepared is not None
+        exec("def added_after():\n    pass\n", grown.__dict__)  # noqa: S102  (grows the module)
+        late = types.ModuleType("ooda_test_late_module")
+        exec("def late():\n    pass\n", late.__dict__)  # noqa: S102
+        sys.modules[late.__name__] = late
+        made_after = compile("def stray():\n    pass\n", "<stray>", "exec")
+        run = Provenance(str(tmp_path), set(), time.time())
+        run._record_toolchain(stack=False)
+    finally:
+        guard_provenance._prepared = None
+        sys.modules.pop(grown.__name__, None)
+        sys.modules.pop("ooda_test_late_module", None)
+    trusted = {key for key, origin in fresh.origins.items() if origin.trusted}
+    assert trusted <= {key for key, origin in run.origins.items() if origin.trusted}
+    assert run.trusted(grown.Manager.plain.__code__) is True
+    assert run.trusted(grown.added_after.__code__) is True  # the module grew: walked again
+    assert run.trusted(late.late.__code__) is True  # new since prepare(): walked at the start
+    assert run.trusted(made_after) is None
+    assert Provenance(str(tmp_path), set(), time.time()).origins == {}  # nothing left behind

@@ -13,7 +13,9 @@ from ooda.verifiers.pytest_check.parse import (
     split_outcomes,
 )
 from ooda.verifiers.pytest_check.run import (
+    GUARD_PACKAGE,
     TestRunError,
+    guard_sources,
     not_gradable,
     pytest_command,
     run_pytest,
@@ -21,11 +23,13 @@ from ooda.verifiers.pytest_check.run import (
 )
 
 __all__ = [
+    "GUARD_PACKAGE",
     "REPORT_DIR",
     "Graded",
     "TestRun",
     "TestRunError",
     "grade",
+    "guard_sources",
     "match_id",
     "normalize_id",
     "not_gradable",

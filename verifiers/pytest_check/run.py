@@ -109,7 +109,9 @@ main(sys.argv[1:])
 
 
 @functools.cache
-def _guard_sources() -> dict[str, str]:
+def guard_sources() -> dict[str, str]:
+    """The guard package's modules: file name -> source (what install_guard writes, and what
+    a sandbox's warm interpreter may hold imported: agent/verify/verifier.py)."""
     # read by path, not imported: importing them would import pytest on the host (~0.1 s of
     # every ooda start-up) for a program that only ever runs inside the sandbox
     package = Path(__file__).with_name("guard")
@@ -122,7 +124,7 @@ def install_guard(directory: Path, name: str) -> str:
     to it (the script's directory is first on sys.path). Returns `name`."""
     package = directory / GUARD_PACKAGE
     package.mkdir(exist_ok=True)
-    for module, text in _guard_sources().items():
+    for module, text in guard_sources().items():
         (package / module).write_text(text, encoding="utf-8")
     (directory / name).write_text(GUARD_LAUNCHER, encoding="utf-8")
     _own_like(package, directory)  # the sandbox user may empty .ooda/, as before the split

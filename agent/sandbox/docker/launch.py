@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ooda.agent.contracts.errors import InfraError
-from ooda.agent.sandbox import image
+from ooda.agent.sandbox import image, warm
 from ooda.agent.sandbox.docker import image as docker_image
 from ooda.agent.sandbox.docker import zygote
 from ooda.agent.sandbox.limits import configured
@@ -148,12 +148,25 @@ def launch(
         if os.geteuid() == 0:
             os.chown(path, uid, gid)
         path.chmod(0o600)
+        write_warm(control / zygote.WARM_NAME, warm.held())
         config = container_config(tag, workspace, control, env, uid, gid)
         launched.container_id = engine.start(config)
     except BaseException:
         launched.release()
         raise
     return launched
+
+
+def write_warm(directory: Path, packages: dict[str, dict[str, str]]) -> None:
+    """Lay out the packages PID 1 holds warm (agent/sandbox/warm.py) under `directory`, in the
+    control directory the container sees read-only; PID 1 reads them before it connects."""
+    for package, files in packages.items():
+        folder = directory / package
+        folder.mkdir(parents=True, mode=0o755)
+        directory.chmod(0o755)
+        for name, text in files.items():
+            (folder / name).write_text(text, encoding="utf-8")
+            (folder / name).chmod(0o644)
 
 
 def launch_on_last_image(engine: Engine, prefix: str) -> tuple[Path, Launched] | None:

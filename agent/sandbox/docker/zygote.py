@@ -4,7 +4,10 @@ The container starts `python3 -c <this file's source> ooda-init SOCKET`. This pr
 once to the host's one-shot unix socket (the host stops listening right after, so nothing that
 starts later can connect), makes itself non-dumpable (no ptrace, no /proc/1/fd or /proc/1/mem
 for candidate code) and, whenever no request is waiting, imports the verifier toolchain (mypy,
-pytest) ahead of need. When the host closes the socket, it kills everything and exits (the
+pytest) ahead of need, then the packages the host holds warm (agent/sandbox/warm.py: the pytest
+guard), whose sources it read from the read-only control directory before connecting; a warm
+package's `__warm__()` is called after it is imported and after every later import, before any
+fork (the guard records the toolchain's code there once, instead of in every run). When the host closes the socket, it kills everything and exits (the
 container is then removed by Docker). Being
 PID 1 of its pid namespace, it cannot be signalled from inside the container (it installs no
 handlers). Then it serves one request at a time:
@@ -14,7 +17,9 @@ handlers). Then it serves one request at a time:
   child with the toolchain already imported, as a fresh interpreter would run them (same
   sys.path, argv and environment; `-P`: nothing prepended to sys.path); it falls back to exec
   whenever that could differ (other PYTHON* variables, a workspace module shadowing a loaded
-  one, a user site, other interpreter options); any other argv is exec'd. stdout and stderr are merged and capped (head and tail kept). When
+  one, a user site, other interpreter options); a warm package beside the script shadows
+  nothing when its folder holds exactly the warm copy's files, byte for byte (the script then
+  uses the copy PID 1 imported); any other argv is exec'd. stdout and stderr are merged and capped (head and tail kept). When
   the child exits, or at the timeout, every other process in the container is SIGKILLed, so
   nothing outlives a command. A `cancel` frame from the host while it runs (the command broke
   a limit the host watches: the workspace's disk) ends it the same way; one that arrives too
@@ -51,6 +56,10 @@ loaded before any workspace code, exactly as the run itself would load them)."""
 IDLE_S = 0.05
 """Quiet time before a tool is imported ahead of need: the host's next command usually follows
 within milliseconds, and an import (~0.1 s) cannot be interrupted for it."""
+WARM_NAME = "warm"
+"""The folder beside the control socket that holds the warm packages' sources (one folder per
+package, its modules), laid out by the host (agent/sandbox/docker/launch.py)."""
+WARM_PREFIX = "warm:"
 IPC_RMID = 0
 PR_SET_DUMPABLE = 4
 _HEADER = struct.Struct(">I")
@@ -159,7 +168,6 @@ def sweep() -> dict[int, int]:
 
 def preload(tool: str) -> bool:
     """Import one tool now, so forked runs skip it; False when it does not import."""
-    import gc
     import importlib
 
     try:
@@ -182,31 +190,150 @@ def preload(tool: str) -> bool:
         importlib.import_module(tool)
     except Exception:  # a tool that does not import is simply exec'd
         return False
-    gc.collect()
-    gc.freeze()  # forked children then leave the warm interpreter's pages shared
     return True
 
 
-def wanted_tool(argv: list[str], pending: list[str]) -> str | None:
-    """The not-yet-imported tool a command will need: `-m TOOL`, or pytest for a script."""
-    if "-m" in argv[1:3]:
-        index = argv.index("-m")
-        name = argv[index + 1] if index + 1 < len(argv) else ""
-        return name if name in pending else None
-    scripts = [a for a in argv[1:3] if not a.startswith("-")]
-    if scripts and scripts[0].endswith(".py") and "pytest" in pending:
-        return "pytest"  # a script run here is the pytest guard
-    return None
+def settle(warm: dict[str, dict[str, bytes]], loaded: list[str]) -> None:
+    """After an import: each loaded warm package's `__warm__()` (one that fails is dropped, so
+    that commands import their own copy), then the heap frozen, so that forked children leave
+    the warm interpreter's pages shared."""
+    import gc
+
+    for package in [p for p in warm if WARM_PREFIX + p in loaded]:
+        hook = getattr(sys.modules.get(package), "__warm__", None)
+        try:
+            if callable(hook):
+                hook()
+        except Exception:
+            loaded.remove(WARM_PREFIX + package)
+            _forget(package)
+    gc.collect()
+    gc.freeze()
+
+
+# --------------------------------------------------------------------------- warm packages
+
+
+def read_warm(directory: str) -> dict[str, dict[str, bytes]]:
+    """The warm packages' sources under `directory`: package -> module file -> bytes."""
+    packages: dict[str, dict[str, bytes]] = {}
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return packages
+    for package in names:
+        folder = os.path.join(directory, package)
+        if not package.isidentifier() or not os.path.isdir(folder):
+            continue
+        files = {}
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py") and name[:-3].isidentifier():
+                with open(os.path.join(folder, name), "rb") as handle:
+                    files[name] = handle.read()
+        if "__init__.py" in files:
+            packages[package] = files
+    return packages
+
+
+class _InMemory:
+    """An import finder and loader for one warm package, from the sources held in memory (on
+    sys.meta_path only while the package is imported)."""
+
+    def __init__(self, package: str, files: dict[str, bytes], origin: str) -> None:
+        self.package, self.files, self.origin = package, files, origin
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> Any:
+        import importlib.util
+
+        if fullname == self.package:
+            name = "__init__.py"
+        elif fullname.startswith(self.package + ".") and fullname.count(".") == 1:
+            name = fullname.partition(".")[2] + ".py"
+        else:
+            return None
+        if name not in self.files:
+            return None
+        loader: Any = self  # a finder and loader in one (importlib's protocols are loose)
+        spec = importlib.util.spec_from_loader(
+            fullname, loader, origin=os.path.join(self.origin, self.package, name),
+            is_package=name == "__init__.py")
+        if spec is not None:
+            spec.has_location = True  # __file__ names the warm copy
+        return spec
+
+    def create_module(self, spec: Any) -> None:
+        return None
+
+    def exec_module(self, module: Any) -> None:
+        name = os.path.basename(module.__spec__.origin)
+        code = compile(self.files[name], module.__spec__.origin, "exec", dont_inherit=True)
+        exec(code, module.__dict__)
+
+
+def import_warm(package: str, files: dict[str, bytes], origin: str) -> bool:
+    """Import a warm package and all its modules from memory; False (and nothing of it left
+    in sys.modules) when that fails."""
+    import importlib
+
+    finder = _InMemory(package, files, origin)
+    sys.meta_path.insert(0, finder)
+    try:
+        for name in sorted(files):
+            stem = name[:-3]
+            importlib.import_module(package if stem == "__init__" else f"{package}.{stem}")
+    except Exception:
+        _forget(package)
+        return False
+    finally:
+        sys.meta_path.remove(finder)
+    return True
+
+
+def _forget(package: str) -> None:
+    for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
+        del sys.modules[name]
+
+
+def same_package(folder: str, files: dict[str, bytes]) -> bool:
+    """Whether `folder` holds exactly `files` (the same names, byte for byte, nothing else)."""
+    try:
+        if sorted(os.listdir(folder)) != sorted(files):
+            return False
+        for name, data in files.items():
+            path = os.path.join(folder, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                return False
+            with open(path, "rb") as handle:
+                if handle.read() != data:
+                    return False
+    except OSError:
+        return False
+    return True
+
+
+def wanted_tools(argv: list[str], pending: list[str]) -> list[str]:
+    """The not-yet-imported tools a command will need: `-m TOOL`, or for a script pytest and
+    the warm packages (a script run here is the pytest guard)."""
+    rest = argv[1:]
+    while rest and rest[0].startswith("-") and rest[0] != "-m":
+        rest = rest[1:]  # interpreter options (-s -B -P)
+    if rest[:1] == ["-m"]:
+        return [rest[1]] if len(rest) > 1 and rest[1] in pending else []
+    if rest and rest[0].endswith(".py"):
+        return [t for t in pending if t == "pytest" or t.startswith(WARM_PREFIX)]
+    return []
 
 
 def fast_target(
-    argv: list[str], env: dict[str, str], base_env: dict[str, str], loaded: list[str], cwd: str
-) -> tuple[str, str, list[str], bool, bool] | None:
+    argv: list[str], env: dict[str, str], base_env: dict[str, str], loaded: list[str], cwd: str,
+    warm: dict[str, dict[str, bytes]] | None = None,
+) -> tuple[str, str, list[str], bool, bool, list[str]] | None:
     """How to run argv in-process: (kind "module"|"script", the module or script, its
-    arguments, no_user_site (-s), safe_path (-P: nothing prepended to sys.path)), or None when
-    only exec gives the same result. Served:
+    arguments, no_user_site (-s), safe_path (-P: nothing prepended to sys.path), the warm
+    packages found beside it), or None when only exec gives the same result. Served:
     `python3 [-s] [-B] [-P] -m TOOL ARGS` for a pre-imported tool and `python3 [-s] [-B] [-P]
-    SCRIPT ARGS` (e.g. the pytest guard)."""
+    SCRIPT ARGS` (e.g. the pytest guard). A folder of a loaded warm package (`warm`: their
+    sources) shadows nothing when it holds exactly the warm copy's files."""
     import shutil
 
     found = shutil.which(argv[0], path=env.get("PATH", "")) if argv else None
@@ -242,14 +369,21 @@ def fast_target(
             return None
     # -P: a fresh interpreter puts neither the cwd (-m) nor the script's directory first
     prepended = [] if safe_path and kind == "module" else [cwd] if safe_path else [first, cwd]
+    beside = []
     for directory in dict.fromkeys(prepended):
         try:
             names = os.listdir(directory)
         except OSError:
             return None
-        if any(_module_name(directory, name) in sys.modules for name in names):
-            return None  # a workspace module would shadow one already loaded
-    return kind, target, args, no_user_site, safe_path
+        for name in names:
+            module = _module_name(directory, name)
+            if module is None or module not in sys.modules:
+                continue
+            held = (warm or {}).get(module) if WARM_PREFIX + module in loaded else None
+            if held is None or not same_package(os.path.join(directory, name), held):
+                return None  # a workspace module would shadow one already loaded
+            beside.append(module)
+    return kind, target, args, no_user_site, safe_path, beside
 
 
 def _late_pth_paths(site: Any) -> None:
@@ -289,7 +423,7 @@ def _module_name(directory: str, name: str) -> str | None:
 
 def child(
     sock: socket.socket, request: dict[str, Any], out: int, loaded: list[str],
-    base_env: dict[str, str],
+    base_env: dict[str, str], warm: dict[str, dict[str, bytes]],
 ) -> None:
     """In the forked child: become the command. Never returns (exec, or SystemExit)."""
     os.close(sock.detach())
@@ -312,7 +446,7 @@ def child(
     except OSError as exc:
         os.write(2, f"cannot enter {cwd}: {exc.strerror}\n".encode())
         os._exit(126)
-    target = fast_target(argv, env, base_env, loaded, cwd)
+    target = fast_target(argv, env, base_env, loaded, cwd, warm)
     if target is None:
         try:
             os.execvpe(argv[0], argv, env)
@@ -326,7 +460,10 @@ def child(
     import runpy
     import site
 
-    kind, name, args, no_user_site, safe_path = target
+    kind, name, args, no_user_site, safe_path, beside = target
+    for package in warm:
+        if package not in beside:
+            _forget(package)  # not importable here, as in a fresh interpreter
     os.environ.clear()
     os.environ.update(env)
     if no_user_site:
@@ -378,7 +515,8 @@ class Capped:
 
 
 def run(
-    sock: socket.socket, request: dict[str, Any], loaded: list[str], base_env: dict[str, str]
+    sock: socket.socket, request: dict[str, Any], loaded: list[str], base_env: dict[str, str],
+    warm: dict[str, dict[str, bytes]],
 ) -> tuple[dict[str, Any], bytes]:
     """Run one command (see the module docstring); its header and output. If the host goes
     away meanwhile, kill everything and exit."""
@@ -394,7 +532,7 @@ def run(
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
-        child(sock, request, write_end, loaded, base_env)
+        child(sock, request, write_end, loaded, base_env, warm)
     os.close(write_end)
     pidfd = os.pidfd_open(pid)
     status: int | None = None
@@ -510,29 +648,38 @@ def main(args: list[str]) -> None:
     os.chdir("/")
     sys.path[:] = [p for p in sys.path if p not in ("", ".")]
     _set_dumpable(False)
+    origin = os.path.join(os.path.dirname(args[-1]), WARM_NAME)
+    warm = read_warm(origin)  # before connecting: the host removes the folder after
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(args[-1])
     base_env = dict(os.environ)
     loaded: list[str] = []
-    pending = list(TOOLS)
+    pending = [TOOLS[0], *(WARM_PREFIX + p for p in warm), *TOOLS[1:]]
+
+    def load(tool: str) -> None:
+        pending.remove(tool)
+        if tool.startswith(WARM_PREFIX):
+            package = tool[len(WARM_PREFIX):]
+            done = "pytest" in loaded and import_warm(package, warm[package], origin)
+        else:
+            done = preload(tool)
+        if done:
+            loaded.append(tool)
+        settle(warm, loaded)
+
     send(sock, json.dumps({"ready": True}).encode())
     while True:
         if pending and not select.select([sock], [], [], IDLE_S)[0]:
-            tool = pending.pop(0)
-            if preload(tool):
-                loaded.append(tool)
+            load(pending[0])
             continue
         message = receive(sock)
         if message is None:
             os._exit(0)
         request = json.loads(message)
         if request.get("op") == "run":
-            needed = wanted_tool([str(a) for a in request.get("argv", [])], pending)
-            if needed is not None:
-                pending.remove(needed)
-                if preload(needed):
-                    loaded.append(needed)
-            header, output = run(sock, request, loaded, base_env)
+            for needed in wanted_tools([str(a) for a in request.get("argv", [])], pending):
+                load(needed)
+            header, output = run(sock, request, loaded, base_env, warm)
             send(sock, json.dumps(header).encode())
             send(sock, output)
         elif request.get("op") == "cancel":

@@ -61,4 +61,18 @@ host (verifiers/tamper_check.py) fails the patches that add the primitives such 
 The modules import one another relatively (`from . import probes`), so they work both as
 `_ooda_guard` in the sandbox and as `ooda.verifiers.pytest_check.guard` for type checking and
 unit tests; main.py imports every one of them before the workspace joins sys.path.
+In the Docker sandbox, the warm interpreter that forks each run imported the package already
+(from sources the host gave it at launch, agent/sandbox/warm.py) and called `__warm__`; the
+run uses that copy when the one in the report directory is byte-identical.
 """
+
+from __future__ import annotations
+
+
+def __warm__() -> None:
+    """Called by the Docker sandbox's warm interpreter (agent/sandbox/docker/zygote.py) after it
+    imported this package and after each later import, before it forks any run: the toolchain's
+    code is recorded there once (provenance.prepare), not again in every run."""
+    from .provenance import prepare
+
+    prepare()

@@ -27,6 +27,15 @@ this guard, and whatever is on the stack at that moment. From then on:
   any trusted helper): what it read could come back in the feedback (the host then says only
   which tests failed).
 
+In the Docker sandbox the run is forked from a warm interpreter that imported the toolchain
+and this guard once (agent/sandbox/docker/zygote.py, which never runs workspace code): there
+`prepare()` records the toolchain before any fork, again after each later import, and each
+run's `start` records only the modules new or changed since (same name, same module object,
+same number of names: else walked again), plus its own stack. A change that escapes this (a
+toolchain name rebound to another function of the same count, between the warm interpreter's
+last import and the run) leaves that function unknown, which is judged as untrusted: it can
+cost a false alarm, never a pass.
+
 `trusted(code)` answers True (the toolchain's, or a file the candidate could not touch), False
 (the candidate's) or None (never seen: Python < 3.8, where audit hooks do not exist, gets the
 older rule on the file name the code claims). A candidate that rewrites `co_filename` still
@@ -79,11 +88,14 @@ class Provenance:
         """Real paths of the files the candidate changed."""
         self.started = started
         self.enabled = hasattr(sys, "addaudithook")
-        self.origins: dict[int, Origin] = {}
+        known = _prepared
+        self.origins: dict[int, Origin] = dict(known.origins) if known else {}
         self.classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
         """Class -> whether its body ran from trusted code (classes created since the start)."""
-        self.old_classes: set[int] = set()
-        self._old_class_refs: list[type] = []
+        self.old_classes: set[int] = set(known.old_classes) if known else set()
+        self._old_class_refs: list[type] = list(known._old_class_refs) if known else []
+        self._walked: dict[str, tuple[object, int]] = dict(known._walked) if known else {}
+        """Module name -> (the module, its number of names) when its namespace was walked."""
         self.events: list[tuple[str, object]] = []
         """(kind, detail) of notable events, read and emptied by the Guard: ("code", function)
         for a `__code__` assigned to a toolchain function by untrusted code, ("search", event)
@@ -134,12 +146,16 @@ class Provenance:
         builtins.__build_class__ = __build_class__  # type: ignore[assignment]
         self._add(__build_class__.__code__, True, "")
 
-    def _record_toolchain(self) -> None:
-        for module in list(sys.modules.values()):
+    def _record_toolchain(self, stack: bool = True) -> None:
+        for name, module in list(sys.modules.items()):
             try:
                 namespace = vars(module)
             except TypeError:
                 continue
+            walked = self._walked.get(name)
+            if walked is not None and walked[0] is module and walked[1] == len(namespace):
+                continue  # recorded before the fork (prepare), unchanged since
+            self._walked[name] = (module, len(namespace))
             for value in list(namespace.values()):
                 if isinstance(value, type):
                     if id(value) not in self.old_classes:
@@ -149,7 +165,7 @@ class Provenance:
                             self._add_function(member)
                 else:
                     self._add_function(value)
-        frame: types.FrameType | None = _getframe(0)
+        frame: types.FrameType | None = _getframe(0) if stack else None
         while frame is not None:  # the guard, its launcher, the zygote that forked it
             self._add(frame.f_code, True, frame.f_code.co_filename)
             frame = frame.f_back
@@ -336,6 +352,21 @@ class Provenance:
         if self.trusted(old) is True and not self.stack_trusted(caller):
             self.events.append(("code", target))
         self._on_made(code, caller)
+
+
+_prepared: Provenance | None = None
+"""The toolchain as `prepare` recorded it before the fork; each Provenance starts from it."""
+
+
+def prepare() -> None:
+    """Record the toolchain loaded now, ahead of the runs a warm interpreter will fork (only
+    there: one that never runs workspace code, agent/sandbox/docker/zygote.py); called again
+    after each later import, it walks only the modules new or changed since. All or nothing:
+    the recording is published once complete."""
+    global _prepared
+    recorder = Provenance("", (), 0.0)
+    recorder._record_toolchain(stack=False)
+    _prepared = recorder
 
 
 def _import_site_codes() -> dict[str, types.CodeType]:

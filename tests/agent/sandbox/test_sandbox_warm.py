@@ -1,0 +1,160 @@
+"""Warm packages (agent/sandbox/warm.py): a package the host holds is imported once by the Docker
+sandbox's PID 1, from the sources given at launch, and its `__warm__` called before any fork; a
+script run beside a byte-identical copy uses that import, one beside any other copy (or none)
+gets what a fresh interpreter gets. A real container; the file checks also on the host."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sandbox_helpers import backend_or_skip
+
+from ooda.agent.sandbox import warm
+from ooda.agent.sandbox.docker import zygote
+
+PACKAGE = "_ooda_warm_probe"
+SOURCES = {
+    "__init__.py": "import os\nIMPORTED_IN = os.getpid()\nWARMED = 0\n\n\n"
+                   "def __warm__():\n    global WARMED\n    WARMED += 1\n",
+    "mod.py": 'VALUE = "held"\n',
+}
+PROBE = (
+    "import sys\n"
+    "try:\n"
+    f"    import {PACKAGE}, {PACKAGE}.mod\n"
+    "except ImportError:\n"
+    "    print('absent')\n"
+    "    sys.exit(0)\n"
+    f"print({PACKAGE}.IMPORTED_IN == 1, {PACKAGE}.WARMED > 0, {PACKAGE}.mod.VALUE)\n"
+)
+
+
+def _lay_out(workspace: Path, files: dict[str, str]) -> None:
+    folder = workspace / "tool" / PACKAGE
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    (workspace / "tool" / "probe.py").write_text(PROBE)
+
+
+@pytest.fixture
+def held() -> Iterator[None]:
+    warm.hold(PACKAGE, lambda: SOURCES)
+    try:
+        yield
+    finally:
+        warm.release(PACKAGE)
+
+
+def test_a_script_beside_the_identical_copy_uses_the_warm_import(
+    tmp_path: Path, held: None
+) -> None:
+    backend = backend_or_skip("docker")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    box = backend.open(workspace)
+    try:
+        def probe() -> str:
+            result = box.run(["python3", "-s", "-B", "tool/probe.py"], timeout_s=60)
+            assert result.exit_code == 0, result.output
+            return result.output.strip()
+
+        _lay_out(workspace, dict(SOURCES))
+        assert probe() == "True True held"  # imported by PID 1, __warm__ called there
+        _lay_out(workspace, {**SOURCES, "mod.py": 'VALUE = "changed"\n'})
+        assert probe() == "False False changed"  # one byte differs: its own copy
+        _lay_out(workspace, {**SOURCES, "extra.py": ""})
+        assert probe() == "False False held"  # a file more: its own copy
+        shutil.rmtree(workspace / "tool" / PACKAGE)
+        assert probe() == "absent"  # none beside it: not importable, as in a fresh interpreter
+        _lay_out(workspace, dict(SOURCES))
+        (workspace / "tool" / PACKAGE / "mod.py").unlink()
+        (workspace / "tool" / PACKAGE / "mod.py").symlink_to("../../elsewhere.py")
+        (workspace / "elsewhere.py").write_text(SOURCES["mod.py"])
+        assert probe() == "False False held"  # a link is not the warm copy
+    finally:
+        box.close()
+
+
+def test_the_folder_comparison_is_exact(tmp_path: Path) -> None:
+    files = {name: text.encode() for name, text in SOURCES.items()}
+    folder = tmp_path / PACKAGE
+    folder.mkdir()
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    assert zygote.same_package(str(folder), files)
+    (folder / "mod.py").write_bytes(b'VALUE = "held" \n')
+    assert not zygote.same_package(str(folder), files)
+    (folder / "mod.py").write_bytes(files["mod.py"])
+    (folder / "__pycache__").mkdir()
+    assert not zygote.same_package(str(folder), files)
+    assert not zygote.same_package(str(tmp_path / "missing"), files)
+
+
+def test_sources_are_read_and_imported_from_memory(tmp_path: Path) -> None:
+    for name, text in SOURCES.items():
+        (tmp_path / PACKAGE).mkdir(exist_ok=True)
+        (tmp_path / PACKAGE / name).write_text(text)
+    (tmp_path / PACKAGE / "notes.txt").write_text("not a module")
+    (tmp_path / "loose.py").write_text("")
+    found = zygote.read_warm(str(tmp_path))
+    assert found == {PACKAGE: {n: t.encode() for n, t in SOURCES.items()}}
+    (tmp_path / PACKAGE / "mod.py").write_text('VALUE = "disk"\n')  # read already: not used
+    import sys
+
+    try:
+        assert zygote.import_warm(PACKAGE, found[PACKAGE], "/nowhere")
+        assert sys.modules[f"{PACKAGE}.mod"].VALUE == "held"  # type: ignore[attr-defined]
+        assert sys.modules[PACKAGE].__file__ == f"/nowhere/{PACKAGE}/__init__.py"
+    finally:
+        zygote._forget(PACKAGE)
+    broken = {**found[PACKAGE], "mod.py": b"raise RuntimeError('no')\n"}
+    assert not zygote.import_warm(PACKAGE, broken, "/nowhere")
+    assert not [m for m in sys.modules if m.startswith(PACKAGE)]  # nothing half imported
+
+
+def test_a_script_needs_pytest_and_the_warm_packages_first() -> None:
+    pending = ["pytest", "warm:_ooda_guard", "mypy", "ruff"]
+    assert zygote.wanted_tools(["python3", "-s", "-B", "x.py"], pending) == [
+        "pytest", "warm:_ooda_guard"]
+    assert zygote.wanted_tools(["python3", "x.py"], pending) == ["pytest", "warm:_ooda_guard"]
+    assert zygote.wanted_tools(["python3", "-m", "mypy"], pending) == ["mypy"]
+    assert zygote.wanted_tools(["python3", "-P", "-m", "ruff", "check"], pending) == ["ruff"]
+    assert zygote.wanted_tools(["sh", "-c", "true"], pending) == []
+
+
+def test_held_sources_keep_only_module_files() -> None:
+    warm.hold("_ooda_warm_other", lambda: {"a.py": "", "b.txt": "", "c-d.py": ""})
+    try:
+        assert warm.held()["_ooda_warm_other"] == {"a.py": ""}
+    finally:
+        warm.release("_ooda_warm_other")
+    with pytest.raises(ValueError):
+        warm.hold("not-a-name", dict)
+
+
+def test_guarded_runs_use_the_guard_held_warm(tmp_path: Path) -> None:
+    """Importing agent/verify/verifier.py holds the pytest guard warm: a Docker sandbox's
+    guarded run uses PID 1's import of it (the report directory's copy is byte-identical)."""
+    import ooda.agent.verify.verifier  # noqa: F401  (holds the guard)
+    from ooda.verifiers.pytest_check import GUARD_PACKAGE, run_pytest
+
+    assert GUARD_PACKAGE in warm.held()
+    backend = backend_or_skip("docker")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "test_where.py").write_text(
+        "import sys\n\n\ndef test_guard_is_warm():\n"
+        f"    assert sys.modules[{GUARD_PACKAGE!r}].__file__.startswith('/run/ooda/warm/')\n")
+    box = backend.open(workspace)
+    try:
+        for _ in range(2):
+            run = run_pytest(box, ["test_where.py"], 60)
+            assert run.tampered == [] and run.exit_code == 0, run.output
+            assert list(run.cases.values()) == ["passed"]
+    finally:
+        box.close()
