@@ -38,5 +38,9 @@ def warm_http_client() -> None:
         http_client=openai.DefaultHttpxClient(verify=tls_context()),
     )
     _ = client.chat.completions  # imported on first use
+    _ = client.models  # the endpoint check's listing
+    # the SDK's platform headers, worked out once per process (`platform.platform()` runs
+    # `uname -p` in a subprocess)
+    client.platform_headers()
     client.close()
     _warmed = True

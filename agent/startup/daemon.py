@@ -54,8 +54,11 @@ PRELOAD = (
     "ooda.agent.sandbox.registry",
     "ooda.agent.sandbox.docker.backend", "ooda.agent.sandbox.bwrap", "ooda.agent.sandbox.pool",
     "ooda.agent.sandbox.docker.launch", "ooda.verifiers.cascade", "ooda.tasks.loader",
+    "ooda.tasks.detect_environment", "ooda.agent.cli.console",
+    "netrc",  # the Docker SDK's HTTP library looks for ~/.netrc on each request
 )
-"""Modules imported before the first fork (what a command would otherwise import itself)."""
+"""Modules imported before the first fork (what a command would otherwise import itself;
+tests/agent/startup/test_daemon_preload.py checks that a run imports nothing more)."""
 
 
 def log(message: str) -> None:
@@ -359,10 +362,12 @@ def preload() -> None:
         importlib.import_module(name)
     from ooda.agent.cli import app as cli
     from ooda.agent.models.openai_model import warm_http_client
+    from ooda.verifiers.runners import runners
 
     warm_http_client()
+    runners()  # the test runners' table (imports each runner module)
     commands.register(cli.app)
-    cli.click_command()
+    cli.warm_parsers(cli.click_command())
 
 
 def main(argv: list[str]) -> int:
