@@ -96,3 +96,18 @@ def test_a_prepared_record_trusts_what_a_fresh_one_does(tmp_path: object) -> Non
     assert run.trusted(late.late.__code__) is True  # new since prepare(): walked at the start
     assert run.trusted(made_after) is None
     assert Provenance(str(tmp_path), set(), time.time()).origins == {}  # nothing left behind
+
+
+def test_the_warm_interpreters_modules_are_seeded_by_real_path(tmp_path: object) -> None:
+    """prepare() notes each loaded module's real file; a run's Provenance carries them, so
+    the guard does not look again at modules loaded before the fork from outside its root."""
+    from ooda.verifiers.pytest_check.guard import provenance as guard_provenance
+
+    try:
+        guard_provenance.prepare()
+        run = Provenance(str(tmp_path), set(), time.time())
+    finally:
+        guard_provenance._prepared = None
+    module, real = run.warm_files["json"]
+    assert module is sys.modules["json"] and real.endswith("json/__init__.py")
+    assert Provenance(str(tmp_path), set(), time.time()).warm_files == {}

@@ -4,6 +4,7 @@ tampering; any other repository keeps the image's pytest (verifiers/pytest_check
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,22 @@ def test_the_runner_s_own_files_are_told_apart(tmp_path: Path) -> None:
     assert not watch._runner_file(f"{root}/testing/conftest.py")
     assert not watch._runner_file(f"{root}/src/_pytest_evil.py")
     assert not watch._runner_file("/usr/lib/python3/dist-packages/_pytest/python.py")
+
+
+def test_the_warm_interpreters_toolchain_names_are_used_only_for_its_own_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """toolchain.remember() (the warm interpreter, before the fork) is used by a run whose
+    sys.path is the warm one behind a first folder holding no distribution metadata; any
+    other path is looked up again."""
+    launcher = tmp_path / "launcher"
+    launcher.mkdir()
+    warm_path = list(sys.path)
+    monkeypatch.setattr(toolchain, "_remembered", (tuple(warm_path), frozenset({"remembered"})))
+    monkeypatch.setattr(sys, "path", [str(launcher), *warm_path])
+    assert toolchain.toolchain_modules() == {"remembered"}
+    (launcher / "evil-1.0.dist-info").mkdir()
+    assert "remembered" not in toolchain.toolchain_modules()  # metadata in front: looked up
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *warm_path, str(tmp_path / "src")])
+    assert "remembered" not in toolchain.toolchain_modules()  # a path more: looked up
+    assert "pluggy" in toolchain.toolchain_modules()

@@ -120,8 +120,14 @@ class Guard:
         self.problems: list[str] = []
         self._seen_problems: set[str] = set()
         self._config: pytest.Config | None = None
-        self._modules: dict[str, object] = {}
-        """sys.modules as _shadowed() last saw it."""
+        inside = self.root + os.sep
+        self._modules: dict[str, object] = {
+            name: module for name, (module, real) in self.provenance.warm_files.items()
+            if not real.startswith(inside)
+        }
+        """sys.modules as _shadowed() last saw it; first, the modules the warm interpreter
+        loaded from outside the workspace (provenance.prepare: their real paths taken then),
+        which can only have come from the image."""
         self._module_items: tuple[object, ...] = ()
         """sys.modules's names and modules, in order, when _shadowed() last looked."""
         self.toolchain: set[str] = set()

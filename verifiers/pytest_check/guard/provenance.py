@@ -96,6 +96,9 @@ class Provenance:
         self._old_class_refs: list[type] = list(known._old_class_refs) if known else []
         self._walked: dict[str, tuple[object, int]] = dict(known._walked) if known else {}
         """Module name -> (the module, its number of names) when its namespace was walked."""
+        self.warm_files: dict[str, tuple[object, str]] = dict(known.warm_files) if known else {}
+        """Module name -> (the module, the real path of its file, "" for none) for the modules
+        the warm interpreter had loaded (prepare): none of them came from the workspace."""
         self.events: list[tuple[str, object]] = []
         """(kind, detail) of notable events, read and emptied by the Guard: ("code", function)
         for a `__code__` assigned to a toolchain function by untrusted code, ("search", event)
@@ -366,6 +369,11 @@ def prepare() -> None:
     global _prepared
     recorder = Provenance("", (), 0.0)
     recorder._record_toolchain(stack=False)
+    files = recorder.warm_files
+    for name, module in list(sys.modules.items()):
+        if files.get(name, (None,))[0] is not module:
+            path = getattr(module, "__file__", None)
+            files[name] = (module, _realpath(path) if isinstance(path, str) else "")
     _prepared = recorder
 
 

@@ -11,6 +11,7 @@ import importlib.metadata
 import importlib.util
 import os
 import re
+import sys
 from collections.abc import Sequence
 
 from . import probes
@@ -61,8 +62,38 @@ def image_plugins(names: Sequence[str]) -> list[str]:
     return found
 
 
+_remembered: tuple[tuple[str, ...], frozenset[str]] | None = None
+"""(sys.path, toolchain_modules()) as the warm interpreter found them before the fork."""
+
+
+def remember() -> None:
+    """In the warm interpreter that forks the runs (agent/sandbox/docker/zygote.py): find the
+    toolchain's names once for its sys.path, which each run's sys.path extends by one folder
+    in front (the launcher's)."""
+    global _remembered
+    _remembered = (tuple(sys.path), frozenset(_find()))
+
+
 def toolchain_modules() -> set[str]:
-    """Top-level module names of pytest, pluggy and the distributions pytest requires."""
+    """Top-level module names of pytest, pluggy and the distributions pytest requires: as the
+    warm interpreter found them when sys.path is its own behind a first folder that holds no
+    distribution's metadata (the names then cannot differ), else looked up now."""
+    known = _remembered
+    if known is not None and sys.path and tuple(sys.path[1:]) == known[0]:
+        if not _holds_metadata(sys.path[0]):
+            return set(known[1])
+    return _find()
+
+
+def _holds_metadata(folder: str) -> bool:
+    try:
+        names = os.listdir(folder or ".")
+    except OSError:
+        return not os.path.isdir(folder or ".")  # a zip or something odd: look it all up
+    return any(n.endswith((".dist-info", ".egg-info", ".egg-link", ".egg")) for n in names)
+
+
+def _find() -> set[str]:
     names = set(WATCHED_PACKAGES)
     try:
         requires = importlib.metadata.distribution("pytest").requires or []
