@@ -298,11 +298,14 @@ class SandboxPool:
     def _recycle(self, sandbox: Sandbox) -> None:
         """Reset a released sandbox and empty its slot, then make it idle (or discard it)."""
         assert isinstance(sandbox, Resettable)
+        # Once the pool is closed the sandbox is discarded as it is, whichever step the closing
+        # came in (closing it ends every process in it before its slot is removed).
         try:
-            clean = sandbox.reset()  # no process is left after this, so the slot can be emptied
-            if clean:
-                empty_dir(sandbox.workspace)
-                self._put_base(sandbox)
+            clean = not self._closed and sandbox.reset()  # no process is left after this,
+            if clean and not self._closed:
+                empty_dir(sandbox.workspace)  # so the slot can be emptied
+                if not self._closed:
+                    self._put_base(sandbox)
         except Exception:  # noqa: BLE001 -- (the engine went away? no room for the copy?)
             clean = False  # discarded below, not kept
         with self._cond:

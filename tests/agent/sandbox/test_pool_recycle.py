@@ -83,3 +83,26 @@ def test_close_waits_for_a_sandbox_being_recycled_and_removes_it(tmp_path: Path)
     threading.Timer(0.2, backend.gate.set).start()
     pool.close()
     assert box.closed and list((tmp_path / "slots").iterdir()) == []
+
+
+def test_a_sandbox_still_resetting_when_the_pool_closes_gets_no_new_base(tmp_path: Path) -> None:
+    """The pool closed while a released sandbox was on its way back: it is discarded without
+    its slot being emptied and given the base again (closing it ends what runs in it, and
+    its slot goes)."""
+    backend = Backend()
+    copies: list[Path] = []
+
+    def base(workspace: Path) -> None:
+        copies.append(workspace)
+        (workspace / "base.txt").write_text("base")
+
+    pool = SandboxPool(backend, tmp_path / "slots", size=1, base=base)  # type: ignore[arg-type]
+    pool.acquire(fill)
+    box = backend.opened[0]
+    assert len(copies) == 1
+    pool.release(box)  # type: ignore[arg-type]  # its reset waits for the gate
+    threading.Timer(0.3, backend.gate.set).start()
+    pool.close()  # meanwhile
+    assert box.resets == 1 and box.closed
+    assert len(copies) == 1  # no second copy of the base into a slot about to go
+    assert list((tmp_path / "slots").iterdir()) == []
