@@ -334,6 +334,7 @@ def run_worker(
         try:
             with contextlib.suppress(Exception):
                 finish()
+            _let_go_of_streams()
             with contextlib.suppress(OSError):  # the daemon says it too, unless it is gone
                 client.send_line(conn, {"exit": code})
         finally:
@@ -341,6 +342,17 @@ def run_worker(
             # daemon then sends SIGINT): a fork that got back into the daemon's loop would
             # shut "the daemon" down, removing its socket
             os._exit(code)
+
+
+def _let_go_of_streams() -> None:
+    """Point descriptors 0-2 at /dev/null (the output is flushed): whoever reads the client's
+    output (a pipe, `$(ooda run ...)`) sees its end when the client exits, not only once this
+    process is gone (a forked worker's exit frees its memory first, which takes a while)."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
 
 
 def _reopen_std_streams() -> None:
