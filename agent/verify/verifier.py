@@ -225,7 +225,8 @@ class TaskVerifier:
             (log_dir / "patch.diff").write_text(patch, encoding="utf-8", errors="backslashreplace")
         blind = self.blind.spec_for(patch, deadline) if self.blind else None
         try:
-            sandbox, changed = self.pool.acquire(lambda workspace: self._fill(workspace, patch))
+            sandbox, changed = self.pool.acquire(
+                lambda workspace: self._fill(workspace, patch, late=False))
         except _HiddenTestsConflict as exc:
             return self._invalid(
                 "the task's hidden tests no longer apply on top of this patch: it "
@@ -311,10 +312,12 @@ class TaskVerifier:
             verdict.feedback = hidden.withhold(verdict.feedback)
         return verdict
 
-    def _fill(self, workspace: Path, patch: str) -> list[str]:
+    def _fill(self, workspace: Path, patch: str, *, late: bool = True) -> list[str]:
         """Populate a workspace: the repo (unless the pool put it there), the patch, the hidden
-        tests and a private copy of the base's mypy cache (checked for the changed files
-        already, so their imports are in it). Returns the paths the patch changed; raises PatchError (_HiddenTestsConflict)."""
+        tests and, for the after-tests stages (`late`), a private copy of the base's mypy cache
+        (checked for the changed files already, so their imports are in it): mypy never runs
+        where the tests ran, so the first workspace of a candidate goes without. Returns the
+        paths the patch changed; raises PatchError (_HiddenTestsConflict)."""
         plan = self.plan
         if self.pool.base is None:
             self._copy_base(workspace)
@@ -324,7 +327,7 @@ class TaskVerifier:
                 apply_patch(workspace, plan.tests.hidden_patch, trusted=True)
             except PatchError as exc:
                 raise _HiddenTestsConflict(changed) from exc
-        if plan.stages.mypy:
+        if plan.stages.mypy and late:
             self.baselines.give_mypy_cache(workspace)
         return changed
 

@@ -7,6 +7,7 @@ Also SandboxPool.try_acquire, with a fake resettable backend."""
 from __future__ import annotations
 
 import difflib
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,16 @@ def calc_patch(new: str) -> str:
 
 @pytest.fixture
 def verifier(tmp_path: Path) -> Any:
+    made = _verifier(tmp_path, TESTS)
+    yield made
+    made.close()
+
+
+def _verifier(tmp_path: Path, tests: str) -> Any:
     repo = tmp_path / "repo"
     (repo / "tests").mkdir(parents=True)
     (repo / "calc.py").write_text(CALC)
-    (repo / "tests" / "test_calc.py").write_text(TESTS)
+    (repo / "tests" / "test_calc.py").write_text(tests)
     task = Task(id="calc", statement="s", repo=repo, fail_to_pass=["tests/test_calc.py"],
                 verifiers=VerifierOptions(ruff=True, mypy=True, timeout_s=60))
     made = TaskVerifier(task, backend_or_skip("docker"), tmp_path / "work", concurrency=2)
@@ -50,8 +57,7 @@ def verifier(tmp_path: Path) -> Any:
     made.pool.try_acquire = spy  # type: ignore[method-assign]
     made.lanes = lanes  # type: ignore[attr-defined]
     made.warm()
-    yield made
-    made.close()
+    return made
 
 
 def _both_idle(pool: SandboxPool) -> None:
@@ -92,6 +98,46 @@ def test_without_an_idle_sandbox_the_late_stages_follow_the_tests(verifier: Any)
         verifier.pool.release(other)
     assert verdict.status == "failed" and verdict.results[-1].name == "mypy", verdict.reason
     assert verifier.lanes == [False]
+
+
+
+@pytest.mark.parametrize("lane", [True, False])
+def test_a_candidate_gets_a_mypy_cache_only_where_mypy_runs(tmp_path: Path, lane: bool) -> None:
+    """mypy never runs in the workspace the tests run in (the pytest stage empties .ooda/,
+    where the cache lives, anyway): a candidate's copy of the base's mypy cache goes only into
+    the fresh copy for the after-tests stages, on the lane or after the tests."""
+    verifier = _verifier(tmp_path, TESTS)
+    copies: list[Path] = []
+    filling = threading.local()
+    fill, give = verifier._fill, verifier.baselines.give_mypy_cache
+
+    def spy_fill(workspace: Path, patch: str, **kwargs: Any) -> Any:
+        filling.on = True
+        try:
+            return fill(workspace, patch, **kwargs)
+        finally:
+            filling.on = False
+
+    def spy_give(workspace: Path) -> None:
+        if getattr(filling, "on", False):  # (the base's own runs get theirs too)
+            copies.append(workspace)
+        give(workspace)
+
+    verifier._fill, verifier.baselines.give_mypy_cache = spy_fill, spy_give
+    try:
+        if not lane:
+            verifier._alone = lambda: False  # the late stages follow the tests
+            _both_idle(verifier.pool)
+            verdict = verifier.verify(calc_patch(CALC + TYPE_ERROR))  # the tests fail
+            assert verdict.results[-1].name == "pytest" and copies == []
+        _both_idle(verifier.pool)
+        verdict = verifier.verify(calc_patch(GOLD + TYPE_ERROR))
+        assert [(r.name, r.status) for r in verdict.results][3:] == [
+            ("pytest", "passed"), ("security", "passed"), ("mypy", "failed")], verdict.reason
+        assert "return-value" in verdict.feedback  # from a warm copy of the base's cache
+        assert len(copies) == 1 and verifier.lanes == ([True] if lane else [])
+    finally:
+        verifier.close()
 
 
 # --------------------------------------------------------------------------- try_acquire
