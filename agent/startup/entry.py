@@ -9,14 +9,16 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
 
 from ooda.agent.startup import client as daemon_client
 from ooda.agent.support.exits import exit_now
 from ooda.agent.support.exits import run_here as run_function
 
-if TYPE_CHECKING:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (`typing` and `pathlib` cost every command a few ms of import)
+    from pathlib import Path
+    from typing import NoReturn
+
     from ooda.agent.sandbox.docker.launch import Launched
 
 

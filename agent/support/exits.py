@@ -11,8 +11,11 @@ import atexit
 import contextlib
 import os
 import sys
-from collections.abc import Callable
-from typing import NoReturn
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (the console script imports this module: no `typing` import for it)
+    from collections.abc import Callable
+    from typing import NoReturn
 
 
 def run_here(cli_main: Callable[[], None]) -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import time
 from collections.abc import Iterator
 
@@ -80,6 +79,9 @@ class Timeline:
         self.start = command_start() if start is None else start
         self.parent = parent
         self._spans: list[tuple[str, float, float]] = []
+        import threading  # (here: the console script's client imports this module for
+        # command_start alone, and every command would pay for the import)
+
         self._lock = threading.Lock()
 
     def add(self, phase: str, start: float, end: float) -> None:

@@ -497,6 +497,33 @@ def test_daemon_key_follows_the_variables_read_at_import() -> None:
     assert key({**base, "OODA_DAEMON": "1", "OODA_DAEMON_IDLE_S": "5"}) == key(base)
 
 
+def test_daemon_key_follows_the_package_source_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any .py file of the package added, removed, resized or touched makes another key (a
+    daemon then serves only the code it imported); task data and caches do not."""
+    for package in daemon_client.PACKAGES:
+        (tmp_path / package / "sub").mkdir(parents=True)
+        (tmp_path / package / "sub" / "mod.py").write_text("x = 1\n")
+    monkeypatch.setattr(daemon_client, "PACKAGE_ROOT", tmp_path)
+    env = {"HOME": "/root"}
+    first = daemon_client.daemon_key(env)
+    source = tmp_path / "verifiers" / "sub" / "mod.py"
+    for harmless in ("tasks/examples/t/repo/a.py", "agent/sub/__pycache__/mod.py",
+                     "agent/sub/notes.txt"):
+        (tmp_path / harmless).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / harmless).write_text("y = 2\n")
+    assert daemon_client.daemon_key(env) == first
+    source.write_text("x = 22\n")
+    resized = daemon_client.daemon_key(env)
+    assert resized != first
+    os.utime(source, ns=(1, 1))
+    touched = daemon_client.daemon_key(env)
+    assert touched != resized
+    (tmp_path / "agent" / "sub" / "new.py").write_text("")
+    assert daemon_client.daemon_key(env) not in (first, resized, touched)
+
+
 def test_runtime_dir_must_be_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fresh = tmp_path / "fresh" / "dir"
     monkeypatch.setenv("OODA_DAEMON_DIR", str(fresh))
