@@ -78,3 +78,40 @@ def test_a_grown_class_is_looked_at_again_whenever_it_changes(watched_class: typ
     watched_class.helper = lambda self: 3  # type: ignore[attr-defined]
     assert not regrown.unchanged()
     assert changes(taken, _everything) == [f"{watched_class.__module__}._Marker.helper (added)"]
+
+
+def test_a_snapshot_reuses_only_namespaces_that_did_not_change(watched_class: type) -> None:
+    """snapshot() makes an Owner again for a namespace any of whose names is now bound to
+    another object, or that has a name more or less; an unchanged one keeps its Owner (the
+    warm interpreter's snapshots serve the runs it forks)."""
+    module_name = watched_class.__module__
+
+    def owners() -> dict[str, object]:
+        return {o.prefix: o for o in snapshot() if o.module == module_name}
+
+    first = owners()
+    assert owners() == first  # nothing changed: the very same Owners
+    before = first[f"{module_name}._Marker"]
+
+    def other(self: object) -> int:
+        return 2
+
+    original = watched_class.method  # type: ignore[attr-defined]
+    watched_class.method = other  # type: ignore[attr-defined]
+    try:
+        changed = owners()
+        assert changed[f"{module_name}._Marker"] is not before
+        assert changed[f"{module_name}._Marker"].members["method"] is other  # type: ignore[attr-defined]
+        assert changed[module_name] is first[module_name]  # the module's own names did not change
+    finally:
+        watched_class.method = original  # type: ignore[attr-defined]
+    watched_class.extra = 1  # type: ignore[attr-defined]
+    try:
+        assert owners()[f"{module_name}._Marker"] is not before  # a name more
+    finally:
+        del watched_class.extra  # type: ignore[attr-defined]
+    module = sys.modules[module_name]
+    name = "".join(["_", "Marker"])  # an equal string, not the same object
+    del module.__dict__["_Marker"]
+    module.__dict__[name] = watched_class
+    assert owners()[module_name] is not first[module_name]

@@ -72,10 +72,12 @@ from __future__ import annotations
 def __warm__() -> None:
     """Called by the Docker sandbox's warm interpreter (agent/sandbox/docker/zygote.py) after it
     imported this package and after each later import, before it forks any run: the toolchain's
-    code is recorded there once (provenance.prepare), and the names of the toolchain's
-    distributions found (toolchain.remember), not again in every run."""
-    from . import toolchain
+    code is recorded there once (provenance.prepare), the names of the toolchain's
+    distributions found (toolchain.remember) and the watched namespaces snapshotted, not
+    again in every run."""
+    from . import snapshot, toolchain
     from .provenance import prepare
 
     prepare()
     toolchain.remember()
+    snapshot.snapshot()  # the watched namespaces' Owners, reused by the runs while unchanged

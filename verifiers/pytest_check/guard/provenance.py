@@ -88,15 +88,15 @@ class Provenance:
         """Real paths of the files the candidate changed."""
         self.started = started
         self.enabled = hasattr(sys, "addaudithook")
-        known = _prepared
-        self.origins: dict[int, Origin] = dict(known.origins) if known else {}
+        known = _take_prepared()  # the forked run's one Provenance takes it over, uncopied
+        self.origins: dict[int, Origin] = known.origins if known else {}
         self.classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
         """Class -> whether its body ran from trusted code (classes created since the start)."""
-        self.old_classes: set[int] = set(known.old_classes) if known else set()
-        self._old_class_refs: list[type] = list(known._old_class_refs) if known else []
-        self._walked: dict[str, tuple[object, int]] = dict(known._walked) if known else {}
+        self.old_classes: set[int] = known.old_classes if known else set()
+        self._old_class_refs: list[type] = known._old_class_refs if known else []
+        self._walked: dict[str, tuple[object, int]] = known._walked if known else {}
         """Module name -> (the module, its number of names) when its namespace was walked."""
-        self.warm_files: dict[str, tuple[object, str]] = dict(known.warm_files) if known else {}
+        self.warm_files: dict[str, tuple[object, str]] = known.warm_files if known else {}
         """Module name -> (the module, the real path of its file, "" for none) for the modules
         the warm interpreter had loaded (prepare): none of them came from the workspace."""
         self.events: list[tuple[str, object]] = []
@@ -358,7 +358,8 @@ class Provenance:
 
 
 _prepared: Provenance | None = None
-"""The toolchain as `prepare` recorded it before the fork; each Provenance starts from it."""
+"""The toolchain as `prepare` recorded it before the fork; the next Provenance (the forked
+run's only one) takes it over."""
 
 
 def prepare() -> None:
@@ -367,7 +368,7 @@ def prepare() -> None:
     after each later import, it walks only the modules new or changed since. All or nothing:
     the recording is published once complete."""
     global _prepared
-    recorder = Provenance("", (), 0.0)
+    recorder = Provenance("", (), 0.0)  # takes the previous record over, to extend it
     recorder._record_toolchain(stack=False)
     files = recorder.warm_files
     for name, module in list(sys.modules.items()):
@@ -375,6 +376,13 @@ def prepare() -> None:
             path = getattr(module, "__file__", None)
             files[name] = (module, _realpath(path) if isinstance(path, str) else "")
     _prepared = recorder
+
+
+def _take_prepared() -> Provenance | None:
+    """The prepared record, handed to one Provenance only (the next one starts afresh)."""
+    global _prepared
+    known, _prepared = _prepared, None
+    return known
 
 
 def _import_site_codes() -> dict[str, types.CodeType]:

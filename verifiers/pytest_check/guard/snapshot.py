@@ -22,6 +22,8 @@ from typing import Any
 
 from .toolchain import WATCHED_PACKAGES
 
+_is = operator.is_
+
 DESCRIPTORS = (types.FunctionType, staticmethod, classmethod, property)
 FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType)
 GUARD_PACKAGE = __package__ or __name__.rpartition(".")[0]
@@ -123,6 +125,44 @@ class Owner:
 Snapshot = list[Owner]
 
 
+_taken: dict[tuple[int, str, str], tuple[object, tuple[str, ...], tuple[object, ...], Owner]] = {}
+"""(id of the module or class, module name, class name) -> (that module or class, every name
+and value of its namespace, the Owner made of it): an Owner is made again only when something
+in its namespace changed. The warm interpreter that forks the runs fills it before the fork
+(the package's `__warm__`), each run's snapshots after the first reuse their own."""
+
+
+def _owner(holder: object, module_name: str, cls: str, module: object) -> Owner:
+    """The Owner of `holder`'s namespace (a watched module's functions and classes, or a
+    class's methods): the one made before when every entry is the same name bound to the
+    very same object, else a new one."""
+    namespace: Any = vars(holder)
+    names, values = tuple(namespace), tuple(namespace.values())
+    key = (id(holder), module_name, cls)
+    known = _taken.get(key)
+    if (
+        known is not None
+        and known[0] is holder
+        and known[3].module_object is module
+        and len(known[1]) == len(names)
+        and all(map(_is, names, known[1]))  # by identity: a key's __eq__ is not asked
+        and all(map(_is, values, known[2]))
+    ):
+        return known[3]
+    members: dict[str, object]
+    if cls:
+        members = {k: v for k, v in namespace.items() if isinstance(v, DESCRIPTORS)}
+        owner = Owner(module_name, cls, members, len(names), module, namespace)
+    elif module_name == "builtins":
+        members = {k: v for k, v in namespace.items() if k in WATCHED_BUILTINS}
+        owner = Owner(module_name, "", members, -1, module, namespace)
+    else:
+        members = {k: v for k, v in namespace.items() if isinstance(v, (*FUNCTIONS, type))}
+        owner = Owner(module_name, "", members, -1, module, namespace)
+    _taken[key] = (holder, names, values, owner)
+    return owner
+
+
 def snapshot() -> Snapshot:
     """Every function and class of the watched modules (a class swapped for a look-alike in
     `unittest`'s namespace counts) and every method of the classes they define, by name."""
@@ -130,26 +170,17 @@ def snapshot() -> Snapshot:
     for module_name, module in list(sys.modules.items()):
         if module is None or not watched(module_name):
             continue
-        functions: dict[str, object] = {}
         for attr, value in list(vars(module).items()):
-            if isinstance(value, (*FUNCTIONS, type)):
-                functions[attr] = value
             if isinstance(value, type) and value.__module__ == module_name:
-                namespace = vars(value)
-                members: dict[str, object] = {
-                    k: v for k, v in namespace.items() if isinstance(v, DESCRIPTORS)
-                }
-                found.append(Owner(module_name, attr, members, len(namespace), module, namespace))
-        found.append(Owner(module_name, "", functions, -1, module, vars(module)))
+                found.append(_owner(value, module_name, attr, module))
+        found.append(_owner(module, module_name, "", module))
     builtins_module = sys.modules["builtins"]
-    functions = {k: v for k, v in vars(builtins_module).items() if k in WATCHED_BUILTINS}
-    found.append(Owner("builtins", "", functions, -1, builtins_module, vars(builtins_module)))
+    found.append(_owner(builtins_module, "builtins", "", builtins_module))
     return found
 
 
 _call_getter = operator.itemgetter.__call__  # bound now: the code under test may patch operator
 _chain = itertools.chain.from_iterable
-_is = operator.is_
 
 
 class Fingerprint:
