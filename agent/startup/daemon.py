@@ -373,10 +373,10 @@ def preload() -> None:
     for name in PRELOAD:
         importlib.import_module(name)
     from ooda.agent.cli import app as cli
-    from ooda.agent.models.openai_model import warm_http_client
+    from ooda.agent.models.http_client import exercise_http_client
     from ooda.verifiers.runners import runners
 
-    warm_http_client()
+    exercise_http_client()
     runners()  # the test runners' table (imports each runner module)
     commands.register(cli.app)
     cli.warm_parsers(cli.click_command())

@@ -14,7 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from sandbox_helpers import backend_or_skip
 
 from ooda.agent.models.server import ReplayServer
@@ -39,12 +38,8 @@ with open(report, "w") as out:
 """
 
 
-@pytest.fixture(autouse=True)
-def _docker() -> None:
-    backend_or_skip("docker")
-
-
 def test_a_run_after_the_preload_imports_nothing_more(median: Path, tmp_path: Path) -> None:
+    backend_or_skip("docker")
     report = tmp_path / "report.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "OODA_DAEMON"))}
     env.update(OPENAI_API_KEY="k", OODA_DAEMON="0")
@@ -63,3 +58,25 @@ def test_a_run_after_the_preload_imports_nothing_more(median: Path, tmp_path: Pa
     # the model client's headers would run (`uname -p`) was made before the fork
     assert not [args for args in found["ran"] if "uname" in str(args)], found["ran"]
     assert found["new"] == [], found["new"]
+
+
+BUILT = """
+from openai.types import Model
+from openai.types.chat import ChatCompletionChunk
+from openai.types.chat.chat_completion_chunk import Choice, ChoiceDelta
+from ooda.agent.startup import daemon
+read = (Model, ChatCompletionChunk, Choice, ChoiceDelta)
+before = [t.__pydantic_complete__ for t in read]
+daemon.preload()
+print(before, [t.__pydantic_complete__ for t in read])
+"""
+
+
+def test_the_sdk_response_types_are_built_before_the_fork() -> None:
+    """The openai SDK builds the validators of what it reads (the model listing, streamed chat
+    chunks) on first use: the preload runs one listing and one streamed chat, answered in
+    memory, so that a worker's first answer does not pay for it."""
+    proc = subprocess.run([sys.executable, "-P", "-c", BUILT], capture_output=True, text=True,
+                          timeout=120, check=False, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("] [") == ["[False, False, False, False", "True, True, True, True]\n"]
