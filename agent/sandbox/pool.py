@@ -117,6 +117,11 @@ class SandboxPool:
                 self._error = exc
                 self._cond.notify_all()
             return
+        self._settle_in(sandbox)
+
+    def _settle_in(self, sandbox: Sandbox) -> None:
+        """Give a sandbox running nothing (counted in _alive) the base, then make it idle (or
+        discard it, the pool being closed)."""
         with contextlib.suppress(Exception):  # else acquire() puts it there (and says why)
             self._put_base(sandbox)
         with self._cond:
@@ -140,18 +145,28 @@ class SandboxPool:
         return sandbox
 
     def adopt(self, sandbox: Sandbox) -> None:
-        """Take in a sandbox opened elsewhere (on a slot of its own, e.g. started early by
-        agent/startup/prestart.py) as one of this pool's; closed with the pool."""
+        """Take in a sandbox opened elsewhere (on an empty slot of its own, e.g. started early
+        by agent/startup/prestart.py) as one of this pool's; closed with the pool. It gets the
+        base in the background, as a sandbox the pool starts does (a candidate arriving
+        meanwhile waits for that copy rather than making it on its own critical path)."""
         with self._cond:
             self._alive += 1
             self.started += 1
-            if self._closed:
+            closed = self._closed
+            if closed:
                 self._alive -= 1
-            else:
+            elif self.base is None:
                 self._idle.append(sandbox)
                 self._cond.notify_all()
                 return
-        self._discard(sandbox)
+            else:
+                thread = threading.Thread(target=self._settle_in, args=(sandbox,),
+                                          name="ooda-pool-adopt", daemon=True)
+                self._starters = [t for t in self._starters if t.is_alive()] + [thread]
+        if closed:
+            self._discard(sandbox)
+            return
+        thread.start()
 
     # ------------------------------------------------------------------ lending
 

@@ -110,6 +110,26 @@ def test_warm_sandboxes_get_the_base_before_they_are_handed_out(tmp_path: Path) 
         pool.close()
 
 
+def test_an_adopted_sandbox_gets_the_base_in_the_background(tmp_path: Path) -> None:
+    """A sandbox started elsewhere (the daemon's warm container) gets the base right away, in
+    the background, not when the first candidate takes it."""
+    base = Base()
+    pool = SandboxPool(Backend(), tmp_path / "slots", size=2, base=base)  # type: ignore[arg-type]
+    slot = tmp_path / "adopted"
+    slot.mkdir()
+    adopted = Box(slot)
+    try:
+        pool.adopt(adopted)  # type: ignore[arg-type]
+        pool.settle()
+        assert base.calls == 1 and base.threads == ["ooda-pool-adopt"]
+        box, seen = pool.acquire(candidate)
+        assert box is adopted and seen == ["module.py"] and base.calls == 1
+        pool.release(box)  # type: ignore[arg-type]
+    finally:
+        pool.close()
+    assert adopted.closed and not slot.exists()
+
+
 def test_a_failed_base_leaves_no_half_copy_and_the_sandbox_is_replaced(tmp_path: Path) -> None:
     base = Base(fail_after=1)
     backend = Backend()
