@@ -41,13 +41,27 @@ ZYGOTE_SOURCE = f"# {zygote.MARKER}: agent/sandbox/docker/zygote.py\n" + Path(zy
 """PID 1's program; its first line names it, for `ps` and `docker top` (which cut long lines)."""
 
 
+_api_versions: dict[str, str] = {}
+"""DOCKER_HOST -> the API version its engine named in this process (or in the daemon that
+forked it): later clients skip asking for it again (they still ping)."""
+
+
 def connect(timeout_s: float = 300.0) -> Any:
     """A docker SDK client whose engine answers, or InfraError saying what to do."""
+    host = os.environ.get("DOCKER_HOST", "")
     try:
         import docker  # the SDK: ~120 ms, only when a Docker sandbox is wanted
 
-        client = docker.from_env(timeout=int(timeout_s), max_pool_size=64)
-        client.ping()
+        try:
+            client = docker.from_env(timeout=int(timeout_s), max_pool_size=64,
+                                     version=_api_versions.get(host))
+            client.ping()
+        except Exception:
+            if _api_versions.pop(host, None) is None:
+                raise
+            client = docker.from_env(timeout=int(timeout_s), max_pool_size=64)  # asks again
+            client.ping()
+        _api_versions[host] = client.api.api_version
     except Exception as exc:  # docker raises DockerException, requests errors, OSError...
         raise InfraError(
             f"Docker engine not answering ({type(exc).__name__}: {str(exc)[:200]}); start it "

@@ -36,3 +36,20 @@ def test_docker_backend_adopts_a_prestarted_container_that_fits(tmp_path: Path) 
     finally:
         launched.release()
         remove_workspace(work)
+
+
+def test_connect_remembers_the_engines_api_version_and_asks_again_when_it_fails() -> None:
+    """A later client (a daemon's worker) skips asking the engine its API version; a
+    remembered version the engine refuses is dropped and the engine asked again."""
+    from ooda.agent.sandbox.docker import launch
+
+    backend_or_skip("docker")
+    launch.connect().close()
+    host, known = next(iter(launch._api_versions.items()))
+    launch._api_versions[host] = "1.999"  # newer than any engine: refused
+    try:
+        client = launch.connect()
+        assert client.api.api_version == known == launch._api_versions[host]
+        client.close()
+    finally:
+        launch._api_versions[host] = known
