@@ -110,6 +110,7 @@ def run_task(
     plan: TaskPlan | None = None,
     verifier: TaskVerifier | None = None,
     timeline: Timeline | None = None,
+    teardown: Callable[[Callable[[], None]], None] | None = None,
 ) -> tuple[RunResult, RunLog]:
     """Run the loop on one task and return its result and run directory.
 
@@ -126,6 +127,9 @@ def run_task(
     escalate to, when shared like `model` (otherwise opened here from `options.escalate_to`).
     `timeline`: where the command's seconds went before (start-up, loading the task); run.json's
     `phases` split the command's wall time from its start (default: from this call).
+    `teardown`: given the closing of what the run opened (sandboxes, model clients, the work
+    directory) once its result is complete, to run it when the command's output is out
+    (`ooda run`: agent/support/exits.after_output); None: closed here, before returning.
     """
     options = options.checked()
     timeline = timeline if timeline is not None else Timeline(start=time.monotonic())
@@ -254,7 +258,10 @@ def run_task(
             result.summary = dataclasses.replace(
                 result.summary, environment=said,
                 fail_to_pass_passing_before=list(passing_before))
-    # the sandboxes are closed: run.json once more, with where the command's seconds went
+        if teardown is not None:  # the result is complete: closing is left to the caller
+            teardown(stack.pop_all().close)
+    # the sandboxes are closed (or left to `teardown`): run.json once more, with where the
+    # command's seconds went
     timeline.until_now("writing", since=writing)
     end = time.monotonic()
     result.summary = dataclasses.replace(

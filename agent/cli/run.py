@@ -63,6 +63,7 @@ def run(
     from ooda.agent.app.metrics import cost
     from ooda.agent.app.run import RunOptions, run_task
     from ooda.agent.cli.console import make_console
+    from ooda.agent.support.exits import after_output
     from ooda.agent.support.phases import Timeline
     from ooda.agent.verify.workspace import apply_patch
 
@@ -91,7 +92,7 @@ def run(
         )
     try:
         result, log = run_task(task, options, console=console, show_progress=not quiet,
-                               prestarted=ctx.obj, timeline=timeline)
+                               prestarted=ctx.obj, timeline=timeline, teardown=after_output)
     except KeyboardInterrupt as exc:
         if exc.args:
             console.print(f"The partial run (run.json, attempts.jsonl, each attempt's logs) "

@@ -44,7 +44,7 @@ from ooda.agent.sandbox.docker.launch import Launched, SdkEngine, launch_on_last
 from ooda.agent.sandbox.registry import cleanup_leftovers
 from ooda.agent.startup import client, commands, entry
 from ooda.agent.support import phases
-from ooda.agent.support.exits import finish
+from ooda.agent.support.exits import finish, run_deferred
 
 IDLE_S = float(os.environ.get("OODA_DAEMON_IDLE_S", "1800"))
 PRELOAD = (
@@ -326,6 +326,7 @@ def run_worker(
         code = entry.run_here(
             launched=[(offer.work, offer.launched) for offer in offers],
             leftovers_cleaned=True,  # done here, between commands (Daemon.keep_warm)
+            defer=True,  # its tidying-up once the client has its code (below)
         )
     except BaseException:  # noqa: BLE001 - a worker never returns into the daemon's loop
         with contextlib.suppress(Exception):
@@ -337,6 +338,10 @@ def run_worker(
             _let_go_of_streams()
             with contextlib.suppress(OSError):  # the daemon says it too, unless it is gone
                 client.send_line(conn, {"exit": code})
+            # The command's sandboxes are closed and its work directory removed now, after
+            # the client went (its going makes the daemon interrupt this worker: not now)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            run_deferred()
         finally:
             # even when interrupted meanwhile (once the client has its code it goes, and the
             # daemon then sends SIGINT): a fork that got back into the daemon's loop would

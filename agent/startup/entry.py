@@ -42,7 +42,7 @@ def main() -> NoReturn:
             raise SystemExit(130) from None
         else:
             exit_now(served)  # (the interpreter's teardown would add ~10 ms to every command)
-    code = run_here()
+    code = run_here(defer=True)  # (exit_now runs what it deferred)
     if use_daemon and code in SPAWN_AFTER:
         with contextlib.suppress(OSError):
             daemon_client.spawn()
@@ -53,12 +53,14 @@ def main() -> NoReturn:
 
 
 def run_here(
-    *, launched: Sequence[tuple[Path, Launched]] = (), leftovers_cleaned: bool = False
+    *, launched: Sequence[tuple[Path, Launched]] = (), leftovers_cleaned: bool = False,
+    defer: bool = False,
 ) -> int:
     """Run the command line of sys.argv in this process, with start-up's commands and head
     start (agent/startup/prestart.py; `launched`: containers already started, the daemon's
     warm ones; `leftovers_cleaned`: the daemon removes dead invocations' containers itself);
-    its exit code."""
+    its exit code. `defer`: the command's tidying-up waits for the caller's
+    `run_deferred()` (agent/support/exits.py), after the output."""
     # here, not at the top: the console script's first imports stay standard library only
     # (a command the daemon serves never needs them in this process)
     from ooda.agent.cli import app as cli
@@ -67,4 +69,4 @@ def run_here(
     commands.register(cli.app)
     started = prestart.begin(sys.argv[1:], launched=launched,
                              leftovers_cleaned=leftovers_cleaned)
-    return run_function(lambda: cli.main(prestarted=started))
+    return run_function(lambda: cli.main(prestarted=started), defer=defer)
