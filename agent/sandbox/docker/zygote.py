@@ -223,13 +223,16 @@ def read_warm(directory: str) -> dict[str, dict[str, bytes]]:
         return packages
     for package in names:
         folder = os.path.join(directory, package)
-        if not package.isidentifier() or not os.path.isdir(folder):
-            continue
         files = {}
-        for name in sorted(os.listdir(folder)):
-            if name.endswith(".py") and name[:-3].isidentifier():
-                with open(os.path.join(folder, name), "rb") as handle:
-                    files[name] = handle.read()
+        try:
+            if not package.isidentifier() or not os.path.isdir(folder):
+                continue
+            for name in sorted(os.listdir(folder)):
+                if name.endswith(".py") and name[:-3].isidentifier():
+                    with open(os.path.join(folder, name), "rb") as handle:
+                        files[name] = handle.read()
+        except OSError:
+            continue  # unreadable: without it (the command then imports its own copy)
         if "__init__.py" in files:
             packages[package] = files
     return packages

@@ -158,3 +158,12 @@ def test_guarded_runs_use_the_guard_held_warm(tmp_path: Path) -> None:
             assert list(run.cases.values()) == ["passed"]
     finally:
         box.close()
+
+
+def test_an_unreadable_package_is_left_out(tmp_path: Path) -> None:
+    (tmp_path / PACKAGE).mkdir()
+    (tmp_path / PACKAGE / "__init__.py").write_text("")
+    (tmp_path / "_ooda_other").mkdir()
+    (tmp_path / "_ooda_other" / "__init__.py").mkdir()  # a folder where a module should be
+    assert zygote.read_warm(str(tmp_path)) == {PACKAGE: {"__init__.py": b""}}
+    assert zygote.read_warm(str(tmp_path / "missing")) == {}
