@@ -310,6 +310,9 @@ def run_worker(
         os.close(lock_fd)
         for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
+        for fd in fds:  # only 0-2 hold the client's streams (see _let_go_of_streams)
+            if fd > 2:
+                os.close(fd)
         _reopen_std_streams()
         os.chdir(str(request["cwd"]))
         env = request["env"]
