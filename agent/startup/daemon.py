@@ -44,7 +44,7 @@ from ooda.agent.sandbox.docker.launch import Launched, SdkEngine, launch_on_last
 from ooda.agent.sandbox.registry import cleanup_leftovers
 from ooda.agent.startup import client, commands, entry
 from ooda.agent.support import phases
-from ooda.agent.support.exits import finish, run_deferred
+from ooda.agent.support.exits import finish, flush_output, run_deferred
 
 IDLE_S = float(os.environ.get("OODA_DAEMON_IDLE_S", "1800"))
 PRELOAD = (
@@ -336,15 +336,17 @@ def run_worker(
             traceback.print_exc()
     finally:
         try:
-            with contextlib.suppress(Exception):
-                finish()
+            flush_output()
             _let_go_of_streams()
             with contextlib.suppress(OSError):  # the daemon says it too, unless it is gone
                 client.send_line(conn, {"exit": code})
             # The command's sandboxes are closed and its work directory removed now, after
-            # the client went (its going makes the daemon interrupt this worker: not now)
+            # the client went (its going makes the daemon interrupt this worker: not now),
+            # then the exit handlers run (exits.finish)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             run_deferred()
+            with contextlib.suppress(Exception):
+                finish()
         finally:
             # even when interrupted meanwhile (once the client has its code it goes, and the
             # daemon then sends SIGINT): a fork that got back into the daemon's loop would

@@ -70,12 +70,19 @@ def exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def finish() -> None:
-    """Run the exit handlers and flush the output, as the end of the interpreter would."""
-    atexit._run_exitfuncs()
+def flush_output() -> None:
+    """Flush what the command printed."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+
+
+def finish() -> None:
+    """Run the exit handlers and flush the output, as the end of the interpreter would. After
+    run_deferred(): the exit handlers include the removal of temporary directories not yet
+    removed (weakref finalizers), which deferred work may still be using."""
+    atexit._run_exitfuncs()
+    flush_output()
 
 
 def exit_now(code: int) -> NoReturn:
@@ -83,6 +90,7 @@ def exit_now(code: int) -> NoReturn:
     loaded). The command has returned, so every thread it waits for has been joined; one still
     running is abandoned (a request that hung when Ctrl-C came), as the normal exit would wait
     for it."""
-    finish()
+    flush_output()
     run_deferred()
+    finish()
     os._exit(code)

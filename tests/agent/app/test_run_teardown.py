@@ -7,6 +7,8 @@ work ran. The reference patch on the `median` example, in a local sandbox."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -61,3 +63,32 @@ def test_deferred_work_waits_for_the_command_line_that_asked_for_it() -> None:
     assert done == ["printed", "closed"]
     exits.after_output(lambda: done.append("after"))  # no command deferring: at once
     assert done[-1] == "after"
+
+
+ENDING = """
+import os, sys, tempfile
+from ooda.agent.support import exits
+report, kept = sys.argv[1], []
+
+def command():
+    work = tempfile.TemporaryDirectory(dir=os.path.dirname(report))  # removed at exit, else
+    kept.append(work)
+    exits.after_output(lambda: open(report, "w").write(str(os.path.isdir(work.name))))
+    print("result")
+    raise SystemExit(1)
+
+exits.exit_now(exits.run_here(command, defer=True))
+"""
+
+
+def test_a_process_ending_runs_the_deferred_work_before_its_exit_handlers(
+    tmp_path: Path,
+) -> None:
+    """exit_now: the output, then the deferred work (the run's sandboxes still in their work
+    directory), then the exit handlers (which remove temporary directories left)."""
+    report = tmp_path / "report"
+    proc = subprocess.run([sys.executable, "-c", ENDING, str(report)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 1 and proc.stdout == "result\n", proc.stderr
+    assert report.read_text() == "True"  # the directory was still there for it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # and gone at the end
