@@ -9,6 +9,7 @@ agent/sandbox/docker/backend.py then adopts it.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -171,16 +172,12 @@ def launch(
     return launched
 
 
-def write_warm(directory: Path, packages: dict[str, dict[str, str]]) -> None:
-    """Lay out the packages PID 1 holds warm (agent/sandbox/warm.py) under `directory`, in the
-    control directory the container sees read-only; PID 1 reads them before it connects."""
-    for package, files in packages.items():
-        folder = directory / package
-        folder.mkdir(parents=True, mode=0o755)
-        directory.chmod(0o755)
-        for name, text in files.items():
-            (folder / name).write_text(text, encoding="utf-8")
-            (folder / name).chmod(0o644)
+def write_warm(path: Path, packages: dict[str, dict[str, str]]) -> None:
+    """Write the packages PID 1 holds warm (agent/sandbox/warm.py) to `path`, in the control
+    directory the container sees read-only; PID 1 reads them before it connects."""
+    if packages:
+        path.write_text(json.dumps(packages), encoding="utf-8")
+        path.chmod(0o644)
 
 
 def launch_on_last_image(engine: Engine, prefix: str) -> tuple[Path, Launched] | None:

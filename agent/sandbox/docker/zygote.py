@@ -56,9 +56,12 @@ loaded before any workspace code, exactly as the run itself would load them)."""
 IDLE_S = 0.05
 """Quiet time before a tool is imported ahead of need: the host's next command usually follows
 within milliseconds, and an import (~0.1 s) cannot be interrupted for it."""
-WARM_NAME = "warm"
-"""The folder beside the control socket that holds the warm packages' sources (one folder per
-package, its modules), laid out by the host (agent/sandbox/docker/launch.py)."""
+WARM_NAME = "warm.json"
+"""The file beside the control socket that holds the warm packages' sources ({package: {module
+file: source}}), written by the host (agent/sandbox/docker/launch.py): one file, so that the
+host removes the control directory in a few system calls once PID 1 has connected."""
+WARM_ORIGIN = "warm"
+"""The folder (beside the control socket; it does not exist) the warm modules' __file__ name."""
 WARM_PREFIX = "warm:"
 IPC_RMID = 0
 PR_SET_DUMPABLE = 4
@@ -214,27 +217,25 @@ def settle(warm: dict[str, dict[str, bytes]], loaded: list[str]) -> None:
 # --------------------------------------------------------------------------- warm packages
 
 
-def read_warm(directory: str) -> dict[str, dict[str, bytes]]:
-    """The warm packages' sources under `directory`: package -> module file -> bytes."""
+def read_warm(path: str) -> dict[str, dict[str, bytes]]:
+    """The warm packages' sources in the file at `path`: package -> module file -> bytes (none
+    when it is missing or unreadable: PID 1 goes on without, commands import their own)."""
     packages: dict[str, dict[str, bytes]] = {}
     try:
-        names = sorted(os.listdir(directory))
-    except OSError:
+        with open(path, encoding="utf-8") as handle:
+            found = json.load(handle)
+    except (OSError, ValueError):
         return packages
-    for package in names:
-        folder = os.path.join(directory, package)
-        files = {}
-        try:
-            if not package.isidentifier() or not os.path.isdir(folder):
-                continue
-            for name in sorted(os.listdir(folder)):
-                if name.endswith(".py") and name[:-3].isidentifier():
-                    with open(os.path.join(folder, name), "rb") as handle:
-                        files[name] = handle.read()
-        except OSError:
-            continue  # unreadable: without it (the command then imports its own copy)
-        if "__init__.py" in files:
-            packages[package] = files
+    for package, files in (found.items() if isinstance(found, dict) else ()):
+        if not isinstance(package, str) or not package.isidentifier():
+            continue
+        if not isinstance(files, dict) or not isinstance(files.get("__init__.py"), str):
+            continue
+        packages[package] = {
+            name: text.encode("utf-8") for name, text in sorted(files.items())
+            if isinstance(name, str) and isinstance(text, str) and name.endswith(".py")
+            and name[:-3].isidentifier()
+        }
     return packages
 
 
@@ -651,8 +652,8 @@ def main(args: list[str]) -> None:
     os.chdir("/")
     sys.path[:] = [p for p in sys.path if p not in ("", ".")]
     _set_dumpable(False)
-    origin = os.path.join(os.path.dirname(args[-1]), WARM_NAME)
-    warm = read_warm(origin)  # before connecting: the host removes the folder after
+    origin = os.path.join(os.path.dirname(args[-1]), WARM_ORIGIN)
+    warm = read_warm(os.path.join(os.path.dirname(args[-1]), WARM_NAME))  # before connecting
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(args[-1])
     base_env = dict(os.environ)

@@ -96,14 +96,14 @@ def test_the_folder_comparison_is_exact(tmp_path: Path) -> None:
 
 
 def test_sources_are_read_and_imported_from_memory(tmp_path: Path) -> None:
-    for name, text in SOURCES.items():
-        (tmp_path / PACKAGE).mkdir(exist_ok=True)
-        (tmp_path / PACKAGE / name).write_text(text)
-    (tmp_path / PACKAGE / "notes.txt").write_text("not a module")
-    (tmp_path / "loose.py").write_text("")
-    found = zygote.read_warm(str(tmp_path))
+    import json
+
+    path = tmp_path / "warm.json"
+    path.write_text(json.dumps({PACKAGE: {**SOURCES, "notes.txt": "not a module"},
+                                "not-a-name": SOURCES, "_ooda_no_init": {"a.py": ""}}))
+    found = zygote.read_warm(str(path))
     assert found == {PACKAGE: {n: t.encode() for n, t in SOURCES.items()}}
-    (tmp_path / PACKAGE / "mod.py").write_text('VALUE = "disk"\n')  # read already: not used
+    path.write_text("{}")  # read already: not used
     import sys
 
     try:
@@ -160,10 +160,9 @@ def test_guarded_runs_use_the_guard_held_warm(tmp_path: Path) -> None:
         box.close()
 
 
-def test_an_unreadable_package_is_left_out(tmp_path: Path) -> None:
-    (tmp_path / PACKAGE).mkdir()
-    (tmp_path / PACKAGE / "__init__.py").write_text("")
-    (tmp_path / "_ooda_other").mkdir()
-    (tmp_path / "_ooda_other" / "__init__.py").mkdir()  # a folder where a module should be
-    assert zygote.read_warm(str(tmp_path)) == {PACKAGE: {"__init__.py": b""}}
-    assert zygote.read_warm(str(tmp_path / "missing")) == {}
+def test_an_unreadable_or_odd_file_gives_no_package(tmp_path: Path) -> None:
+    path = tmp_path / "warm.json"
+    assert zygote.read_warm(str(path)) == {}  # missing
+    for text in ("not json", "[1, 2]", '{"_ooda_x": {"__init__.py": 1}}', '{"_ooda_x": []}'):
+        path.write_text(text)
+        assert zygote.read_warm(str(path)) == {}
