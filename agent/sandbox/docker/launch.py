@@ -53,15 +53,18 @@ def connect(timeout_s: float = 300.0) -> Any:
     try:
         import docker  # the SDK: ~120 ms, only when a Docker sandbox is wanted
 
+        def answering(version: str | None) -> Any:
+            client = docker.from_env(timeout=int(timeout_s), max_pool_size=64, version=version)
+            client.ping()
+            return client
+
+        known = _api_versions.pop(host, None)
         try:
-            client = docker.from_env(timeout=int(timeout_s), max_pool_size=64,
-                                     version=_api_versions.get(host))
-            client.ping()
+            client = answering(known)
         except Exception:
-            if _api_versions.pop(host, None) is None:
+            if known is None:
                 raise
-            client = docker.from_env(timeout=int(timeout_s), max_pool_size=64)  # asks again
-            client.ping()
+            client = answering(None)  # the engine refused the remembered version: ask it
         _api_versions[host] = client.api.api_version
     except Exception as exc:  # docker raises DockerException, requests errors, OSError...
         raise InfraError(

@@ -330,7 +330,7 @@ def wanted_tools(argv: list[str], pending: list[str]) -> list[str]:
 
 def fast_target(
     argv: list[str], env: dict[str, str], base_env: dict[str, str], loaded: list[str], cwd: str,
-    warm: dict[str, dict[str, bytes]] | None = None,
+    warm: dict[str, dict[str, bytes]],
 ) -> tuple[str, str, list[str], bool, bool, list[str]] | None:
     """How to run argv in-process: (kind "module"|"script", the module or script, its
     arguments, no_user_site (-s), safe_path (-P: nothing prepended to sys.path), the warm
@@ -383,7 +383,7 @@ def fast_target(
             module = _module_name(directory, name)
             if module is None or module not in sys.modules:
                 continue
-            held = (warm or {}).get(module) if WARM_PREFIX + module in loaded else None
+            held = warm.get(module) if WARM_PREFIX + module in loaded else None
             if held is None or not same_package(os.path.join(directory, name), held):
                 return None  # a workspace module would shadow one already loaded
             beside.append(module)
