@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ooda.agent.app.evaluate.harness_report import instance_report, run_report
+from ooda.agent.app.evaluate.lock import evaluation_lock
 from ooda.agent.app.evaluate.options import EvalOptions
 from ooda.agent.app.evaluate.refs import TaskRef, load_refs
 from ooda.agent.contracts.errors import InfraError, UsageError
@@ -126,7 +127,14 @@ def judge_predictions(options: EvalOptions, predictions_file: Path,
     predictions = {p.instance_id: p for p in read_predictions(predictions_file)}
     eval_id = options.eval_id or f"{predictions_file.stem}-harness"
     eval_dir = options.run.runs_dir / eval_id
-    eval_dir.mkdir(parents=True, exist_ok=True)
+    with evaluation_lock(eval_dir, eval_id):
+        return _judge_all(options, predictions, eval_id, eval_dir, backend_for, report)
+
+
+def _judge_all(options: EvalOptions, predictions: dict[str, Prediction], eval_id: str,
+               eval_dir: Path, backend_for: Callable[[], SandboxBackend],
+               report: Callable[[Judgement], None]) -> PredictionsOutcome:
+    """`judge_predictions` with the directory's lock held."""
     refs = load_refs(options, eval_dir / ".work")
     ids = {r.id for r in refs}
     chosen = [r for r in refs if r.id in predictions]

@@ -35,6 +35,7 @@ from rich.console import Console
 
 from ooda.agent.app.eval_progress import EvalProgress
 from ooda.agent.app.evaluate import ray_executor
+from ooda.agent.app.evaluate.lock import LOCK_FILE, evaluation_lock
 from ooda.agent.app.evaluate.options import (
     EVAL_FILE,
     RESULTS_FILE,
@@ -137,6 +138,17 @@ def evaluate(
         ray_executor.check_available()
     eval_id = options.eval_id or default_eval_id(options)
     eval_dir = options.run.runs_dir / eval_id
+    console = console or Console(stderr=True, soft_wrap=True)
+    with evaluation_lock(eval_dir, eval_id, lambda line: console.print(f"ooda: {line}")):
+        return _evaluate(options, eval_id, eval_dir, console, show_progress, run_one, backend,
+                         model, prestarted, timeline)
+
+
+def _evaluate(options: EvalOptions, eval_id: str, eval_dir: Path, console: Console,
+              show_progress: bool, run_one: RunOne | None, backend: SandboxBackend | None,
+              model: Model | None, prestarted: Prestarted | None,
+              timeline: Timeline) -> EvalOutcome:
+    """`evaluate` with the directory's lock held."""
     with timeline.span("task"):
         refs = load_refs(options, eval_dir / WORK_DIR)
     _check_model_inputs(options, refs)
@@ -145,7 +157,6 @@ def evaluate(
     todo = [r for r in refs if r.id not in results]
     if run_one is None:
         run_one = functools.partial(run_task, prestarted=prestarted)
-    console = console or Console(stderr=True, soft_wrap=True)
     task_options = options.run.replace(
         runs_dir=eval_dir / TASKS_DIR, concurrency=options.model_requests(),
         retry_failed_environments=options.retry_errors,
@@ -270,7 +281,7 @@ def _check_dir(
         (eval_dir / TASKS_DIR).is_dir() and any((eval_dir / TASKS_DIR).iterdir())
     )
     occupied = started or (
-        eval_dir.is_dir() and any(p.name != EVAL_FILE and p.name != TASKS_DIR
+        eval_dir.is_dir() and any(p.name not in (EVAL_FILE, TASKS_DIR, LOCK_FILE)
                                   for p in eval_dir.iterdir())
     )
     if occupied and not options.resume:

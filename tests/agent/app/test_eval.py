@@ -6,6 +6,7 @@ built from a tiny local git repository."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import re
@@ -20,8 +21,10 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
+from rich.console import Console
 
 from ooda.agent.app import evaluate as ev
+from ooda.agent.app.evaluate.lock import holder as holder_of
 from ooda.agent.app.run import RunOptions
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.core.records import RunSummary
@@ -233,6 +236,94 @@ def test_existing_eval_needs_resume(tmp_path: Path) -> None:
     assert again.calls == [] and out.skipped == 2 and out.summary["resolved"] == 2
     # the earlier invocations' phases are kept: they still add up to the whole wall time
     assert sum(out.summary["phases"].values()) == pytest.approx(out.summary["wall_s"], abs=0.02)
+
+
+def test_a_second_invocation_of_a_running_evaluation_is_refused(tmp_path: Path) -> None:
+    """Issue 40 #1: two `--resume` of one evaluation at once wrote one results.jsonl twice;
+    the second is refused while the first runs (exit 2), and runs once the first is done."""
+    taskset = make_taskset(tmp_path / "set", ["a", "b"])
+    first = FakeRunner({"a": "hang"})
+    outcome: list[ev.EvalOutcome] = []
+    thread = threading.Thread(target=lambda: outcome.append(
+        run_fake(options(taskset, tmp_path / "runs", concurrency=2), first)))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while "a" not in first.calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        second = FakeRunner()
+        with pytest.raises(UsageError, match=rf"is being run by pid {os.getpid()} on \S+"):
+            run_fake(options(taskset, tmp_path / "runs", concurrency=2, resume=True), second)
+        assert second.calls == []
+    finally:
+        first.release.set()
+        thread.join(20)
+    assert outcome and outcome[0].summary["total"] == 2
+    again = FakeRunner()
+    out = run_fake(options(taskset, tmp_path / "runs", resume=True), again)
+    assert again.calls == [] and out.skipped == 2
+    assert len(lines(out.eval_dir / "results.jsonl")) == 2
+    assert not (out.eval_dir / ev.LOCK_FILE).exists()
+
+
+def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path: Path) -> None:
+    taskset = make_taskset(tmp_path / "set", ["a"])
+    opts = options(taskset, tmp_path / "runs")
+    eval_dir = tmp_path / "runs" / ev.default_eval_id(opts)
+    eval_dir.mkdir(parents=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    (eval_dir / ev.LOCK_FILE).write_text(json.dumps({"pid": int(dead.stdout), "host": "h"}))
+    console = Console(file=io.StringIO(), width=200)
+    out = ev.evaluate(opts, show_progress=False, run_one=FakeRunner(), backend=FakeBackend(),
+                      model=SimpleNamespace(name="fake-model"),  # type: ignore[arg-type]
+                      console=console)
+    assert out.summary["resolved"] == 1
+    said = console.file.getvalue()  # type: ignore[attr-defined]
+    assert (f"ooda: taking over the lock of pid {int(dead.stdout)} on h, which is no longer "
+            "running") in said
+
+
+def test_the_command_line_names_the_process_that_holds_the_evaluation(tmp_path: Path) -> None:
+    """A second `ooda eval --resume` while another process runs it: exit 2, one line naming
+    the holder; once the holder is killed (SIGKILL: its lock is stale), the lock is free."""
+    taskset = make_taskset(tmp_path / "set", ["a"])
+    runs = tmp_path / "runs"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
+         "from ooda.agent.app.evaluate.lock import evaluation_lock\n"
+         "with evaluation_lock(Path(sys.argv[1]), 'x'):\n"
+         "    print('held', flush=True); time.sleep(60)", str(runs / "e1")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        cmd = ooda("eval", str(taskset), "--model", "gold", "--runs-dir", str(runs),
+                   "--eval-id", "e1", "--resume")
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert re.fullmatch(rf"ooda: error: evaluation e1 is being run by pid {holder.pid} on "
+                            r"\S+ since \S+Z: wait for it to finish, or stop it first "
+                            r"\(its results stay; then --resume\)\n", done.stderr), done.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    assert holder_of(runs / "e1") is None
+
+
+def test_a_missing_sandbox_leaves_no_directory_behind(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock makes the directory; an evaluation that cannot start removes it again."""
+    taskset = make_taskset(tmp_path / "set", ["a"])
+    opts = options(taskset, tmp_path / "runs")
+
+    def no_sandbox(*_a: Any, **_k: Any) -> Any:
+        raise InfraError("no sandbox here")
+
+    monkeypatch.setattr("ooda.agent.app.evaluate.run.open_backend", no_sandbox)
+    with pytest.raises(InfraError, match="no sandbox"):
+        ev.evaluate(opts, show_progress=False, run_one=FakeRunner(),
+                    model=SimpleNamespace(name="fake-model"))  # type: ignore[arg-type]
+    assert not (tmp_path / "runs" / ev.default_eval_id(opts)).exists()
 
 
 def test_resume_tolerates_torn_line_and_duplicates(tmp_path: Path) -> None:
