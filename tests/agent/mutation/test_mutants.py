@@ -1,0 +1,42 @@
+"""Ranking mutants (agent/mutation/mutants.py): suspiciousness times operator weight, one per
+resulting file, pairs after singles and never overlapping."""
+
+from __future__ import annotations
+
+import ast
+
+from ooda.agent.mutation.localise import Suspect
+from ooda.agent.mutation.mutants import pairs, single_mutants
+
+FILES = {
+    "m.py": "def mid(a, lo, hi):\n    m = (lo + hi) // 2\n    if a[m] == 0:\n        return m\n"
+            "    return -1\n",
+}
+
+
+def read(path: str) -> str | None:
+    return FILES.get(path)
+
+
+def test_singles_follow_the_suspects_and_are_distinct() -> None:
+    singles = single_mutants([Suspect("m.py", 3, 1.0), Suspect("m.py", 2, 0.5)], read)
+    results = [m.files(read)["m.py"] for m in singles]
+    assert len(results) == len(set(results))
+    assert singles[0].mutations[0].line == 3 and singles[0].mutations[0].operator == "comparison"
+    ranks = [m.rank for m in singles]
+    assert ranks == sorted(ranks, reverse=True)
+    assert all(m.mutations[0].line in (2, 3) for m in singles)
+    assert single_mutants([Suspect("gone.py", 1, 1.0)], read) == []
+
+
+def test_pairs_combine_two_singles_without_overlap() -> None:
+    singles = single_mutants([Suspect("m.py", 2, 1.0), Suspect("m.py", 3, 1.0)], read)
+    found = list(pairs(singles, read, pool=10))
+    assert found and all(len(p.mutations) == 2 for p in found)
+    texts = [p.files(read)["m.py"] for p in found]
+    assert len(texts) == len(set(texts))
+    for text in texts:
+        ast.parse(text)
+    first = found[0].mutations
+    assert {first[0].change.start, first[1].change.start} != {first[0].change.start}
+    assert "m.py:2:" in found[0].description or "m.py:3:" in found[0].description
