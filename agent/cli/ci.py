@@ -84,6 +84,13 @@ def ci(
         Path | None,
         typer.Option("--requirements", help="requirements.txt the tests need in the sandbox."),
     ] = None,
+    base: Annotated[
+        str | None,
+        typer.Option("--base", metavar="REV",
+                     help="The pull request's base commit: with --junit, reported failures "
+                     "that fail there too are set apart (default: the event's base, or a "
+                     "merge checkout's first parent)."),
+    ] = None,
 ) -> None:
     """Suggest a verified fix for a failing CI job (and post it to the pull request)."""
     from ooda.agent.app.ci.outcome import CiOptions
@@ -104,6 +111,7 @@ def ci(
         push_branch=push_branch,
         task_id=task_id,
         requirements=requirements,
+        base=base,
     )
     run_options = RunOptions(
         model=model, loop=loop, escalation=escalation, sandbox=sandbox, environment=environment,

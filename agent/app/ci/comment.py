@@ -18,6 +18,7 @@ from ooda.agent.app.ci.outcome import (
     COMMENT_ATTEMPTS,
     COMMENT_DIFF_CHARS,
     COMMENT_TESTS,
+    FailedTest,
     FailureReport,
 )
 from ooda.agent.contracts.protocols import CASCADE_ORDER
@@ -99,29 +100,42 @@ def review_comments(suggestions: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def render_comment(
     report: FailureReport,
-    result: RunResult,
+    result: RunResult | None,
     *,
     branch: str | None = None,
     run_dir: Path | None = None,
 ) -> str:
-    """comment.md: what failed, then the verified fix or what was tried."""
-    summary = result.summary
+    """comment.md: what failed (the pull request's failures apart from those that fail on its
+    base too), then the verified fix or what was tried (`result` None: nothing was run)."""
     lines = [COMMENT_MARKER]
-    if result.winner is not None:
-        lines.append("### ooda: suggested fix for the failing tests (verified)")
+    own = "the pull request's failing tests" if report.base_rev else "the failing tests"
+    if result is None:
+        lines.append("### ooda: every failing test fails before this pull request too")
+    elif result.winner is not None:
+        lines.append(f"### ooda: suggested fix for {own} (verified)")
     else:
-        lines.append("### ooda: no verified fix for the failing tests")
+        lines.append(f"### ooda: no verified fix for {own}")
     if report.fail_to_pass:
-        lines += ["", f"**What failed** ({len(report.fail_to_pass)} test(s), "
+        what = "What this pull request broke" if report.base_rev else "What failed"
+        lines += ["", f"**{what}** ({len(report.fail_to_pass)} test(s), "
                       f"from {report.source}):"]
-    else:
+    elif result is not None:
         lines += ["", f"**What failed**: {report.source} (no per-test report)."]
-    for failure in report.failures[:COMMENT_TESTS]:
-        first = _headline(failure.message)
-        lines.append(f"- `{failure.test_id}`" + (f": {_inline(first, 160)}" if first else ""))
-    if len(report.failures) > COMMENT_TESTS:
-        lines.append(f"- ... and {len(report.failures) - COMMENT_TESTS} more")
+    lines += _failure_lines(report.failures)
+    if report.failing_before:
+        lines += ["", f"**Failing before this pull request too** "
+                      f"({len(report.failing_before)} test(s): they fail on its base "
+                      f"`{report.base_rev}` as well, so they are likely unrelated; "
+                      "not the fix's job, and left failing by it):"]
+        lines += _failure_lines(report.failing_before)
+    elif report.base_note and result is not None:
+        lines += ["", f"(Every reported failure is the fix's job: {_inline(report.base_note, 200)}"
+                      ".)"]
     lines.append("")
+    if result is None:
+        text = printable("\n".join(lines) + "\n")
+        return text if len(text) <= MAX_COMMENT_CHARS else text[: MAX_COMMENT_CHARS - 40] + "\n...\n"
+    summary = result.summary
     stats = (
         f"{summary.attempts} attempt(s) in "
         f"{result.rounds_used} round(s), {summary.wall_s:.1f} s, "
@@ -137,6 +151,12 @@ def render_comment(
         fence = _fence(patch)
         lines += ["", f"{fence}diff", patch.rstrip("\n"), fence, ""]
         lines.append(f"Found by attempt `{winner.attempt_id}` (round {winner.round}): {stats}.")
+        if report.failing_before:
+            left = ", ".join(f"`{f.test_id}`" for f in report.failing_before[:COMMENT_TESTS])
+            lines.append(f"It repairs this pull request's failures and breaks no passing test; "
+                         f"it leaves failing {left}"
+                         + (" and more" if len(report.failing_before) > COMMENT_TESTS else "")
+                         + " (failing on the base too).")
         if branch:
             lines.append(f"The fix is pushed as branch `{branch}`.")
         else:
@@ -156,6 +176,16 @@ def render_comment(
         lines += ["", f"<sub>ooda run `{run_dir.name}`</sub>"]
     text = printable("\n".join(lines) + "\n")  # candidate text: no terminal escapes
     return text if len(text) <= MAX_COMMENT_CHARS else text[: MAX_COMMENT_CHARS - 40] + "\n...\n"
+
+
+def _failure_lines(failures: list[FailedTest]) -> list[str]:
+    lines = []
+    for failure in failures[:COMMENT_TESTS]:
+        first = _headline(failure.message)
+        lines.append(f"- `{failure.test_id}`" + (f": {_inline(first, 160)}" if first else ""))
+    if len(failures) > COMMENT_TESTS:
+        lines.append(f"- ... and {len(failures) - COMMENT_TESTS} more")
+    return lines
 
 
 def _headline(message: str) -> str:

@@ -60,6 +60,8 @@ class PullRequestEvent:
     body: str | None = None
     head_sha: str | None = None
     head_branch: str | None = None
+    base_sha: str | None = None
+    """The commit the pull request is based on (a `pull_request` event's `base.sha`)."""
 
 
 def read_event(path: Path | None, event_name: str | None = None) -> PullRequestEvent:
@@ -78,6 +80,8 @@ def read_event(path: Path | None, event_name: str | None = None) -> PullRequestE
     if isinstance(pr, dict):
         head = pr.get("head")
         head = head if isinstance(head, dict) else {}
+        base = pr.get("base")
+        base = base if isinstance(base, dict) else {}
         return PullRequestEvent(
             name=event_name or "pull_request",
             number=_int(pr.get("number", data.get("number"))),
@@ -85,6 +89,7 @@ def read_event(path: Path | None, event_name: str | None = None) -> PullRequestE
             body=_str(pr.get("body")),
             head_sha=_str(head.get("sha")),
             head_branch=_str(head.get("ref")),
+            base_sha=_str(base.get("sha")),
         )
     run = data.get("workflow_run")
     if isinstance(run, dict):

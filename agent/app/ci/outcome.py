@@ -43,6 +43,9 @@ class CiOptions:
     task_id: str | None = None
     requirements: Path | None = None
     """Third-party packages the repository's tests need in the sandbox (requirements.txt)."""
+    base: str | None = None
+    """The pull request's base commit (`--base`; default: the event's, or a merge's first
+    parent): with --junit, the reported failures that fail there too are set apart."""
 
 
 @dataclass
@@ -62,6 +65,13 @@ class FailureReport:
     failures: list[FailedTest]
     source: str
     """Where it came from, for people: "JUnit report.xml" or "`python -m pytest -q`"."""
+    failing_before: list[FailedTest] = field(default_factory=list)
+    """Reported failures that fail on the pull request's base too (agent/app/ci/earlier.py):
+    not the fix's job, and left failing by it."""
+    base_rev: str | None = None
+    """The base commit they were run on (short sha)."""
+    base_note: str = ""
+    """Why the reported failures could not be split (no base commit to run them on)."""
 
 
 @dataclass

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ooda.agent.app.ci.comment import render_comment, review_comments, suggestions_from_patch
+from ooda.agent.app.ci.earlier import check_base, split
 from ooda.agent.app.ci.github import (
     BRANCH_PREFIX,
     GitHubClient,
@@ -118,6 +119,19 @@ def run_ci(
             report = parse_junit(ci.junit, repo)
             if not report.fail_to_pass:
                 raise UsageError(f"no failing test in {report.source}: nothing to fix")
+            check = check_base(repo, ci.base, event, report, run_options, the_backend,
+                               ci.requirements, say)
+            report = split(report, check)
+            if not report.fail_to_pass:
+                reason = (f"every reported failure ({len(report.failing_before)}) fails on the "
+                          f"base {check.rev} too, before this pull request: none is its own")
+                comment = render_comment(report, None, run_dir=None)
+                write_atomic(ci.out / "comment.md", comment)
+                outcome = CiOutcome("skipped", reason, {}, ci.out, comment, [], skipped=reason)
+                if target is not None:
+                    _post(target, ci, event, repo, outcome, say)
+                write_json_atomic(ci.out / "result.json", outcome.as_json())
+                return outcome
             plan = draft(build_statement(report, event, ci.test_cmd), report)
             _say_environment(plan, say)
             result, log = run_task_fn(plan.task, run_options, console=console,

@@ -520,3 +520,93 @@ def test_e2e_junit_posts_to_github(repo: Path, tmp_path: Path, endpoint: str,
         assert len(gh.state.reviews) == 1
     assert sh(repo, "git", "status", "--porcelain") == "" and snapshot(repo) == before
 
+
+
+def pr_repo(tmp_path: Path) -> Path:
+    """A project whose main branch already has one failing test (it needs a service), and a
+    pull request on branch `feature` that breaks add()."""
+    root = tmp_path / "calcproj"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text(BUGGY.replace("a - b", "a + b"))
+    (root / "conftest.py").write_text("")
+    (root / "tests" / "test_calc.py").write_text(TESTS)
+    (root / "tests" / "test_service.py").write_text(
+        "def test_needs_the_database() -> None:\n"
+        "    raise ConnectionError('no database at db:5432')\n")
+    sh(root, "git", "init", "-q", "-b", "main")
+    sh(root, "git", "add", ".")
+    sh(root, "git", "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "main")
+    sh(root, "git", "checkout", "-q", "-b", "feature")
+    (root / "calc.py").write_text(BUGGY)
+    sh(root, "git", "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qam", "the PR")
+    return root
+
+
+SERVICE = "tests/test_service.py::test_needs_the_database"
+
+
+def test_find_base_from_option_event_or_merge_checkout(tmp_path: Path) -> None:
+    from ooda.agent.app.ci.earlier import find_base
+
+    root = pr_repo(tmp_path)
+    main = sh(root, "git", "rev-parse", "main").strip()
+    assert find_base(root, "main", PullRequestEvent()) == (main, "")
+    with pytest.raises(UsageError, match="--base nope: no such commit"):
+        find_base(root, "nope", PullRequestEvent())
+    assert find_base(root, None, PullRequestEvent(base_sha=main)) == (main, "")
+    sha, why = find_base(root, None, PullRequestEvent())
+    assert sha is None and "--base REV" in why
+    sha, why = find_base(root, None, PullRequestEvent(base_sha="f" * 40))
+    assert sha is None and "could not be fetched" in why
+    # GitHub's refs/pull/N/merge checkout: HEAD merges the PR into the base
+    sh(root, "git", "checkout", "-q", "main")
+    sh(root, "git", "-c", "user.name=t", "-c", "user.email=t@e", "merge", "-q", "--no-ff",
+       "-m", "merge", "feature")
+    assert find_base(root, None, PullRequestEvent()) == (main, "")
+
+
+def test_comment_sets_apart_failures_that_fail_on_the_base_too(tmp_path: Path) -> None:
+    from ooda.agent.app.ci.earlier import BaseCheck, split
+
+    report = FailureReport([F2P, SERVICE], [P2P],
+                           [FailedTest(F2P, "E  assert -1 == 5"),
+                            FailedTest(SERVICE, "E  ConnectionError: no database")], "JUnit r.xml")
+    own = split(report, BaseCheck(rev="abc123", earlier=(SERVICE,)))
+    assert own.fail_to_pass == [F2P] and own.pass_to_pass == [P2P]
+    text = render_comment(own, fake_result(True, tmp_path / "r"))
+    assert "suggested fix for the pull request's failing tests (verified)" in text
+    assert "**What this pull request broke** (1 test(s), from JUnit r.xml):" in text
+    assert ("**Failing before this pull request too** (1 test(s): they fail on its base "
+            "`abc123` as well") in text
+    assert f"it leaves failing `{SERVICE}` (failing on the base too)" in text
+    unsplit = split(report, BaseCheck(note="no base commit known (give --base REV)"))
+    assert unsplit.fail_to_pass == [F2P, SERVICE]
+    assert "(Every reported failure is the fix's job: no base commit known" in \
+        render_comment(unsplit, fake_result(False, tmp_path / "r"))
+
+
+@pytest.mark.slow
+def test_e2e_junit_fixes_the_pull_requests_failure_and_names_what_it_leaves_failing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40 #2: a report with the PR's failure and one that fails on main already. The
+    base run sets the second apart: the fix repairs the PR's, breaks nothing, and the comment
+    names what it leaves failing (before: every failure was must-pass, "no verified fix")."""
+    from ooda.agent.models.server import ReplayServer
+
+    repo = pr_repo(tmp_path)
+    junit = junit_of(repo, tmp_path / "report.xml")
+    script = tmp_path / "replay.jsonl"
+    script.write_text(json.dumps({"task": repo.name, "answer": FIX, "round": 1}) + "\n")
+    monkeypatch.setenv("OPENAI_API_KEY", "ooda-local")
+    with ReplayServer([script], models=["fast-model"]) as server:
+        args = [*e2e_args(repo, tmp_path, server.start()), "--junit", str(junit),
+                "--base", "main", "--json"]
+        code, out, err = invoke(args, capsys, monkeypatch)
+    assert code == 0, err
+    assert json.loads(out)["status"] == "passed"
+    assert "reported failing test(s) on the base" in err
+    comment = (tmp_path / "out" / "comment.md").read_text()
+    assert "**What this pull request broke** (1 test(s)" in comment
+    assert f"it leaves failing `{SERVICE}`" in comment
+    assert "return a + b" in (tmp_path / "out" / "suggestion.diff").read_text()
