@@ -1,11 +1,13 @@
 """What a traced run of the tests on the unpatched code found, per test: the lines of the
 repository each one ran and, for one that failed, where its traceback passed. Made by
-verifiers/coverage (in the sandbox), read by agent/mutation's fault localisation."""
+verifiers/coverage (in the sandbox), asked for through `TracesBase` (the task verifier of
+agent/verify), read by agent/mutation's fault localisation."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -38,3 +40,26 @@ class Spectrum:
     note: str = ""
     """Why it is incomplete or empty, one line."""
     duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class BaseTrace:
+    """What fault localisation starts from: the traced run, and what the base check knew."""
+
+    spectrum: Spectrum
+    editable: Callable[[str], bool] = lambda path: True
+    """Whether a candidate may change the file at this repository-relative path (not a test,
+    nothing the edit policy protects)."""
+    passing: tuple[str, ...] = ()
+    """The tests that pass on the unpatched code."""
+    failure_text: str = ""
+    """What the failing tests said on the unpatched code (read for frames without a spectrum)."""
+
+
+@runtime_checkable
+class TracesBase(Protocol):
+    """A verifier that can trace its task's tests on the unpatched code (agent/verify)."""
+
+    def trace_base(self, *, deadline: float | None = None) -> BaseTrace:
+        """The traced run of the plan's tests on the unpatched code, cut at `deadline`."""
+        ...

@@ -42,9 +42,11 @@ from ooda.agent.contracts.protocols import (
     Verifier,
     VerifierResult,
 )
+from ooda.agent.contracts.spectrum import BaseTrace
 from ooda.agent.sandbox import warm as warm_packages
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.support import fstree
+from ooda.agent.verify import base_trace
 from ooda.agent.verify.baselines import Baselines
 from ooda.agent.verify.blind import BlindChecks
 from ooda.agent.verify.environment import EnvironmentBackend, PreparedEnv, prepare_environment
@@ -398,6 +400,11 @@ class TaskVerifier:
             whole_files=plan.tests.whole_files, timeout_s=timeout_s or plan.stages.timeout_s,
             pre_test=plan.pre_test)
         return self.baselines.run_tests(request)
+
+    def trace_base(self, *, deadline: float | None = None) -> BaseTrace:
+        """The plan's tests traced on the unpatched code, for fault localisation (the
+        TracesBase protocol; agent/verify/base_trace.py)."""
+        return base_trace.trace_base(self, deadline=deadline)
 
     def run_base_tests(
         self, ids_or_cmd: list[str] | str | None = None, *, timeout_s: float | None = None

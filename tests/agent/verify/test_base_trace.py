@@ -1,0 +1,46 @@
+"""The task verifier's traced run of the base (agent/verify/base_trace.py): the median example's
+bug is the first suspect, the tests are not editable, and the hidden tests' files neither."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ooda.agent.contracts.spectrum import TracesBase
+from ooda.agent.mutation.localise import localise
+from ooda.agent.sandbox.local import LocalBackend
+from ooda.agent.verify.prepare import make_plan
+from ooda.agent.verify.verifier import TaskVerifier
+from ooda.tasks.loader import load_task
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "tasks" / "examples"
+
+
+def first_suspects(backend: Any, tmp_path: Path) -> list[tuple[str, int]]:
+    shutil.copytree(EXAMPLES / "median", tmp_path / "median")
+    task = load_task(tmp_path / "median")
+    _, verifier = make_plan(task, lambda p: TaskVerifier(p, backend, tmp_path / "work"))
+    try:
+        assert isinstance(verifier, TracesBase)
+        trace = verifier.trace_base(deadline=time.monotonic() + 120)
+    finally:
+        verifier.close()
+    assert trace.spectrum.complete, trace.spectrum.note
+    assert trace.editable("median.py") and not trace.editable("tests/test_median.py")
+    assert not trace.editable("conftest.py") and not trace.editable("README.md")
+    assert "tests/test_median.py::test_odd_length" in trace.passing
+    ranked = localise(trace.spectrum, trace.editable, passing_ids=trace.passing)
+    return [(s.path, s.line) for s in ranked]
+
+
+def test_the_median_bug_is_the_first_suspect_locally(tmp_path: Path) -> None:
+    assert first_suspects(LocalBackend(), tmp_path)[0] == ("median.py", 14)
+
+
+@pytest.mark.docker
+def test_the_median_bug_is_the_first_suspect_in_docker(docker: Any, tmp_path: Path) -> None:
+    assert first_suspects(docker, tmp_path)[0] == ("median.py", 14)
