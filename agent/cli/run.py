@@ -4,6 +4,7 @@ prints the result, applies the winning patch with --apply."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -20,7 +21,7 @@ from ooda.agent.cli.options import (
     grouped,
     is_quiet,
 )
-from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.options import (
     EnvironmentOptions,
     EscalationOptions,
@@ -65,7 +66,8 @@ def run(
     from ooda.agent.cli.console import make_console
     from ooda.agent.support.exits import after_output
     from ooda.agent.support.phases import Timeline
-    from ooda.agent.verify.workspace import apply_patch
+    from ooda.agent.support.text import one_line
+    from ooda.agent.verify.workspace import PatchError, apply_patch
 
     timeline = Timeline()  # run.json's phases: from this process's (or its client's) start
     timeline.until_now("startup")
@@ -81,6 +83,8 @@ def run(
     _check_plain_model(path, model.name, model.base_url)
     with timeline.span("task"):
         task = _task(path, statement, test_cmd, fail_to_pass, pass_to_pass)
+    if apply:  # before any budget is spent: a fix that cannot be written is no use here
+        _check_writable(task.repo)
     options = RunOptions(model=model, loop=loop, escalation=escalation, sandbox=sandbox,
                          environment=environment, stages=stages, runs_dir=runs_dir).checked()
     console = make_console()
@@ -98,10 +102,16 @@ def run(
             console.print(f"The partial run (run.json, attempts.jsonl, each attempt's logs) "
                           f"is in {markup_safe(str(exc.args[0]))}", highlight=False)
         raise
+    not_applied = None
     if apply and result.winner is not None:
-        apply_patch(task.repo, result.winner.patch)
+        try:
+            apply_patch(task.repo, result.winner.patch)
+        except (PatchError, OSError) as exc:  # the repository changed, or a file is read-only
+            not_applied = one_line(exc)
     summary = {**result.summary.to_json(), "run_dir": str(log.dir),
-               "applied": bool(apply and result.winner)}
+               "applied": bool(apply and result.winner and not not_applied)}
+    if not_applied:
+        summary["apply_error"] = not_applied
     if json_out:
         print(json.dumps(summary, indent=2))
     else:
@@ -109,9 +119,27 @@ def run(
             console, result.summary, log.dir, result.winner.patch if result.winner else None,
             cost(result.summary.tokens.to_json(), model.price_prompt, model.price_completion),
         )
-        if apply and result.winner is not None:
-            console.print(f"Applied the winning patch to {task.repo}.")
+        if apply and result.winner is not None and not not_applied:
+            console.print(f"Applied the winning patch to {markup_safe(str(task.repo))}.",
+                          highlight=False)
+    if not_applied:
+        raise InfraError(f"passed; could not apply the fix to {task.repo} ({not_applied}); "
+                         f"the fix is in {log.dir / 'final.diff'}")
     raise SystemExit(0 if result.status == "passed" else 1 if result.status == "failed" else 3)
+
+
+def _check_writable(repo: Path) -> None:
+    """--apply writes the fix into `repo`: exit 2 now when it cannot (a read-only file
+    system, no permission), not after the budget was spent."""
+    try:
+        read_only = bool(os.statvfs(repo).f_flag & os.ST_RDONLY)
+    except OSError as exc:
+        raise UsageError(f"--apply: cannot inspect {repo}: {exc.strerror or exc}") from exc
+    why = "read-only file system" if read_only else (
+        None if os.access(repo, os.W_OK) else "permission denied")
+    if why:
+        raise UsageError(f"--apply: cannot write to {repo} ({why}): make it writable, or drop "
+                         "--apply (the fix is kept in the run directory's final.diff)")
 
 
 def _check_plain_model(path: Path, model: str | None, base_url: str | None) -> None:

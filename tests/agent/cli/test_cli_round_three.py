@@ -1,0 +1,83 @@
+"""Issue 40: what a new user hit on real projects, through the real command line: --apply on a
+read-only repository, a full disk, the crash log, ... (each test fails without its fix)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from cli_helpers import MEDIAN, ROOT
+
+GOLD = (MEDIAN / "gold.diff").read_text()
+
+
+def bwrap_works() -> bool:
+    if shutil.which("bwrap") is None:
+        return False
+    done = subprocess.run(["bwrap", "--dev-bind", "/", "/", "true"], capture_output=True)
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(not bwrap_works(), reason="needs bwrap for a read-only mount")
+def test_apply_on_a_read_only_repository_is_refused_before_the_run(tmp_path: Path) -> None:
+    """#3: before, a passing fix ended "internal error: PatchError", exit 3, after the whole
+    budget; now exit 2 at once, one line, nothing run."""
+    repo = tmp_path / "proj"
+    shutil.copytree(MEDIAN / "repo", repo)
+    done = subprocess.run(
+        ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(repo), str(repo),
+         sys.executable, "-m", "ooda.agent.cli", "run", str(repo), "--statement", "fix median",
+         "--test-cmd", "pytest -q", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--apply",
+         "--runs-dir", str(tmp_path / "runs")],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "OODA_DAEMON": "0", "HOME": str(tmp_path)})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (f"ooda: error: --apply: cannot write to {repo} (read-only file "
+                           "system): make it writable, or drop --apply (the fix is kept in the "
+                           "run directory's final.diff)\n")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_fix_that_cannot_be_applied_is_shown_and_said(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    """#3, the late case (one file read-only, or the repository changed during the run): the
+    result and the diff are printed, then one line saying where the fix is, exit 3."""
+    import ooda.agent.app.run as app_run
+    import ooda.agent.cli.app as cli
+    import ooda.agent.verify.workspace as workspace
+    from ooda.agent.core.records import RunSummary, Tokens
+
+    run_dir = tmp_path / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+
+    def fake_run(task: Any, options: Any, **_k: Any) -> tuple[Any, Any]:
+        summary = RunSummary("r1", task.id, "passed", "passed", model="m", attempts=1,
+                             wall_s=1.0, tokens=Tokens(10, 5))
+        winner = SimpleNamespace(patch=GOLD)
+        return SimpleNamespace(status="passed", winner=winner, summary=summary), \
+            SimpleNamespace(dir=run_dir)
+
+    def read_only(repo: Path, patch: str) -> list[str]:
+        raise workspace.PatchError("the patch does not apply: error: unable to write file "
+                                   "'median.py': Read-only file system", "does_not_apply")
+
+    monkeypatch.setattr(app_run, "run_task", fake_run)
+    monkeypatch.setattr(workspace, "apply_patch", read_only)
+    monkeypatch.setattr(sys, "argv", ["ooda", "run", str(MEDIAN), "--model", "gold", "--apply",
+                                      "-q"])
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    out, err = capsys.readouterr()
+    assert exc.value.code == 3
+    assert "+" in out + err and "median" in out + err  # the diff was shown
+    assert err.endswith(
+        f"ooda: error: passed; could not apply the fix to {MEDIAN / 'repo'} (the patch does not "
+        "apply: error: unable to write file 'median.py': Read-only file system); the fix is in "
+        f"{run_dir / 'final.diff'}\n")
