@@ -37,7 +37,7 @@ class RepoView:
 
     def read_base(self, path: str) -> str | None:
         """A file of the unpatched repository."""
-        return read_text(self.repo / path)
+        return read_text(self.repo / path, path)
 
     def reader_for(self, attempt: Attempt) -> Callable[[str], str | None]:
         """Reads files as `attempt` sees them: the original, with its parent's edits."""
@@ -124,9 +124,14 @@ def list_repo(root: Path) -> list[str]:
     return found
 
 
-def read_text(path: Path) -> str | None:
-    """A base file's text; None when it is missing or unreadable as UTF-8."""
+def read_text(path: Path, name: str | None = None) -> str | None:
+    """A base file's text; None when it is missing or unreadable; edits.NotEditable (an
+    EditError naming the file as `name`) when it is there but not UTF-8."""
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        data = path.read_bytes()
+    except OSError:
         return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise edits.NotEditable(name or path.name, data) from None

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from ooda.agent.edits.views import Views
 
 ReadFile = Callable[[str], str | None]
-"""Repo-relative path -> the file's current text, or None when there is no such file."""
+"""Repo-relative path -> the file's current text, or None when there is no such file; raises
+NotEditable for a file that exists but is not UTF-8 text."""
 ListFiles = Callable[[], list[str]]
 """The repository's files (repo-relative paths), for formats that must find a file."""
 
@@ -27,6 +28,30 @@ class EditError(Exception):
     def __init__(self, message: str, kind: str = "invalid") -> None:
         super().__init__(message)
         self.kind = kind
+
+
+class NotEditable(EditError):
+    """A file that exists but is not UTF-8 text (a PEP 263 `coding: latin-1` source, a
+    binary): ooda edits UTF-8 files only, as ruff reads them and Aider writes them by default,
+    so the model is told the file cannot be edited, never that it does not exist."""
+
+    def __init__(self, path: str, data: bytes) -> None:
+        super().__init__(f"{path} cannot be edited: {_encoding_of(data)}; ooda edits UTF-8 "
+                         "files only. Leave it as it is and make the fix elsewhere", "not_utf8")
+
+
+def _encoding_of(data: bytes) -> str:
+    """What `data` is, as Python's own reading of a source file (PEP 263) says it."""
+    import io
+    import tokenize
+
+    try:
+        declared, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError:
+        return "it is not UTF-8 text"
+    if declared not in ("utf-8", "utf-8-sig"):
+        return f"it is encoded in {declared} (its PEP 263 coding declaration)"
+    return "it is not UTF-8 text"
 
 
 @dataclass
