@@ -27,6 +27,7 @@ from ooda.agent.contracts.protocols import Verdict
 from ooda.agent.core.blind_select import JUDGED
 from ooda.agent.core.loop import INTERRUPTED, Attempt, RunResult
 from ooda.agent.core.runlog import RunLog
+from ooda.agent.core.sources import source_kind
 from ooda.agent.support.text import one_line
 from ooda.agent.verify.plan import TaskPlan
 from ooda.agent.verify.verifier import TaskVerifier
@@ -39,7 +40,7 @@ PROTOCOLS: tuple[Protocol, ...] = ("blind", "oracle")
 
 def protocol_for(oracle: bool, model: str | None) -> Protocol:
     """The protocol a run or an evaluation follows."""
-    return "oracle" if oracle or model == "gold" else "blind"
+    return "oracle" if oracle or source_kind(model).oracle else "blind"
 
 
 def runs_blind(task: Task, protocol: Protocol) -> bool:

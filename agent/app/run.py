@@ -30,6 +30,7 @@ from ooda.agent.app.protocol import (
     protocol_for,
     runs_blind,
 )
+from ooda.agent.app.source import open_source
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import (
     EndpointReport,
@@ -42,6 +43,7 @@ from ooda.agent.core.records import Attempt, RunSummary
 from ooda.agent.core.repro_writer import ReproWriter
 from ooda.agent.core.runlog import RunLog, new_run_id
 from ooda.agent.core.schedule import ModelSchedule, Price, Tier
+from ooda.agent.core.sources import CandidateSource, LLMSource, as_source, model_of, source_kind
 from ooda.agent.models import open_model
 from ooda.agent.sandbox.registry import open_backend
 from ooda.agent.support.fstree import remove_workspace
@@ -80,16 +82,17 @@ class Prestarted(Protocol):
         ...
 
 
-def schedule_for(options: RunOptions, model: Model, strong: Model | None) -> ModelSchedule:
-    """The run's models in escalation order, with their prices."""
+def schedule_for(options: RunOptions, source: CandidateSource,
+                 strong: Model | None) -> ModelSchedule:
+    """The run's sources in escalation order, with their prices."""
     given = options.model
-    fast = Tier(model, Price(given.price_prompt or 0.0, given.price_completion or 0.0))
+    fast = Tier(source, Price(given.price_prompt or 0.0, given.price_completion or 0.0))
     esc = options.escalation
     if strong is None:
         return ModelSchedule(fast)
     return ModelSchedule(
         fast,
-        Tier(strong, Price(esc.escalate_price_prompt or 0.0,
+        Tier(LLMSource(strong), Price(esc.escalate_price_prompt or 0.0,
                            esc.escalate_price_completion or 0.0), "strong"),
         after_rounds=esc.escalate_after,
         budget_below=esc.escalate_below,
@@ -102,7 +105,7 @@ def run_task(
     *,
     console: Console | None = None,
     show_progress: bool = True,
-    model: Model | None = None,
+    model: Model | CandidateSource | None = None,
     backend: SandboxBackend | None = None,
     run_id: str | None = None,
     prestarted: Prestarted | None = None,
@@ -120,8 +123,8 @@ def run_task(
     settled it too passes its `verifier` as well (`ooda ci`, which wrote the statement from the
     base's failures; that caller closes the verifier).
 
-    `model` and `backend` may be shared between tasks (`ooda eval`); otherwise they are made
-    here from `options` and released at the end. `run_id` names the run directory under
+    `model` (a model or any candidate source) and `backend` may be shared between tasks
+    (`ooda eval`); otherwise they are made here from `options` and released at the end. `run_id` names the run directory under
     `options.runs_dir` (default: a fresh, time-stamped id). `prestarted`: what start-up began
     for this command (a backend, a container), taken when it fits. `strong`: the model to
     escalate to, when shared like `model` (otherwise opened here from `options.escalate_to`).
@@ -139,9 +142,8 @@ def run_task(
     said = draft.environment_line
     if said and plan is None and show_progress and console is not None:
         console.print(markup_safe(said), highlight=False)
-    loop_options = options.loop
-    if options.model.name == "gold":  # the reference patch: one candidate, verified once
-        loop_options = dataclasses.replace(loop_options, samples=1, rounds=1, context_votes=0)
+    kind = source_kind(options.model.name)
+    loop_options = kind.loop_options(options.loop)
     protocol = protocol_for(loop_options.oracle, options.model.name)
     blind = verifier is None and runs_blind(task, protocol)
     if blind:  # the loop and its verifier see the visible task only; the whole one judges
@@ -151,7 +153,7 @@ def run_task(
         # the seconds before the first answer say what they go to (a transient line, in a
         # terminal only: piped output and bad input's one error line stay as they are)
         announce = (console.status(markup_safe(_base_run_line(
-                        draft, options.model.name, settled=verifier is not None)))
+                        draft, kind.asks_endpoint, settled=verifier is not None)))
                     if show_progress and console is not None and console.is_terminal
                     else contextlib.nullcontext())
         with _setup_failures_recorded(log, task.id), announce:
@@ -172,7 +174,7 @@ def run_task(
                 stack.callback(_close_opened, opening, work_root)
             with timeline.span("generation"):  # the model clients: the endpoint check
                 if model is None:
-                    model = stack.enter_context(open_model(options.model, task))
+                    model = stack.enter_context(open_source(options.model, task))
                 strong_options = options.escalation_model()
                 if strong is None and strong_options is not None:
                     strong = stack.enter_context(open_model(
@@ -202,22 +204,25 @@ def run_task(
         task = verifier.task if verifier is not None else settled.judged_task()
         if passing_before and show_progress and console is not None:
             console.print(markup_safe(_passing_before_line(passing_before)), highlight=False)
-        if show_progress and console is not None:
-            say_notices(model, console)
-        schedule = schedule_for(options, model, strong)
+        source = as_source(model)
+        asked = model_of(source)  # the model the source asks, if it asks one
+        if show_progress and console is not None and asked is not None:
+            say_notices(asked, console)
+        schedule = schedule_for(options, source, strong)
         progress = (RunProgress(task.id, loop_options.time_budget_s, loop_options.rounds,
                                 console, (options.model.price_prompt,
                                           options.model.price_completion))
                     if show_progress and console is not None else None)
-        writer = (ReproWriter(task, model, verifier, loop_options.repro_tests,
-                              log.dir / "reproduction") if blind and verifier else None)
+        writer = (ReproWriter(task, asked, verifier, loop_options.repro_tests,
+                              log.dir / "reproduction")
+                  if blind and verifier and asked is not None else None)
         if gate is not None and progress is not None:  # its rows wait for the base check
             gate = GatedVerifier(settling, on_failure=progress.discard)
             progress.hold()
             settling.add_done_callback(functools.partial(_shown_or_dropped, progress))
         judging: PatchVerifier | None = gate if gate is not None else verifier
         assert judging is not None
-        loop = Loop(task, model, judging, log, loop_options, progress, schedule, writer,
+        loop = Loop(task, source, judging, log, loop_options, progress, schedule, writer,
                     sandbox=verifier.backend.name if verifier is not None else None)
         with progress or contextlib.nullcontext():
             try:
@@ -341,11 +346,11 @@ def say_notices(model: Model, console: Console) -> None:
                                                      highlight=False)
 
 
-def _base_run_line(plan: TaskPlan, model: str, *, settled: bool) -> str:
-    """What runs before the first model call: the endpoint is checked while the sandbox
-    starts, then (unless the caller settled the plan already) the plan's tests run on the
-    unpatched code."""
-    first = "starting a sandbox" if model == "gold" else "checking the endpoint, starting a sandbox"
+def _base_run_line(plan: TaskPlan, endpoint: bool, *, settled: bool) -> str:
+    """What runs before the first model call: the endpoint (if the source asks one) is checked
+    while the sandbox starts, then (unless the caller settled the plan already) the plan's
+    tests run on the unpatched code."""
+    first = "checking the endpoint, starting a sandbox" if endpoint else "starting a sandbox"
     if settled:
         return first
     tests = plan.tests

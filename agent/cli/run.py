@@ -145,12 +145,14 @@ def _check_writable(repo: Path) -> None:
 def _check_plain_model(path: Path, model: str | None, base_url: str | None) -> None:
     """A plain repository has no reference patch and no scripted answers: say what works
     there instead of what cannot (scripted answers served apart, at --base-url, work)."""
+    from ooda.agent.core.sources import source_kind
     from ooda.tasks.loader import is_task_dir
 
     if is_task_dir(path) or not path.is_dir():
         return
-    if model == "gold" or (model == "replay" and not base_url):
-        what = "a reference patch" if model == "gold" else "scripted answers (replay.jsonl)"
+    oracle = source_kind(model).oracle  # it answers with the task's reference patch
+    if oracle or (model == "replay" and not base_url):
+        what = "a reference patch" if oracle else "scripted answers (replay.jsonl)"
         serve = ("serve your own with `ooda serve --replay FILE` and pass --base-url URL; "
                  if model == "replay" else "")
         raise UsageError(

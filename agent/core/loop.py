@@ -47,10 +47,11 @@ from ooda.agent.core.records import (
     RunSummary,
     Tokens,
 )
+from ooda.agent.core.repo_view import RepoView
 from ooda.agent.core.repro_writer import ReproWriter
 from ooda.agent.core.runlog import RunLog
 from ooda.agent.core.schedule import ModelSchedule, Tier, digest, per_model
-from ooda.agent.core.stream import RepoView, stream_watcher
+from ooda.agent.core.sources import CandidateSource, Proposal, Request, as_source, model_of
 from ooda.agent.edits import FileView, Views
 from ooda.agent.support.text import estimate_tokens, one_line, valid_utf8
 from ooda.tasks.loader import Task
@@ -73,7 +74,7 @@ class Loop:
     def __init__(
         self,
         task: Task,
-        model: Model,
+        model: Model | CandidateSource,
         verifier: PatchVerifier,
         log: RunLog,
         config: LoopOptions,
@@ -83,13 +84,14 @@ class Loop:
         *,
         sandbox: str | None = None,
     ) -> None:
-        """`model` answers every round, unless `schedule` (whose fast tier it should be) says
-        which model answers each round. `repro`: a blind run's reproduction-test writer,
+        """`model` (a model, asked through the LLM source, or any candidate source) answers
+        every round, unless `schedule` (whose fast tier it should be) says which source answers
+        each round. `repro`: a blind run's reproduction-test writer,
         started with the first round (its tokens count in the budget). `sandbox`: the name of
         the backend `verifier` runs candidates on (run.json's `sandbox`)."""
         self.task = task
-        self.model = model
-        self.schedule = schedule or ModelSchedule.single(model)
+        self.source = as_source(model)
+        self.schedule = schedule or ModelSchedule.single(self.source)
         self.verifier = verifier
         self.sandbox = sandbox
         self.log = log
@@ -122,14 +124,17 @@ class Loop:
         """The code the first prompt shows (chosen once, on first use), within
         `context_tokens` and what the fast model's window leaves for an answer."""
         if self._context is None:
-            refine = self._votes if self.config.context_votes > 0 else None
+            asks = self.config.context_votes > 0 and model_of(self.schedule.fast.source)
+            refine = self._votes if asks else None
             self._context = prompts.context_for(self.task, self.context_tokens(),
                                                 refine=refine)
         return self._context
 
     def _votes(self, index: RepoIndex, ranking: Ranking) -> Ranking:
         """The fast model's votes on the ranking (its tokens counted like any other)."""
-        found = votes.ask(self.schedule.fast.model, self.task.id, self.task.statement, index,
+        model = model_of(self.schedule.fast.source)
+        assert model is not None  # votes are asked only of a model (context_tokens)
+        found = votes.ask(model, self.task.id, self.task.statement, index,
                           ranking, self.config.context_votes, self.work_deadline)
         self.budget.add_tokens(found.prompt_tokens, found.completion_tokens)
         self.context_votes = found
@@ -139,7 +144,7 @@ class Loop:
         """`context_tokens`, lowered to fit the fast model's window when it is known: the
         window less room for an answer, in the context's own (less cautious) token count."""
         budget = self.config.context_tokens
-        model = self.schedule.fast.model
+        model = model_of(self.schedule.fast.source)
         window = model.context_window() if isinstance(model, KnowsWindow) else None
         if window:
             answer = min(ANSWER_ROOM, window // 4)
@@ -280,7 +285,7 @@ class Loop:
             attempt = Attempt(f"r{round_no}c{i + 1}", round_no, parent, messages)
             if parent is not None:
                 attempt.revealed = revealed
-            attempt.model = tier.model.name
+            attempt.model = tier.source.name
             batch.append(attempt)
         with self._lock:
             self.attempts += batch
@@ -322,7 +327,8 @@ class Loop:
             return
         self.progress(attempt, "generating")
         try:
-            completion = self._complete(attempt)
+            proposal = self._tier(attempt).source.propose(self._request(attempt),
+                                                          self.work_deadline)
         except ContextOverflow as exc:
             if attempt.parent is None:  # the first prompt, the same for every candidate
                 self._fatal(attempt, exc)
@@ -342,15 +348,18 @@ class Loop:
                 why = one_line(exc, with_type=not isinstance(exc, GenerationError))
                 self._finish(attempt, "error", f"generation failed: {why}")
             return
+        completion = proposal.completion
+        attempt.messages = proposal.messages
         self._keep_answer(attempt, completion.text, completion)
-        if completion.stopped_early and attempt.reason:
-            attempt.invalid_kind = attempt.invalid_kind or "hopeless_edit"
-            self._finish(attempt, "invalid_edit", attempt.reason, feedback=attempt.reason)
+        invalid = proposal.invalid
+        if completion.stopped_early and invalid is not None:  # a stream check stopped it
+            attempt.invalid_kind = invalid.kind
+            self._finish(attempt, "invalid_edit", invalid.reason, feedback=invalid.told)
             return
         if self.stop.is_set() or completion.stopped_early:
             self._finish(attempt, "cancelled", "another candidate passed or the budget ran out")
             return
-        if not self._make_patch(attempt):
+        if not self._make_patch(attempt, proposal):
             return
         original = self._claim_patch(attempt)
         if original is not None:
@@ -358,20 +367,17 @@ class Loop:
             return
         self._verify(attempt)
 
-    def _complete(self, attempt: Attempt) -> Completion:
-        """The attempt's answer; a feedback conversation too long for the model's window is
-        shortened to its last exchange and sent once more."""
-        model = self._tier(attempt).model
-        watch = stream_watcher(self.stop, attempt, self.repo.reader_for(attempt),
-                               self.config.max_prose_tokens, self.views_for(attempt))
-        try:
-            return model.complete(attempt.messages, deadline=self.work_deadline, on_text=watch)
-        except ContextOverflow:
-            shorter = selection.trim_history(attempt.messages, keep_exchanges=1)
-            if attempt.parent is None or len(shorter) == len(attempt.messages):
-                raise
-            attempt.messages = shorter
-            return model.complete(shorter, deadline=self.work_deadline, on_text=watch)
+    def _request(self, attempt: Attempt) -> Request:
+        """What the source is asked for `attempt`; the answer so far is published on the
+        attempt (the live display reads it, Ctrl-C keeps it)."""
+
+        def live(text: str) -> None:
+            attempt.streamed_chars = len(text)
+            attempt.streamed = text
+
+        return Request(attempt.attempt_id, attempt.round, attempt.parent, attempt.messages,
+                       self.repo.reader_for(attempt), self.repo.lister_for(attempt),
+                       self.views_for(attempt), self.config, self.stop, live)
 
     def _keep_answer(self, attempt: Attempt, text: str,
                      completion: Completion | None = None) -> None:
@@ -412,15 +418,16 @@ class Loop:
         bad_input = isinstance(exc, UsageError) and not attempt.answer
         self._finish(attempt, "cancelled" if bad_input else "error", str(exc))
 
-    def _make_patch(self, attempt: Attempt) -> bool:
+    def _make_patch(self, attempt: Attempt, proposal: Proposal) -> bool:
         read_base = self.repo.read_base
+        if proposal.invalid is not None:  # its edits could not be read
+            attempt.invalid_kind = proposal.invalid.kind
+            self._finish(attempt, "invalid_edit", proposal.invalid.reason,
+                         feedback=proposal.invalid.told)
+            return False
         try:
-            parsed = edits.parse_edits(
-                attempt.answer, self.repo.reader_for(attempt), self.repo.lister_for(attempt),
-                self.views_for(attempt),
-            )
-            attempt.edit_format = parsed.edit_format
-            files = {**attempt.base_files, **parsed.files}
+            attempt.edit_format = proposal.edit_format
+            files = {**attempt.base_files, **proposal.files}
             attempt.files = files
             attempt.patch = edits.make_patch(files, read_base)
         except edits.EditError as exc:
@@ -515,12 +522,12 @@ class Loop:
 
     def _tier(self, attempt: Attempt) -> Tier:
         for tier in self.schedule.tiers:
-            if tier.model.name == attempt.model:
+            if tier.source.name == attempt.model:
                 return tier
         return self.schedule.fast
 
     def _attempt_record(self, a: Attempt) -> AttemptRecord:
-        return AttemptRecord.of(a, self.model.name, self.budget.since_start)
+        return AttemptRecord.of(a, self.source.name, self.budget.since_start)
 
     def _summary(
         self, status: str, reason: str, winner: Attempt | None, rounds_used: int,
@@ -534,7 +541,7 @@ class Loop:
             task_id=self.task.id,
             status=status,
             reason=reason,
-            model=self.model.name,
+            model=self.source.name,
             samples=self.config.samples,
             rounds=self.config.rounds,
             rounds_used=rounds_used,
@@ -547,14 +554,14 @@ class Loop:
             tokens=Tokens(self.budget.prompt_tokens, self.budget.completion_tokens,
                           self.budget.estimated),
             time_to_first_pass_s=self.budget.since_start(winner.t_verified) if winner else None,
-            endpoint=self.model.report() if isinstance(self.model, EndpointReport) else None,
+            endpoint=self._endpoint(),
             sandbox=self.sandbox,
             fail_to_pass=list(self.task.fail_to_pass),
             pass_to_pass=list(self.task.pass_to_pass),
             context=self._context_record(),
             models=models,
             winner_model=winner.model if winner else None,
-            escalate_to=self.schedule.strong.model.name if self.schedule.strong else None,
+            escalate_to=self.schedule.strong.source.name if self.schedule.strong else None,
             escalated_at_round=self.schedule.escalated_at,
             escalation_reason=self.schedule.escalation_reason,
             cost_usd=round(sum(m["cost_usd"] for m in models.values()), 6),
@@ -564,6 +571,11 @@ class Loop:
             selection=self.selection if blind else None,
             reproduction=self.repro.summary() if blind and self.repro is not None else None,
         )
+
+    def _endpoint(self) -> dict[str, object] | None:
+        """run.json's `endpoint`: what the model client learned of its endpoint."""
+        model = model_of(self.source)
+        return model.report() if isinstance(model, EndpointReport) else None
 
     def _context_record(self) -> dict[str, Any] | None:
         """What the first prompt showed of the repository, and the fast model's votes."""

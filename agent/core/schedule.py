@@ -1,5 +1,6 @@
-"""Which model answers a round: the fast model first, a stronger one when the fast one keeps
-failing ("escalation"), and what each model's tokens cost.
+"""Which source answers a round: the fast one first, a stronger one when the fast one keeps
+failing ("escalation"), and what each one's tokens cost. A source is a model asked through the
+LLM source, or any other candidate source (agent/core/sources/).
 
 A run with one model has a schedule of one tier. With a strong tier, the rule is: after
 `after_rounds` rounds of the fast model without a pass (default: all rounds but the last), or
@@ -18,6 +19,7 @@ from typing import Any
 from ooda.agent.contracts.options import EscalationOptions
 from ooda.agent.contracts.protocols import Model
 from ooda.agent.core.records import Attempt
+from ooda.agent.core.sources import CandidateSource, as_source
 
 DEFAULT_BUDGET_BELOW: float = EscalationOptions().escalate_below
 """Escalate once less than this fraction of the time (or token) budget is left."""
@@ -40,16 +42,16 @@ class Price:
 
 @dataclass(frozen=True)
 class Tier:
-    """One model of a schedule and its price."""
+    """One source of a schedule and its price."""
 
-    model: Model
+    source: CandidateSource
     price: Price = field(default_factory=Price)
     role: str = "fast"
     """"fast" or "strong": how reports name it."""
 
 
 class ModelSchedule:
-    """The models of a run in escalation order (one or two tiers)."""
+    """The sources of a run in escalation order (one or two tiers)."""
 
     def __init__(
         self,
@@ -68,8 +70,9 @@ class ModelSchedule:
         self.escalation_reason: str | None = None
 
     @classmethod
-    def single(cls, model: Model, price: Price | None = None) -> ModelSchedule:
-        return cls(Tier(model, price or Price()))
+    def single(cls, answerer: Model | CandidateSource,
+               price: Price | None = None) -> ModelSchedule:
+        return cls(Tier(as_source(answerer), price or Price()))
 
     @property
     def tiers(self) -> list[Tier]:
@@ -84,7 +87,7 @@ class ModelSchedule:
             return self.strong
         fast_rounds = self.after_rounds if self.after_rounds is not None else max(rounds - 1, 1)
         if round_no > fast_rounds:
-            reason = f"{round_no - 1} round(s) of {self.fast.model.name} without a pass"
+            reason = f"{round_no - 1} round(s) of {self.fast.source.name} without a pass"
         elif round_no > 1 and budget_left < self.budget_below:
             reason = f"less than {self.budget_below:.0%} of the budget left"
         else:
@@ -94,13 +97,13 @@ class ModelSchedule:
 
     def price_of(self, model_name: str) -> Price:
         for tier in self.tiers:
-            if tier.model.name == model_name:
+            if tier.source.name == model_name:
                 return tier.price
         return Price()
 
     def role_of(self, model_name: str) -> str:
         for tier in self.tiers:
-            if tier.model.name == model_name:
+            if tier.source.name == model_name:
                 return tier.role
         return "fast"
 
@@ -140,7 +143,7 @@ def per_model(
         lambda: {"attempts": 0, "prompt_tokens": 0, "completion_tokens": 0, "generation_s": 0.0}
     )
     for tier in schedule.tiers:
-        sums[tier.model.name]["role"] = tier.role
+        sums[tier.source.name]["role"] = tier.role
     for a in attempts:
         if a.status == "pending" or not a.model:
             continue

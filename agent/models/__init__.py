@@ -1,15 +1,15 @@
 """The models a run can use, by name, and the one way to open one: `open_model(options, task)`.
 
-`MODELS` maps a name to its factory: "gold" answers with the task's reference patch,
-"replay" starts the bundled endpoint (agent/models/server.py) over the tasks' scripted
+`MODELS` maps a name to its factory: "replay" starts the bundled endpoint (agent/models/server.py) over the tasks' scripted
 answers for as long as the model is open (with a base URL, "replay" is the model of the
 endpoint there, e.g. an `ooda serve` started apart), and "openai" (every other name) is a model on an
 OpenAI-compatible endpoint, checked reachable before use. `ooda run`, `ooda eval` and
 `ooda ci` all open their model here.
 
 The factories import their implementation when called: the client and the bundled server
-cost 55 and 80 ms to import (`python -X importtime`), which a run of "gold" need not pay.
-Models sit below tasks, so a task is seen through `TaskAnswers` (ooda.tasks.loader.Task fits).
+cost 55 and 80 ms to import (`python -X importtime`), which a run of another candidate source
+(agent/core/sources: `--model gold`) need not pay. Models sit below tasks, so a task is seen
+through `TaskAnswers` (ooda.tasks.loader.Task fits).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.options import ModelOptions
 from ooda.agent.contracts.protocols import Model
 from ooda.agent.models.endpoint import DEFAULT_BASE_URL
-from ooda.agent.models.gold import GoldModel
 
 
 class TaskAnswers(Protocol):
@@ -33,9 +32,6 @@ class TaskAnswers(Protocol):
 
     @property
     def id(self) -> str: ...
-
-    @property
-    def gold_patch(self) -> str | None: ...
 
     @property
     def replay(self) -> Path | None: ...
@@ -47,14 +43,6 @@ ModelFactory = Callable[
 ]
 """(options, API key, the task or None when the model serves many, replay scripts) -> the
 open model."""
-
-
-@contextlib.contextmanager
-def _gold(options: ModelOptions, api_key: str | None, task: TaskAnswers | None,
-          replays: Sequence[Path]) -> Iterator[Model]:
-    if task is None:
-        raise UsageError("--model gold answers one task at a time: open it with its task")
-    yield GoldModel(task.gold_patch, task.id)
 
 
 @contextlib.contextmanager
@@ -90,14 +78,14 @@ def _openai(
 
 def endpoint_of(name: str | None, base_url: str | None) -> str | None:
     """Where a model of this name is served, as a run records it: the URL given, else
-    $OPENAI_BASE_URL, else OpenAI's API; None for the stand-ins ("gold", and "replay", whose
-    bundled endpoint lives only as long as the run)."""
-    if name in (None, "gold", "replay"):
+    $OPENAI_BASE_URL, else OpenAI's API; None for "replay" (whose bundled endpoint lives only
+    as long as the run)."""
+    if name in (None, "replay"):
         return None
     return base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
 
 
-MODELS: dict[str, ModelFactory] = {"gold": _gold, "replay": _replay, "openai": _openai}
+MODELS: dict[str, ModelFactory] = {"replay": _replay, "openai": _openai}
 """Model name -> factory; a name not listed is an endpoint's model ("openai")."""
 
 
@@ -108,7 +96,7 @@ def open_model(
     """The model `options` name (agent/contracts/options.py), open for the duration of the
     `with` block.
 
-    `task`: the task it answers (needed by "gold"; "replay" serves its replay.jsonl). For one
+    `task`: the task it answers ("replay" serves its replay.jsonl). For one
     model over many tasks pass `task=None` and, for "replay", every task's script in
     `replays`. `api_key`: None for $OPENAI_API_KEY (or a loopback endpoint's fixed key)."""
     factory: ModelFactory = MODELS.get(options.name, _openai)

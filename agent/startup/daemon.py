@@ -50,7 +50,7 @@ IDLE_S = float(os.environ.get("OODA_DAEMON_IDLE_S", "1800"))
 PRELOAD = (
     "openai", "docker", "rich.progress", "rich.live", "typer",
     "ooda.agent.cli.app", "ooda.agent.app.run", "ooda.agent.core.loop", "ooda.agent.verify.verifier", "ooda.agent.models.openai_model", "ooda.agent.models.server",
-    "ooda.agent.models.gold", "ooda.agent.app.progress", "ooda.agent.app.evaluate.run", "ooda.agent.app.ci.run", "ooda.agent.startup.prestart",
+    "ooda.agent.core.sources", "ooda.agent.app.progress", "ooda.agent.app.evaluate.run", "ooda.agent.app.ci.run", "ooda.agent.startup.prestart",
     "ooda.agent.sandbox.registry",
     "ooda.agent.sandbox.docker.backend", "ooda.agent.sandbox.bwrap", "ooda.agent.sandbox.pool",
     "ooda.agent.sandbox.docker.launch", "ooda.verifiers.cascade", "ooda.tasks.loader",

@@ -133,8 +133,14 @@ def _model_values(argv: Sequence[str]) -> set[str]:
     return found | {a.split("=", 1)[1] for a in argv if a.startswith("--model=")}
 
 
-def _import_openai() -> None:
+def _import_openai(models: set[str]) -> None:
+    """Import the model client's SDK, unless a --model named is a source that asks no endpoint
+    (agent/core/sources: looked up here, in the background)."""
     try:
+        from ooda.agent.core.sources import source_kind
+
+        if any(not source_kind(name).asks_endpoint for name in models):
+            return
         from ooda.agent.models.openai_model import warm_http_client
 
         warm_http_client()
@@ -160,15 +166,15 @@ def begin(
 ) -> Prestart:
     """What to start for the command line `argv` (without the program name): for `ooda run`,
     open the backend it names and import the `openai` SDK (about a second of import) unless
-    the model is the task's gold patch, and start its first container unless `launched` (the
+    the source asks no endpoint, and start its first container unless `launched` (the
     daemon's warm ones) is given; for any command, `launched` is offered to its run."""
     started = Prestart(leftovers_cleaned=leftovers_cleaned, launched=launched)
     command = command_args(list(argv))
     if command[:1] != ["run"] or {"-h", "--help"} & set(argv):
         return started
     args = command[1:]
-    if "gold" not in _model_values(args):
-        threading.Thread(target=_import_openai, name="ooda-import-openai", daemon=True).start()
+    threading.Thread(target=_import_openai, args=(_model_values(args),),
+                     name="ooda-import-openai", daemon=True).start()
     name = guess_sandbox(args)
     if name == "local":
         return started

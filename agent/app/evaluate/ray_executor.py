@@ -44,10 +44,11 @@ from typing import Any
 from ooda.agent.app.evaluate.records import error_record, remove_path, run_record
 from ooda.agent.app.evaluate.refs import TaskRef
 from ooda.agent.app.run import RunOptions, run_task
+from ooda.agent.app.source import open_source
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import Completion, Model
 from ooda.agent.core.records import RunSummary
-from ooda.agent.models import open_model
+from ooda.agent.core.sources import model_of
 from ooda.agent.sandbox.registry import open_backend
 from ooda.agent.support.phases import Timeline
 from ooda.agent.support.tarsafe import extract_all
@@ -155,8 +156,9 @@ def run_on_node(task_data: bytes, options: RunOptions, run_id: str, permits: Any
                 # another node's containers may share this engine: leave leftovers alone
                 backend = open_backend(sandbox, clean_leftovers=False)
                 stack.callback(backend.close)
-                model = stack.enter_context(open_model(options.model, task))
-                limited = _Limited(model, permits, run_id)
+                source = stack.enter_context(open_source(options.model, task))
+                model = model_of(source)  # its requests hold the cluster's permits
+                limited = source if model is None else _Limited(model, permits, run_id)
                 result, log = run_task(task, options, console=None, show_progress=False,
                                        model=limited, backend=backend, run_id=run_id,
                                        timeline=Timeline(start=started))

@@ -15,6 +15,7 @@ from ooda.agent.app.evaluate.options import EVAL_FILE, PREDICTIONS_FILE, RESULTS
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.core.records import AttemptRecord, RunSummary
 from ooda.agent.core.runlog import read_attempts, read_summary, write_atomic, write_json_atomic
+from ooda.agent.core.sources import source_kind
 from ooda.agent.support import fstree
 
 
@@ -170,7 +171,7 @@ def build_summary(config: dict[str, Any], results: Sequence[dict[str, Any]],
     models = modelstats.totals(results)
     if len(models) > 1:  # escalation: solved, tokens and cost per model
         summary["models"] = models
-    if options.get("model") == "gold":
+    if source_kind(options.get("model")).oracle:  # the gold patch: a failure is the harness's
         summary["gold_failures"] = [
             {"task_id": r["task_id"], "status": r["status"], "reason": r.get("reason", ""),
              "last_failed_verifier": r.get("last_failed_verifier")}
@@ -187,7 +188,8 @@ def eval_protocol(options: dict[str, Any]) -> str:
     """The protocol of an evaluation from eval.json's options: oracle when asked for (or for
     the gold patch, or for an evaluation made before protocols existed: its loop saw the
     hidden tests), else blind."""
-    if "oracle" not in options or options.get("oracle") or options.get("model") == "gold":
+    if ("oracle" not in options or options.get("oracle")
+            or source_kind(options.get("model")).oracle):
         return "oracle"
     return "blind"
 

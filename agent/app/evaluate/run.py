@@ -59,9 +59,11 @@ from ooda.agent.app.evaluate.records import (
 )
 from ooda.agent.app.evaluate.refs import TaskRef, load_refs
 from ooda.agent.app.run import Prestarted, RunOptions, clean_leftovers, run_task, say_notices
+from ooda.agent.app.source import open_source
 from ooda.agent.contracts.errors import EndpointRefused, InfraError, UsageError
 from ooda.agent.contracts.protocols import Model, SandboxBackend
 from ooda.agent.core.runlog import append_jsonl, write_atomic, write_json_atomic
+from ooda.agent.core.sources import CandidateSource, source_kind
 from ooda.agent.models import endpoint_of, open_model
 from ooda.agent.sandbox.registry import cleanup_leftovers, open_backend
 from ooda.agent.support.phases import OTHER, Timeline
@@ -73,7 +75,7 @@ class RunOne(Protocol):
     """`ooda.agent.app.run.run_task`'s shape (tests pass a fake)."""
 
     def __call__(self, task: Task, options: RunOptions, *, console: Console | None,
-                 show_progress: bool, model: Model | None, backend: SandboxBackend | None,
+                 show_progress: bool, model: Model | CandidateSource | None, backend: SandboxBackend | None,
                  run_id: str | None, timeline: Timeline | None) -> tuple[Any, Any]: ...
 
 
@@ -173,7 +175,7 @@ def _evaluate(options: EvalOptions, eval_id: str, eval_dir: Path, console: Conso
                     backend = open_backend(options.run.sandbox.sandbox,
                                            clean_leftovers=clean_leftovers(prestarted))
                 stack.callback(backend.close)
-            if model is None and options.run.model.name != "gold":
+            if model is None and source_kind(options.run.model.name).open is None:
                 with timeline.span("generation"):
                     model = stack.enter_context(_shared_model(task_options, refs))
                 if show_progress:
@@ -237,10 +239,11 @@ def _evaluate(options: EvalOptions, eval_id: str, eval_dir: Path, console: Conso
 
 
 def _check_model_inputs(options: EvalOptions, refs: Sequence[TaskRef]) -> None:
-    if options.run.model.name == "gold":
+    if source_kind(options.run.model.name).oracle:  # it answers from the gold patch
         missing = [r.id for r in refs if not r.has_gold]
         if missing:
-            raise UsageError(f"--model gold: {len(missing)} task(s) have no gold patch "
+            raise UsageError(f"--model {options.run.model.name}: {len(missing)} task(s) have "
+                             "no gold patch "
                              f"(first: {missing[0]})")
     if options.run.model.name == "replay":
         missing = [r.id for r in refs if r.replay is None]
@@ -256,7 +259,8 @@ def _config(options: EvalOptions, eval_id: str, refs: Sequence[TaskRef]) -> dict
         "fingerprint": fingerprint(options),
         "options": {
             **result_options(options.run),
-            "base_url": endpoint_of(options.run.model.name, options.run.model.base_url),
+            "base_url": endpoint_of(options.run.model.name, options.run.model.base_url)
+            if source_kind(options.run.model.name).asks_endpoint else None,
             "sandbox": options.run.sandbox.sandbox,
             "verify_concurrency": options.run.loop.verify_concurrency,
         },
@@ -366,8 +370,8 @@ def _run_ref(ref: TaskRef, options: RunOptions, eval_dir: Path, run_one: RunOne,
         with own.span("task"):
             task = ref.load()
         with contextlib.ExitStack() as stack:
-            # no shared model: each task's gold patch answers for it
-            model = shared_model or stack.enter_context(open_model(options.model, task))
+            # no shared model: a source of the task's own answers for it
+            model = shared_model or stack.enter_context(open_source(options.model, task))
             result, log = run_one(task, options, console=None, show_progress=False,
                                   model=model, backend=backend, run_id=ref.id, timeline=own)
         record = run_record(ref.id, str(result.status), result.summary, Path(log.dir),

@@ -381,7 +381,7 @@ def test_gold_failures_are_listed_not_retried(tmp_path: Path) -> None:
     runner = FakeRunner({"b": "fail"})
     out = run_fake(options(taskset, tmp_path / "runs", model="gold"), runner)
     assert runner.calls.count("b") == 1
-    assert [type(m).__name__ for m in runner.models] == ["GoldModel", "GoldModel"]
+    assert [type(m).__name__ for m in runner.models] == ["PatchSource", "PatchSource"]
     assert [g["task_id"] for g in out.summary["gold_failures"]] == ["b"]
     assert "Gold patch failures" in (out.eval_dir / "report.html").read_text()
 

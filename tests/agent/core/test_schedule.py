@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ooda.agent.contracts.protocols import Completion
 from ooda.agent.core.records import Attempt
 from ooda.agent.core.schedule import ModelSchedule, Price, Tier, digest, per_model
+from ooda.agent.core.sources import LLMSource
 
 
 @dataclass
@@ -20,13 +21,14 @@ class Named:
 
 def pair(**kw: object) -> ModelSchedule:
     return ModelSchedule(
-        Tier(Named("fast"), Price(0.1, 0.4)), Tier(Named("strong"), Price(3, 15), "strong"),
+        Tier(LLMSource(Named("fast")), Price(0.1, 0.4)),
+        Tier(LLMSource(Named("strong")), Price(3, 15), "strong"),
         **kw,  # type: ignore[arg-type]
     )
 
 
 def names(schedule: ModelSchedule, rounds: int, left: float = 1.0) -> list[str]:
-    return [schedule.tier_for(r, rounds, left).model.name for r in range(1, rounds + 1)]
+    return [schedule.tier_for(r, rounds, left).source.name for r in range(1, rounds + 1)]
 
 
 def test_the_last_round_escalates_by_default() -> None:
@@ -38,10 +40,10 @@ def test_the_last_round_escalates_by_default() -> None:
 def test_after_rounds_and_budget_rules() -> None:
     assert names(pair(after_rounds=1), 4) == ["fast", "strong", "strong", "strong"]
     low = pair(budget_below=0.5)
-    assert low.tier_for(1, 5, 0.1).model.name == "fast"  # never before the fast model tried
-    assert low.tier_for(2, 5, 0.4).model.name == "strong"
+    assert low.tier_for(1, 5, 0.1).source.name == "fast"  # never before the fast model tried
+    assert low.tier_for(2, 5, 0.4).source.name == "strong"
     assert "budget" in str(low.escalation_reason)
-    assert names(ModelSchedule(Tier(Named("only"))), 3) == ["only"] * 3
+    assert names(ModelSchedule.single(Named("only")), 3) == ["only"] * 3
 
 
 def failed(attempt_id: str, model: str, patch: str, feedback: str) -> Attempt:

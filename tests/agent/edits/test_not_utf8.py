@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ooda.agent import edits
-from ooda.agent.core.stream import RepoView
+from ooda.agent.core.repo_view import RepoView
 
 LATIN1 = "# -*- coding: latin-1 -*-\nNAME = 'café'\n\n\ndef greet():\n    return NAME\n"
 

@@ -1,5 +1,6 @@
 """The model registry (ooda.agent.models.open_model): each name opens the model it stands for,
-over real HTTP for "replay" and an endpoint; bad input is one UsageError line."""
+over real HTTP for "replay" and an endpoint; `--model gold` opens the gold candidate source
+(ooda.agent.app.source.open_source); bad input is one UsageError line."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from ooda.agent.app.source import open_source
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.options import ModelOptions
+from ooda.agent.core.sources.patch import PatchSource
 from ooda.agent.models import MODELS, open_model
 from ooda.agent.models.server import ReplayServer
 
@@ -40,19 +43,22 @@ def ask(options: ModelOptions, task: FakeTask | None, replays: tuple[Path, ...] 
         return model.complete(MESSAGES, deadline=time.monotonic() + 10).text
 
 
-def test_the_registry_names_gold_replay_and_openai() -> None:
-    assert set(MODELS) == {"gold", "replay", "openai"}
+def test_the_registry_names_replay_and_openai() -> None:
+    assert set(MODELS) == {"replay", "openai"}  # gold is a candidate source (agent/core/sources)
 
 
 def test_gold_answers_with_the_tasks_patch() -> None:
-    assert PATCH.rstrip() in ask(ModelOptions("gold"), FakeTask())
+    with open_source(ModelOptions("gold"), FakeTask()) as source:  # type: ignore[arg-type]
+        assert isinstance(source, PatchSource) and PATCH.rstrip() in source.answer
 
 
 def test_gold_needs_a_task_and_its_patch() -> None:
-    with pytest.raises(UsageError, match="one task at a time"):
-        ask(ModelOptions("gold"), None)
-    with pytest.raises(UsageError, match="no gold_patch"):
-        ask(ModelOptions("gold"), FakeTask(gold_patch=None))
+    with pytest.raises(UsageError, match="one task at a time"), \
+            open_source(ModelOptions("gold"), None):
+        pass
+    with pytest.raises(UsageError, match="no gold_patch"), \
+            open_source(ModelOptions("gold"), FakeTask(gold_patch=None)):  # type: ignore[arg-type]
+        pass
 
 
 def test_replay_serves_the_tasks_script_and_then_stops(tmp_path: Path) -> None:

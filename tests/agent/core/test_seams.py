@@ -1,0 +1,122 @@
+"""The plug-in seams: a new candidate source and a new stream check are each one small class
+and one registry line (agent/core/sources/__init__.py SOURCES, agent/core/checks/__init__.py
+CHECKS); the loop runs them with no other change."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from loop_fakes import BUGGY, RIGHT, WRONG, FakeVerifier, run_loop
+
+from ooda.agent.contracts.options import LoopOptions
+from ooda.agent.contracts.protocols import Completion
+from ooda.agent.core import checks, sources
+from ooda.agent.core.checks import Stop, StreamContext
+from ooda.agent.core.sources import Proposal, Request, SourceKind, source_kind
+from ooda.tasks.loader import Task
+
+# --------------------------------------------------------------------------- a candidate source
+
+
+class FixedFiles:
+    """A source that asks no model: it proposes new file contents directly."""
+
+    name = "fixed"
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+
+    def propose(self, request: Request, deadline: float) -> Proposal:
+        now = time.monotonic()
+        text = (request.read("calc.py") or "").replace("a - b", "a + b")
+        return Proposal(Completion("", t_first_token=now, t_done=now), request.messages,
+                        {"calc.py": text})
+
+
+FIXED = SourceKind("fixed", FixedFiles, asks_endpoint=False)
+
+
+def test_a_new_source_is_a_class_and_a_registry_line(
+    task: Task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sources.SOURCES, FIXED.name, FIXED)  # the registry line
+    kind = source_kind("fixed")
+    assert kind is FIXED and kind.open is not None and source_kind("some-model") is sources.LLM
+    result, lines, summary, _ = run_loop(task, kind.open(task), FakeVerifier(), tmp_path,
+                                         samples=1, rounds=1)
+    assert result.status == "passed" and summary["model"] == "fixed"
+    assert lines[0]["model"] == "fixed" and "+    return a + b" in result.winner.patch
+    assert (task.repo / "calc.py").read_text() == BUGGY  # proposals never touch the repository
+
+
+def test_the_gold_source_proposes_the_tasks_patch(task: Task, tmp_path: Path) -> None:
+    gold = source_kind("gold")
+    assert gold.oracle and gold.one_candidate and not gold.asks_endpoint
+    patch = ("--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
+             "-    return a - b\n+    return a + b\n")
+    task = Task(id=task.id, statement=task.statement, repo=task.repo,
+                fail_to_pass=task.fail_to_pass, gold_patch=patch)
+    assert gold.open is not None
+    one = gold.loop_options(LoopOptions(samples=4, rounds=3))
+    assert (one.samples, one.rounds, one.context_votes) == (1, 1, 0)
+    result, lines, _, _ = run_loop(task, gold.open(task), FakeVerifier(), tmp_path,
+                                   samples=1, rounds=1)
+    assert result.status == "passed" and len(lines) == 1 and lines[0]["edit_format"] == "udiff"
+
+
+# --------------------------------------------------------------------------- a stream check
+
+
+class Streaming:
+    """A model that streams its answer a line at a time and stops when told to."""
+
+    name = "streaming"
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.stopped_at: int | None = None
+
+    def complete(self, messages: list[dict[str, str]], *, deadline: float,
+                 on_text: Callable[[str], bool] | None = None) -> Completion:
+        text = ""
+        for line in self.answer.splitlines(keepends=True):
+            text += line
+            if on_text is not None and on_text(text) is False:
+                self.stopped_at = len(text)
+                return Completion(text, 5, 5, stopped_early=True)
+        return Completion(text, 5, 5)
+
+
+class NoSubtraction:
+    """Stops an answer as soon as a line it adds subtracts."""
+
+    def __init__(self, context: StreamContext) -> None:
+        self.context = context
+
+    def observe(self, text: str) -> Stop | None:
+        if "return a * b" in text:
+            return Stop("stopped while streaming: multiplies", "multiplies",
+                        feedback="Do not multiply: add.")
+        return None
+
+
+def test_a_new_stream_check_is_a_class_and_a_registry_line(
+    task: Task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checks, "CHECKS", (*checks.CHECKS, NoSubtraction))  # the registry line
+    model = Streaming(WRONG + "\nand some more text that never arrives\n")
+    result, lines, _, log = run_loop(task, model, FakeVerifier(), tmp_path, samples=1,
+                                     rounds=1)
+    assert model.stopped_at is not None and model.stopped_at < len(model.answer)
+    assert lines[0]["status"] == "invalid_edit" and lines[0]["invalid_reason"] == "multiplies"
+    assert result.attempts[0].feedback == "Do not multiply: add."  # what the next turn is told
+    assert "more text" not in (log.attempt_dir("r1c1") / "answer.md").read_text()
+
+
+def test_without_the_check_the_same_answer_is_verified(task: Task, tmp_path: Path) -> None:
+    result, lines, _, _ = run_loop(task, Streaming(RIGHT), FakeVerifier(), tmp_path,
+                                   samples=1, rounds=1)
+    assert result.status == "passed" and lines[0]["status"] == "passed"
