@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +37,7 @@ from ooda.agent.cli.config import (
 )
 from ooda.agent.cli.eval import eval_command
 from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.agent.support.oserrors import storage_problem
 from ooda.agent.support.textsafe import printable
 
 if TYPE_CHECKING:
@@ -172,10 +174,34 @@ def main(argv: Sequence[str] | None = None, *, prestarted: Prestarted | None = N
                 raise SystemExit(2) from None
             where = _where_from(exc, config if "config" in locals() else None)
             fail(where + _plain_message(exc.format_message()), 2)  # type: ignore[attr-defined]
+        storage = storage_problem(exc)
+        if storage is not None:  # the machine's, not a bug: no traceback to keep
+            fail(storage, 3)
         # Anything else is a bug: keep the traceback for the report, out of the user's way
-        crash = Path(tempfile.gettempdir()) / "ooda-crash.log"
-        crash.write_text(traceback.format_exc(), encoding="utf-8")
-        fail(f"internal error: {type(exc).__name__}: {exc} (traceback in {crash})", 3)
+        fail(f"internal error: {type(exc).__name__}: {exc} ({_save_crash_log()})", 3)
+
+
+def _save_crash_log() -> str:
+    """The traceback in a file of this user's own (never one path every user shares):
+    `$XDG_STATE_HOME/ooda/` (default ~/.local/state/ooda/), else a private temporary file;
+    what to tell the user about it."""
+    text = traceback.format_exc()
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    try:
+        folder = Path(state) / "ooda"
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        crash = folder / f"crash-{stamp}-{os.getpid()}.log"
+        crash.write_text(text, encoding="utf-8")
+    except OSError:
+        try:
+            fd, name = tempfile.mkstemp(prefix=f"ooda-crash-{stamp}-", suffix=".log")
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            crash = Path(name)
+        except OSError as exc:
+            return f"no traceback saved: {exc.strerror or exc}"
+    return f"traceback in {crash}"
 
 
 GLOBAL_FLAGS = re.compile(r"-[qvV]+|--quiet|--verbose|--version")

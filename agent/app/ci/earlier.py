@@ -32,6 +32,7 @@ from ooda.agent.app.run import RunOptions
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import SandboxBackend
 from ooda.agent.support import git as support_git
+from ooda.agent.support.tarsafe import extract_all
 from ooda.agent.verify.plan import draft_plan
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import VerifierOptions, task_from_repo
@@ -156,4 +157,4 @@ def _export(repo: Path, rev: str, into: Path) -> None:
         raise InfraError(f"git archive {rev[:12]}: {message[-1] if message else 'failed'}")
     into.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
-        tar.extractall(into, filter="data")
+        extract_all(tar, into)

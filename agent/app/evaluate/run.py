@@ -66,6 +66,7 @@ from ooda.agent.core.runlog import append_jsonl, write_atomic, write_json_atomic
 from ooda.agent.core.sources import CandidateSource, source_kind
 from ooda.agent.models import endpoint_of, open_model
 from ooda.agent.sandbox.registry import cleanup_leftovers, open_backend
+from ooda.agent.support.oserrors import storage_problem
 from ooda.agent.support.phases import OTHER, Timeline
 from ooda.agent.support.text import one_line
 from ooda.tasks.loader import Task
@@ -142,8 +143,17 @@ def evaluate(
     eval_dir = options.run.runs_dir / eval_id
     console = console or Console(stderr=True, soft_wrap=True)
     with evaluation_lock(eval_dir, eval_id, lambda line: console.print(f"ooda: {line}")):
-        return _evaluate(options, eval_id, eval_dir, console, show_progress, run_one, backend,
-                         model, prestarted, timeline)
+        try:
+            return _evaluate(options, eval_id, eval_dir, console, show_progress, run_one,
+                             backend, model, prestarted, timeline)
+        except OSError as exc:  # a full disk: said as what it is, with what was kept
+            why = storage_problem(exc)
+            if why is None:
+                raise
+            kept = len(latest_by_task(read_records(eval_dir / RESULTS_FILE)))
+            raise InfraError(f"{why}: the evaluation stopped; the {kept} task(s) finished are "
+                             f"kept in {eval_dir}: free some space, then rerun with --resume"
+                             ) from exc
 
 
 def _evaluate(options: EvalOptions, eval_id: str, eval_dir: Path, console: Console,
@@ -378,6 +388,11 @@ def _run_ref(ref: TaskRef, options: RunOptions, eval_dir: Path, run_one: RunOne,
                             eval_dir)
     except EndpointRefused:  # every task would meet it (a wrong key, a model the endpoint
         raise  # lacks): the evaluation stops, exit 2; the finished tasks stay recorded
+    except OSError as exc:
+        if storage_problem(exc) is not None:  # a full disk: the evaluation stops (exit 3)
+            raise
+        record = error_record(ref.id, f"internal error: {type(exc).__name__}: {one_line(exc)}",
+                              time.monotonic() - started, run_dir, eval_dir)
     except (InfraError, UsageError) as exc:
         record = error_record(ref.id, one_line(exc), time.monotonic() - started, run_dir,
                               eval_dir)

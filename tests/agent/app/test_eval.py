@@ -10,6 +10,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -308,6 +309,52 @@ def test_the_command_line_names_the_process_that_holds_the_evaluation(tmp_path: 
         holder.kill()
         holder.wait()
     assert holder_of(runs / "e1") is None
+
+
+FULL_DISK_SCRIPT = """
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+sys.path.insert(0, sys.argv[3])
+from test_eval import FakeBackend, FakeRunner, make_taskset, options
+from ooda.agent.app import evaluate as ev
+from ooda.agent.contracts.errors import InfraError
+
+class Filling(FakeRunner):
+    def _write(self, task, run_dir, passed):
+        out = super()._write(task, run_dir, passed)
+        (run_dir / "big.log").write_bytes(b"x" * 300_000)  # the tmpfs fills on the 3rd or 4th
+        return out
+
+taskset = make_taskset(Path(sys.argv[1]), ["t1", "t2", "t3", "t4", "t5", "t6"])
+try:
+    ev.evaluate(options(taskset, Path(sys.argv[2]), concurrency=1, eval_id="e1"),
+                show_progress=False, run_one=Filling(), backend=FakeBackend(),
+                model=SimpleNamespace(name="fake-model"))
+except InfraError as exc:
+    print("InfraError:", exc)
+"""
+
+
+@pytest.mark.skipif(subprocess.run(["bwrap", "--dev-bind", "/", "/", "true"],
+                                   capture_output=True).returncode != 0 if shutil.which("bwrap")
+                    else True, reason="needs bwrap for a small tmpfs")
+def test_a_full_disk_stops_the_evaluation_with_one_line_and_keeps_what_finished(
+        tmp_path: Path) -> None:
+    """Issue 40 #5: a full disk (a 1 MB tmpfs: the kernel's own ENOSPC) was "internal error:
+    OSError"; it is now an infrastructure failure saying what was kept and how to go on."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    done = subprocess.run(
+        ["bwrap", "--dev-bind", "/", "/", "--size", str(1_000_000), "--tmpfs", str(runs),
+         sys.executable, "-c", FULL_DISK_SCRIPT, str(tmp_path / "set"), str(runs),
+         str(Path(__file__).parent)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(rf"InfraError: no space left on device( \(writing {runs}/e1/\S+\))?: "
+                        rf"the evaluation stopped; the [1-5] task\(s\) finished are kept in "
+                        rf"{runs}/e1: free some space, then rerun with --resume\n",
+                        done.stdout), done.stdout
 
 
 def test_a_missing_sandbox_leaves_no_directory_behind(tmp_path: Path,

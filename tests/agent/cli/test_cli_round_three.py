@@ -81,3 +81,55 @@ def test_a_fix_that_cannot_be_applied_is_shown_and_said(tmp_path: Path,
         f"ooda: error: passed; could not apply the fix to {MEDIAN / 'repo'} (the patch does not "
         "apply: error: unable to write file 'median.py': Read-only file system); the fix is in "
         f"{run_dir / 'final.diff'}\n")
+
+
+def crash_with(exc: BaseException, monkeypatch: pytest.MonkeyPatch,
+               capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    import ooda.agent.cli.app as cli
+
+    def broken(**_k: Any) -> Any:
+        raise exc
+
+    monkeypatch.setattr(cli, "load_config", broken)
+    monkeypatch.setattr(sys, "argv", ["ooda", "doctor"])
+    with pytest.raises(SystemExit) as done:
+        cli.main()
+    code = done.value.code
+    return (code if isinstance(code, int) else -1), capsys.readouterr().err
+
+
+def test_a_crash_log_is_the_users_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """#5: the traceback went to one fixed /tmp/ooda-crash.log shared by every user of the
+    machine (another user's file: not writable; a link: followed). Now a file of its own in the
+    user's state directory ($XDG_STATE_HOME/ooda, as pip and uv keep per-user state)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    code, err = crash_with(RuntimeError("boom"), monkeypatch, capsys)
+    assert code == 3
+    [log] = (tmp_path / "state" / "ooda").glob("crash-*.log")
+    assert err == f"ooda: error: internal error: RuntimeError: boom (traceback in {log})\n"
+    assert "RuntimeError: boom" in log.read_text()
+    assert (tmp_path / "state" / "ooda").stat().st_mode & 0o077 == 0
+    # a state directory that cannot be written: a private temporary file instead
+    (tmp_path / "blocked").write_text("a file, not a folder")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "blocked"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    code, err = crash_with(RuntimeError("boom"), monkeypatch, capsys)
+    [log] = tmp_path.glob("ooda-crash-*.log")
+    assert code == 3 and err.endswith(f"(traceback in {log})\n")
+    assert log.stat().st_mode & 0o077 == 0
+
+
+def test_a_full_disk_is_said_not_called_an_internal_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import errno
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    full = OSError(errno.ENOSPC, "No space left on device", "/runs/e1/summary.json")
+    code, err = crash_with(full, monkeypatch, capsys)
+    assert (code, err) == (3, "ooda: error: no space left on device (writing "
+                              "/runs/e1/summary.json)\n")
+    assert not (tmp_path / "state").exists()  # no traceback kept: not a bug
