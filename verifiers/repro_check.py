@@ -8,6 +8,10 @@ line holding a fresh random mark and the outcome: `ok`, or the name of the excep
 it. Outcomes: passed (exit 0 and `ok`), failed (AssertionError), error (any other exception,
 or no result line: the script killed its own interpreter), timeout.
 
+A probe (the issue's own examples, verifiers/issue_probes.py) runs the same way but is never
+passed or failed: the stage records its output's fingerprint per block beside the base's
+(`details["probes"]`), for the blind selection to compare candidates by.
+
 The same function judges the scripts on the unpatched code (agent/verify/repro_suite.py keeps
 those that fail there) and on every candidate. The stage runs last (`after_tests`, after
 security and mypy, on the fresh copy the task verifier gives them), as it runs candidate code;
@@ -34,6 +38,7 @@ from ooda.agent.contracts.protocols import (
 )
 from ooda.agent.support.fstree import remove_workspace
 from ooda.verifiers import clip, pretest, tail
+from ooda.verifiers.issue_probes import behaviour
 
 REPRO_DIR = ".ooda-repro"
 """Where the scripts are written in a workspace (emptied before each is written)."""
@@ -128,12 +133,18 @@ class ReproVerifier:
                 continue
             runs.append(run_script(sandbox, test, min(SCRIPT_TIMEOUT_S, left), check.pre_test))
         by_name = {t.name: t for t in tests}
+        probes = {r.name: r for r in runs if by_name[r.name].probe}
+        runs = [r for r in runs if r.name not in probes]
         bad = [r for r in runs if r.status != "passed" and by_name[r.name].required]
         details: dict[str, object] = {
             "outcomes": {r.name: r.status for r in runs},
-            "required": [t.name for t in tests if t.required],
+            "required": [t.name for t in tests if t.required and not t.probe],
+            "probes": {name: {"behaviour": _behaviour(run),
+                              "base": list(by_name[name].base_behaviour)}
+                       for name, run in probes.items()},
         }
-        log = "\n\n".join(f"== {r.name}: {r.status} {r.exception}\n{r.output}" for r in runs)
+        log = "\n\n".join(f"== {r.name}: {r.status} {r.exception}\n{r.output}"
+                          for r in [*runs, *probes.values()])
         duration = time.monotonic() - started
         if not bad:
             return VerifierResult(self.name, "passed", duration, "", log, details)
@@ -149,6 +160,14 @@ class ReproVerifier:
             "timeout" if all(r.status == "timeout" for r in bad) else "failed")
         return VerifierResult(self.name, status, duration, clip("\n".join(parts), 3000), log,
                               details)
+
+
+def _behaviour(run: ScriptRun) -> list[str]:
+    """A probe's fingerprint per block it reached; a block a timeout cut short: "timeout"."""
+    prints = behaviour(run.output)
+    if run.status == "timeout" and prints:
+        prints[-1] = "timeout"
+    return prints
 
 
 def _said(run: ScriptRun) -> str:

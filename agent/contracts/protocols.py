@@ -199,6 +199,13 @@ class ReproTest:
     """A candidate must pass it to pass the stage (it failed on the base with an
     AssertionError); an optional one (it failed on the base for another reason) only counts
     when candidates are ranked."""
+    probe: bool = False
+    """Not a test but a probe: the issue's own examples (agent/core/issue_probes.py), never
+    passed or failed; each candidate's output there is compared with the others' and the
+    base's."""
+    base_behaviour: tuple[str, ...] = ()
+    """A probe's fingerprint per block on the unpatched code ("": a block whose output was not
+    the same on two runs there, not compared)."""
 
 
 REPRO_REQUEST_LINE = "Request: reproduction test"
@@ -219,6 +226,8 @@ class ReproOnBase:
     """It failed there, so it can tell a fix from no change."""
     required: bool
     """Kept, and it failed with an AssertionError: candidates must pass it."""
+    behaviour: tuple[str, ...] = ()
+    """A probe's fingerprints on the base (see ReproTest.base_behaviour)."""
 
 
 class ReproJudge(Protocol):

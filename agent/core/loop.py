@@ -314,7 +314,9 @@ class Loop:
         if self.config.select == "first":
             return min(passing, key=lambda a: a.t_verified or 0.0)
         if self.config.select == "blind":
-            chosen, self.selection = blind_select.choose(passing, self.attempts)
+            # every judged candidate, not only the passing ones: a broken regression test is
+            # weighed (the issue may change it), not absolute
+            chosen, self.selection = blind_select.choose(self.attempts, self.attempts)
             return chosen
         return selection.pick_best(passing, self.attempts)
 

@@ -7,7 +7,8 @@ short and come back before the candidates are ready to verify. Each answer's scr
 verifier (the `ReproJudge` protocol), which runs them on the unpatched code and keeps those
 that fail there; every candidate's verification waits for that. The requests' tokens count in
 the run's budget and in the model's tokens and cost (`usage`); each answer is kept under
-`reproduction/` in the run directory.
+`reproduction/` in the run directory. With them (also when none is asked for) goes the issue's
+own examples as a probe (verifiers/issue_probes.py), which needs no model.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ooda.agent.core import repro_prompt
 from ooda.agent.core.budget import Budget
 from ooda.agent.support.text import one_line
 from ooda.tasks.loader import Task
+from ooda.verifiers.issue_probes import PROBE_NAME, probe_from_issue, top_package
 
 WRITING_SHARE = 0.3
 """The share of the time left that the requests may take (at least MIN_WRITING_S)."""
@@ -87,6 +89,7 @@ class ReproWriter:
                     answers = list(pool.map(lambda w: self._ask(w, budget, until, stop),
                                             self.written))
                 tests = self._take(answers)
+            tests += self._probe()
         finally:  # the verifier waits for this call, even after a failure here
             try:
                 self.on_base = self.judge.adopt_reproduction(tests, deadline=deadline)
@@ -136,6 +139,14 @@ class ReproWriter:
             self._save(f"{name}.py", source)
         return tests
 
+    def _probe(self) -> list[ReproTest]:
+        """The issue's own examples as a probe (verifiers/issue_probes.py), when it has some."""
+        source = probe_from_issue(self.task.statement, top_package(self.task.repo))
+        if source is None:
+            return []
+        self._save(f"{PROBE_NAME}.py", source)
+        return [ReproTest(PROBE_NAME, source, required=False, probe=True)]
+
     def _settle(self) -> None:
         """Each request's fate from the verifier's judgement on the base."""
         by_name = {r.name: r for r in self.on_base}
@@ -173,10 +184,11 @@ class ReproWriter:
 
     def summary(self) -> dict[str, Any]:
         """run.json's `reproduction`: the requests, the tests kept, their tokens and time."""
-        kept = [r for r in self.on_base if r.kept]
+        kept = [r for r in self.on_base if r.kept and r.name != PROBE_NAME]
         return {
             "requested": self.count,
-            "scripts": len(self.on_base),
+            "scripts": sum(1 for r in self.on_base if r.name != PROBE_NAME),
+            "probe": any(r.kept for r in self.on_base if r.name == PROBE_NAME),
             "kept": len(kept),
             "required": sum(1 for r in kept if r.required),
             "seconds": round(self.seconds, 3),
@@ -191,7 +203,8 @@ class ReproWriter:
             ],
             "on_base": [
                 {"test": r.name, "status": r.status, "exception": r.exception, "kept": r.kept,
-                 "required": r.required}
+                 "required": r.required, **({"behaviour": list(r.behaviour)}
+                                            if r.name == PROBE_NAME else {})}
                 for r in self.on_base
             ],
         }

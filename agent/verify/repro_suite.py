@@ -12,6 +12,10 @@ Which scripts are kept (`on_base`), by how they end on the unpatched code
 - passing, a timeout, a script the environment's Python cannot parse, one that ends without a
   result or with a failed pre-test command: not kept (it cannot tell a fix from no change, or
   it says nothing).
+
+A probe (the issue's own examples, verifiers/issue_probes.py) is neither: it runs twice on the
+base, and its blocks whose output was the same both times are its base behaviour, which each
+candidate's behaviour is compared with; it is kept when at least one block is.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import time
 from collections.abc import Callable
 
 from ooda.agent.contracts.protocols import ReproOnBase, ReproTest
+from ooda.verifiers.issue_probes import behaviour, stable
 from ooda.verifiers.repro_check import ScriptRun
 
 MISSING_NAME = frozenset({"ImportError", "ModuleNotFoundError", "NameError"})
@@ -45,6 +50,14 @@ def on_base(runs: list[ScriptRun]) -> list[ReproOnBase]:
     return judged
 
 
+def probe_on_base(probe: ReproTest, runs: list[ScriptRun]) -> ReproOnBase:
+    """A probe's two runs on the base: its blocks stable across them (kept when one is)."""
+    prints = stable([behaviour(r.output) for r in runs if r.status != "timeout"])
+    status = runs[0].status if runs else "timeout"
+    exception = runs[0].exception if runs else ""
+    return ReproOnBase(probe.name, status, exception, any(prints), False, prints)
+
+
 class ReproSuite:
     """The kept tests of one run, set once by `adopt` and read by every verification."""
 
@@ -55,13 +68,22 @@ class ReproSuite:
         self.adopted = False
 
     def adopt(self, tests: list[ReproTest], deadline: float) -> list[ReproOnBase]:
-        """Judge `tests` on the base, keep the failing ones, and release the waiting
-        verifications (also when judging raised)."""
+        """Judge `tests` on the base, keep the failing ones (and the probes that behave the
+        same twice there), and release the waiting verifications (also when judging raised)."""
         try:
-            judged = on_base(self._run_on_base(tests, deadline)) if tests else []
+            scripts = [t for t in tests if not t.probe]
+            probes = [t for t in tests if t.probe]
+            judged = on_base(self._run_on_base(scripts, deadline)) if scripts else []
             flags = {j.name: j.required for j in judged if j.kept}
-            self._tests = [ReproTest(t.name, t.source, flags[t.name])
-                           for t in tests if t.name in flags]
+            kept = [ReproTest(t.name, t.source, flags[t.name])
+                    for t in scripts if t.name in flags]
+            for probe in probes:
+                mine = probe_on_base(probe, self._run_on_base([probe, probe], deadline))
+                judged.append(mine)
+                if mine.kept:
+                    kept.append(ReproTest(probe.name, probe.source, False, probe=True,
+                                          base_behaviour=mine.behaviour))
+            self._tests = kept
             return judged
         finally:
             self.adopted = True

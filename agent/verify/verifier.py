@@ -66,7 +66,9 @@ from ooda.verifiers.cascade import (
 )
 from ooda.verifiers.hidden import HiddenText
 from ooda.verifiers.pytest_check import GUARD_PACKAGE, TestRun, guard_sources
+from ooda.verifiers.repro_check import ReproVerifier
 from ooda.verifiers.runners import TestRequest
+from ooda.verifiers.tests_stage import NAME as TESTS_STAGE
 
 ApplyRule = Literal["strict", "harness"]
 
@@ -255,7 +257,12 @@ class TaskVerifier:
                     lane = self._lane(SpareLane(self.pool, lambda ws: self._fill(ws, patch),
                                                 check, late, deadline))
                 results += run_cascade(Watched(sandbox), check, in_sandbox, deadline=deadline)
-            if late and _passed(results) and len(results) == len(first):
+            weighed = self._weighed_late(results, first, late)
+            if weighed:  # a blind run's evidence on a candidate that broke a regression test
+                held = None
+                held, _ = self.pool.refresh(sandbox, lambda ws: self._fill(ws, patch))
+                results += run_cascade(Watched(held), check, weighed, deadline=deadline)
+            elif late and _passed(results) and len(results) == len(first):
                 late_results = self._late_results(lane)
                 lane = None
                 if late_results is None:
@@ -274,6 +281,18 @@ class TaskVerifier:
             for result in results:
                 (log_dir / f"{result.name}.log").write_text(result.log, encoding="utf-8")
         return self._withhold_hidden(verdict_from(results, changed))
+
+    def _weighed_late(self, results: list[VerifierResult], first: list[Verifier],
+                      late: list[Verifier]) -> list[Verifier]:
+        """In a blind run, the reproduction stage for a candidate whose regression tests alone
+        failed: the blind selection weighs a broken test against the reproduction tests and the
+        issue's examples (agent/core/blind_select.py), so it needs them; [] otherwise."""
+        if self.blind is None or len(results) != len(first):
+            return []
+        failed = [r for r in results if r.status not in CONTINUE]
+        if len(failed) != 1 or failed[0].name != TESTS_STAGE:
+            return []
+        return [v for v in late if v.name == ReproVerifier.name]
 
     def _alone(self) -> bool:
         """Whether this is the only candidate being verified (a lane must not take the

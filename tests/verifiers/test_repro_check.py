@@ -90,3 +90,27 @@ def test_no_reproduction_test_skips_the_stage_and_it_runs_last(box: LocalSandbox
     names = [v.name for v in default_verifiers(True, True, True, reproduction=True)]
     assert names == ["syntax", "tampering", "ruff", "pytest", "security", "mypy", "repro"]
     assert "repro" not in [v.name for v in default_verifiers()]
+
+
+def test_a_probe_is_never_passed_or_failed_and_its_behaviour_is_recorded(
+    box: LocalSandbox,
+) -> None:
+    from ooda.agent.verify.repro_suite import probe_on_base
+    from ooda.verifiers.issue_probes import probe_from_issue
+
+    source = probe_from_issue("It is wrong:\n```\n>>> from calc import mean\n>>> mean([1, 2])\n"
+                              "1\n```\n")
+    assert source is not None
+    probe = ReproTest("probe_issue", source, required=False, probe=True)
+    base = probe_on_base(probe, [run_script(box, probe, 20), run_script(box, probe, 20)])
+    assert base.kept and not base.required and len(base.behaviour) == 1 and base.behaviour[0]
+    kept = ReproTest("probe_issue", source, False, probe=True, base_behaviour=base.behaviour)
+    check = CheckSpec(changed_files=["calc.py"], reproduction=[kept])
+    unchanged = ReproVerifier().verify(box, check)
+    assert unchanged.status == "passed" and unchanged.details["outcomes"] == {}
+    probes = unchanged.details["probes"]
+    assert probes == {"probe_issue": {"behaviour": list(base.behaviour),
+                                      "base": list(base.behaviour)}}
+    fix(box)
+    changed = ReproVerifier().verify(box, check).details["probes"]["probe_issue"]
+    assert changed["behaviour"] != changed["base"]

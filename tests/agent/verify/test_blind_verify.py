@@ -96,8 +96,10 @@ def test_regression_and_reproduction_tests_judge_a_blind_candidate(
     assert list(runs) == ["tests/test_stats.py"] and runs["tests/test_stats.py"]["passing"] == 2
 
     broken = verifier.verify(patch("0"))  # breaks test_mean_of_equal_values
-    assert (broken.status, broken.results[-1].name) == ("failed", "pytest")
+    assert broken.status == "failed" and broken.reason.startswith("pytest")
     assert "test_mean_of_equal_values" in broken.feedback
+    # the reproduction stage still ran on it: the blind selection weighs the broken test
+    assert [r.name for r in broken.results][-2:] == ["pytest", "repro"]
 
     wrong = verifier.verify(patch("round(sum(xs) / len(xs))"))  # keeps them, fails repro_1
     assert (wrong.status, wrong.results[-1].name) == ("failed", "repro")

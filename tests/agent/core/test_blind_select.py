@@ -1,0 +1,95 @@
+"""The blind selection's ranking from candidates' evidence (agent/core/blind_select.py): a
+broken regression test weighed, not absolute; "no test applied" below "kept them passing";
+differential testing on the issue's examples; the last tie-break the sample order."""
+
+from __future__ import annotations
+
+from ooda.agent.core.blind_select import Evidence, Policy, explain, issue_changed, rank
+
+
+def ev(name: str, order: int, **kw: object) -> Evidence:
+    values: dict[str, object] = {"code_key": name, "size": 4}
+    values.update(kw)
+    return Evidence(attempt_id=name, order=order, **values)  # type: ignore[arg-type]
+
+
+def winner(evidence: list[Evidence], policy: Policy | None = None) -> str:
+    best = rank(evidence, policy or Policy()).best
+    assert best is not None
+    return best.evidence.attempt_id
+
+
+def test_a_test_every_reproducing_candidate_breaks_is_changed_by_the_issue() -> None:
+    # the issue changes what test_old asserts: both fixes "break" it; the incomplete fix keeps it
+    right = ev("right", 0, regression_ran=("t::old", "t::other"), broken=("t::old",),
+               behaviour=("b",), base_behaviour=("a",))
+    right2 = ev("right2", 1, regression_ran=("t::old", "t::other"), broken=("t::old",),
+                behaviour=("b",), base_behaviour=("a",))
+    partial = ev("partial", 2, regression_ran=("t::old", "t::other"),
+                 behaviour=("a",), base_behaviour=("a",))
+    assert issue_changed([right, right2, partial]) == ("t::old",)
+    assert winner([partial, right, right2]) in ("right", "right2")
+    # without excusing it, "keeps the regression tests" decides for the incomplete fix
+    assert winner([partial, right, right2], Policy(issue_changed=False)) == "partial"
+
+
+def test_a_test_only_some_reproducing_candidates_break_stays_a_regression() -> None:
+    good = ev("good", 0, regression_ran=("t::a",), behaviour=("b",), base_behaviour=("a",))
+    bad = ev("bad", 1, regression_ran=("t::a",), broken=("t::a",), behaviour=("b",),
+             base_behaviour=("a",), samples=3)
+    assert issue_changed([good, bad]) == ()
+    ranking = rank([bad, good])
+    assert ranking.best is not None and ranking.best.evidence.attempt_id == "good"
+    assert [r.regression for r in ranking.ranked] == ["kept", "broke"]
+
+
+def test_no_regression_test_applied_ranks_below_kept_them_passing() -> None:
+    untested = ev("untested", 0, samples=2)
+    kept = ev("kept", 1, regression_ran=("t::a",))
+    assert winner([untested, kept]) == "kept"
+    assert winner([untested, kept], Policy(none_below_kept=False)) == "untested"  # votes
+
+
+def test_a_candidate_that_changes_the_issues_behaviour_beats_one_that_does_not() -> None:
+    same = ev("same", 0, behaviour=("a", "x"), base_behaviour=("a", "x"), samples=3)
+    fix = ev("fix", 1, behaviour=("a", "y"), base_behaviour=("a", "x"))
+    assert winner([same, fix]) == "fix"
+
+
+def test_the_largest_group_behaving_alike_wins_and_unstable_blocks_are_not_compared() -> None:
+    base = ("a", "")  # the second block printed differently on two base runs
+    one = ev("one", 0, behaviour=("b", "1"), base_behaviour=base, size=30)
+    two = ev("two", 1, behaviour=("b", "2"), base_behaviour=base)
+    odd = ev("odd", 2, behaviour=("c", "3"), base_behaviour=base, size=50)
+    ranking = rank([one, two, odd])
+    assert [r.group for r in ranking.ranked][:2] == [2, 2]
+    assert ranking.best is not None and ranking.best.evidence.attempt_id == "one"  # larger diff
+    assert winner([one, two, odd], Policy(behaviour_groups=False)) == "odd"
+
+
+def test_the_last_tie_break_is_the_sample_order() -> None:
+    first, second = ev("first", 0), ev("second", 1)
+    assert winner([second, first]) == "first"
+    assert winner([first, second]) == "first"
+
+
+def test_a_stage_that_failed_without_per_test_results_broke_them() -> None:
+    hung = ev("hung", 0, regression_failed=True, samples=5)
+    fine = ev("fine", 1, regression_ran=("t::a",))
+    ranking = rank([hung, fine])
+    assert ranking.best is not None and ranking.best.evidence.attempt_id == "fine"
+    assert ranking.ranked[1].regression == "broke"
+
+
+def test_the_explanation_names_what_decided() -> None:
+    a = ev("a", 0, regression_ran=("t::x",), passed=True)
+    b = ev("b", 1, regression_ran=("t::x",), passed=True, samples=2, code_key="k")
+    text = explain(rank([a, b]))
+    assert text.startswith("b: it passed every check; it keeps its regression tests passing")
+    assert "produced by 2 sample(s), the most" in text
+
+
+def test_evidence_round_trips_through_json() -> None:
+    e = ev("x", 3, regression_ran=("t::a",), broken=("t::a",), behaviour=("1",),
+           base_behaviour=("0",), critic=0.5)
+    assert Evidence.from_json(e.to_json()) == e
