@@ -51,7 +51,14 @@ from ooda.agent.core.repo_view import RepoView
 from ooda.agent.core.repro_writer import ReproWriter
 from ooda.agent.core.runlog import RunLog
 from ooda.agent.core.schedule import ModelSchedule, Tier, digest, per_model
-from ooda.agent.core.sources import CandidateSource, Proposal, Request, as_source, model_of
+from ooda.agent.core.sources import (
+    CandidateSource,
+    Exhausted,
+    Proposal,
+    Request,
+    as_source,
+    model_of,
+)
 from ooda.agent.edits import FileView, Views
 from ooda.agent.support.text import estimate_tokens, one_line, valid_utf8
 from ooda.tasks.loader import Task
@@ -64,6 +71,8 @@ WINDOW_SHARE = 0.85
 __all__ = ["INTERRUPTED", "Attempt", "AttemptStatus", "Loop", "LoopOptions", "ProgressHook",
            "RunResult"]
 """The records are re-exported: callers take Loop, its options and its results from here."""
+NO_MORE = "the source has no more candidates"
+"""Why an attempt the source had nothing for was cancelled (agent/core/sources: Exhausted)."""
 INTERRUPTED = "interrupted (Ctrl-C)"
 """The reason run.json and the attempts under way give when the user pressed Ctrl-C."""
 
@@ -203,6 +212,11 @@ class Loop:
                     break
                 if self.fatal is not None:
                     break
+                if all(a.reason == NO_MORE for a in batch):  # the source's turn is over
+                    if self.schedule.strong is None or self.schedule.escalated_at is not None:
+                        reason = NO_MORE
+                        break
+                    self.schedule.fast_exhausted = True
                 if self.stop.is_set() and time.monotonic() >= self.work_deadline:
                     reason = "budget"
                     break
@@ -227,7 +241,8 @@ class Loop:
         status: Literal["passed", "failed", "error"] = "passed" if winner else "failed"
         if winner is None and self.attempts and all(a.status == "error" for a in self.attempts):
             status, reason = "error", self.attempts[-1].reason or "every attempt errored"
-        elif winner is None and self.attempts and not any(a.answer for a in self.attempts):
+        elif winner is None and self.attempts and not any(a.answer or a.patch
+                                                          for a in self.attempts):
             status, reason = "error", _no_answer_reason(self.attempts, reason)
         if winner is not None:
             reason = "passed"
@@ -331,6 +346,9 @@ class Loop:
         try:
             proposal = self._tier(attempt).source.propose(self._request(attempt),
                                                           self.work_deadline)
+        except Exhausted:
+            self._finish(attempt, "cancelled", NO_MORE)
+            return
         except ContextOverflow as exc:
             if attempt.parent is None:  # the first prompt, the same for every candidate
                 self._fatal(attempt, exc)
@@ -377,9 +395,10 @@ class Loop:
             attempt.streamed_chars = len(text)
             attempt.streamed = text
 
-        return Request(attempt.attempt_id, attempt.round, attempt.parent, attempt.messages,
-                       self.repo.reader_for(attempt), self.repo.lister_for(attempt),
-                       self.views_for(attempt), self.config, self.stop, live)
+        return Request(self.task, attempt.attempt_id, attempt.round, attempt.parent,
+                       attempt.messages, self.repo.reader_for(attempt),
+                       self.repo.lister_for(attempt), self.views_for(attempt),
+                       self.repo.read_base, self.verifier, self.config, self.stop, live)
 
     def _keep_answer(self, attempt: Attempt, text: str,
                      completion: Completion | None = None) -> None:

@@ -68,6 +68,8 @@ class ModelSchedule:
         self.escalated_at: int | None = None
         """The first round the strong model answered; None while it has not."""
         self.escalation_reason: str | None = None
+        self.fast_exhausted = False
+        """The fast source said it has no more candidates: the strong tier answers next."""
 
     @classmethod
     def single(cls, answerer: Model | CandidateSource,
@@ -86,7 +88,9 @@ class ModelSchedule:
         if self.escalated_at is not None:
             return self.strong
         fast_rounds = self.after_rounds if self.after_rounds is not None else max(rounds - 1, 1)
-        if round_no > fast_rounds:
+        if self.fast_exhausted:
+            reason = f"{self.fast.source.name} has no more candidates"
+        elif round_no > fast_rounds:
             reason = f"{round_no - 1} round(s) of {self.fast.source.name} without a pass"
         elif round_no > 1 and budget_left < self.budget_below:
             reason = f"less than {self.budget_below:.0%} of the budget left"

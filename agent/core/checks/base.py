@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ooda.agent.contracts.options import LoopOptions
 from ooda.agent.edits import Views
 from ooda.agent.edits.base import ReadFile
+
+if TYPE_CHECKING:
+    from ooda.tasks.loader import Task
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,12 @@ class Stop:
 class StreamContext:
     """What a check may read about the answer it watches."""
 
+    task: Task
+    """The task as the loop sees it (its `verifiers` table: the stages' options)."""
     read: ReadFile
     """A file as the candidate sees it (the task's repository with its parent's edits)."""
+    read_base: ReadFile
+    """A file of the unpatched repository (what a baseline-relative check compares with)."""
     views: Views
     """What the model was shown of the files shown in part (agent/edits/views.py)."""
     options: LoopOptions

@@ -9,10 +9,16 @@ from __future__ import annotations
 
 from ooda.agent.contracts.protocols import Model
 from ooda.agent.core.sources import patch
-from ooda.agent.core.sources.base import CandidateSource, Proposal, Request, SourceKind
+from ooda.agent.core.sources.base import (
+    CandidateSource,
+    Exhausted,
+    Proposal,
+    Request,
+    SourceKind,
+)
 from ooda.agent.core.sources.llm import LLM, LLMSource
 
-__all__ = ["LLM", "SOURCES", "CandidateSource", "LLMSource", "Proposal", "Request",
+__all__ = ["LLM", "SOURCES", "CandidateSource", "Exhausted", "LLMSource", "Proposal", "Request",
            "SourceKind", "as_source", "model_of", "source_kind"]
 
 SOURCES: dict[str, SourceKind] = {

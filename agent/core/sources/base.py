@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ooda.agent import edits
 from ooda.agent.contracts.options import LoopOptions
-from ooda.agent.contracts.protocols import Completion
+from ooda.agent.contracts.protocols import Completion, PatchVerifier
 from ooda.agent.core.checks import Stop, StreamContext
 from ooda.agent.edits import Views
 from ooda.agent.edits.base import ListFiles, ReadFile
@@ -31,10 +31,18 @@ if TYPE_CHECKING:
 Messages = list[dict[str, str]]
 
 
+class Exhausted(Exception):
+    """Raised by `propose` when the source has no more candidates: the attempt is cancelled;
+    a round in which every candidate met it ends the source's turn (the schedule escalates, or
+    the run ends: "no more candidates")."""
+
+
 @dataclass(frozen=True)
 class Request:
     """What a source is asked for one candidate (read it; change none of it)."""
 
+    task: Task
+    """The task as the loop sees it (a blind run's: the visible one)."""
     attempt_id: str
     round: int
     parent: Attempt | None
@@ -48,6 +56,11 @@ class Request:
     """The files this candidate sees (the repository's and those its parent created)."""
     views: Views
     """What the conversation showed of the files it showed in part."""
+    read_base: ReadFile
+    """A file of the unpatched repository."""
+    verifier: PatchVerifier
+    """What will judge the candidate (a source may ask more of it: agent/contracts/spectrum.py's
+    `TracesBase`, the traced run of the tests on the unpatched code)."""
     options: LoopOptions
     """The run's loop options."""
     stop: threading.Event = field(default_factory=threading.Event)
@@ -56,7 +69,7 @@ class Request:
     """Give it the answer so far while it streams (the live display; Ctrl-C keeps it)."""
 
     def stream_context(self) -> StreamContext:
-        return StreamContext(self.read, self.views, self.options)
+        return StreamContext(self.task, self.read, self.read_base, self.views, self.options)
 
 
 @dataclass(frozen=True)
@@ -116,11 +129,16 @@ class SourceKind:
     """It answers from the task's gold patch (the reference fix): its number is an oracle's,
     a task without one cannot be run with it, and a failure is the harness's or the task's,
     not a candidate's."""
-    one_candidate: bool = False
-    """It has one answer: one candidate, verified once (one sample, one round, no votes)."""
+    adjust: Callable[[LoopOptions], LoopOptions] = lambda options: options
+    """The loop options a run with it uses, from the user's (`one_candidate`: one sample, one
+    round, no votes)."""
 
     def loop_options(self, options: LoopOptions) -> LoopOptions:
         """The loop options a run with this source uses."""
-        if not self.one_candidate:
-            return options
-        return replace(options, samples=1, rounds=1, context_votes=0)
+        return self.adjust(options)
+
+
+def one_candidate(options: LoopOptions) -> LoopOptions:
+    """A source with one answer: one candidate, verified once (one sample, one round, no
+    context votes)."""
+    return replace(options, samples=1, rounds=1, context_votes=0)

@@ -7,7 +7,13 @@ import time
 
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.protocols import Completion
-from ooda.agent.core.sources.base import Proposal, Request, SourceKind, read_answer
+from ooda.agent.core.sources.base import (
+    Proposal,
+    Request,
+    SourceKind,
+    one_candidate,
+    read_answer,
+)
 from ooda.tasks.loader import Task
 
 
@@ -32,4 +38,4 @@ def gold(task: Task) -> PatchSource:
     return PatchSource(task.gold_patch, "gold")
 
 
-GOLD = SourceKind("gold", gold, asks_endpoint=False, oracle=True, one_candidate=True)
+GOLD = SourceKind("gold", gold, asks_endpoint=False, oracle=True, adjust=one_candidate)

@@ -4,18 +4,29 @@ CHECKS); the loop runs them with no other change."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from loop_fakes import BUGGY, RIGHT, WRONG, FakeVerifier, run_loop
+from loop_fakes import BUGGY, RIGHT, WRONG, FakeModel, FakeVerifier, run_loop
 
 from ooda.agent.contracts.options import LoopOptions
 from ooda.agent.contracts.protocols import Completion
 from ooda.agent.core import checks, sources
 from ooda.agent.core.checks import Stop, StreamContext
-from ooda.agent.core.sources import Proposal, Request, SourceKind, source_kind
+from ooda.agent.core.loop import NO_MORE, Loop
+from ooda.agent.core.runlog import RunLog
+from ooda.agent.core.schedule import ModelSchedule, Tier
+from ooda.agent.core.sources import (
+    Exhausted,
+    LLMSource,
+    Proposal,
+    Request,
+    SourceKind,
+    source_kind,
+)
 from ooda.tasks.loader import Task
 
 # --------------------------------------------------------------------------- a candidate source
@@ -54,7 +65,7 @@ def test_a_new_source_is_a_class_and_a_registry_line(
 
 def test_the_gold_source_proposes_the_tasks_patch(task: Task, tmp_path: Path) -> None:
     gold = source_kind("gold")
-    assert gold.oracle and gold.one_candidate and not gold.asks_endpoint
+    assert gold.oracle and not gold.asks_endpoint
     patch = ("--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
              "-    return a - b\n+    return a + b\n")
     task = Task(id=task.id, statement=task.statement, repo=task.repo,
@@ -65,6 +76,43 @@ def test_the_gold_source_proposes_the_tasks_patch(task: Task, tmp_path: Path) ->
     result, lines, _, _ = run_loop(task, gold.open(task), FakeVerifier(), tmp_path,
                                    samples=1, rounds=1)
     assert result.status == "passed" and len(lines) == 1 and lines[0]["edit_format"] == "udiff"
+
+
+class Countdown:
+    """Proposes `left` wrong candidates, then has no more."""
+
+    name = "countdown"
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+        self.lock = threading.Lock()
+
+    def propose(self, request: Request, deadline: float) -> Proposal:
+        with self.lock:
+            if self.left == 0:
+                raise Exhausted
+            self.left -= 1
+        text = (request.read("calc.py") or "").replace("a - b", f"a - b - {self.left}")
+        return Proposal(Completion(""), request.messages, {"calc.py": text})
+
+
+def test_a_source_with_no_more_candidates_ends_the_run(task: Task, tmp_path: Path) -> None:
+    result, lines, summary, _ = run_loop(task, Countdown(3), FakeVerifier(), tmp_path,
+                                         samples=2, rounds=5)
+    assert result.status == "failed" and summary["reason"] == NO_MORE
+    assert [x["status"] for x in lines].count("failed") == 3
+    assert summary["rounds_used"] == 3  # round 2: one had nothing; round 3: none had any
+
+
+def test_a_fast_source_with_no_more_candidates_escalates(task: Task, tmp_path: Path) -> None:
+    schedule = ModelSchedule(Tier(Countdown(0)), Tier(LLMSource(FakeModel({1: [RIGHT]})),
+                                                      role="strong"))
+    log = RunLog(tmp_path / "runs", "run1")
+    result = Loop(task, schedule.fast.source, FakeVerifier(), log,
+                  LoopOptions(samples=1, rounds=4), schedule=schedule).run()
+    assert result.status == "passed" and result.winner is not None
+    assert result.winner.model == "fake" and schedule.escalated_at == 2
+    assert "no more candidates" in str(schedule.escalation_reason)
 
 
 # --------------------------------------------------------------------------- a stream check
