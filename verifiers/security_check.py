@@ -7,9 +7,13 @@ Two sources, both baseline-relative (only findings the unpatched code did not ha
   `--ignore-noqa`, `python3 -P`), restricted to a curated set that flags dangerous calls, not
   style (no `assert`, `random`, `subprocess` without a shell, or `/tmp` paths): RULES;
 - a secret scan of the changed files' text on the host (read through agent.support.fstree,
-  never executed): a small set of fixed token formats (SECRET_PATTERNS) such as AWS access key
-  ids, private key blocks and provider tokens, plus a keyword rule for a literal assigned to
-  a name like `secret_key`. detect-secrets was evaluated and not chosen (docs/ESCALATION.md).
+  never executed): a small set of fixed token formats (security_rules.SECRET_PATTERNS) such as
+  AWS access key ids, private key blocks and provider tokens, plus a keyword rule for a literal
+  assigned to a name like `secret_key`. detect-secrets was evaluated and not chosen
+  (docs/ESCALATION.md).
+
+The stream watchdog (watchdog.py) anticipates a subset of these findings while an answer
+streams, from the same rules (security_rules.py); this stage stays the complete check.
 
 A finding fails the candidate: it runs after the tests (`after_tests`), so a candidate that
 fails only here passed them and makes the best parent for the next round, whose feedback names
@@ -19,7 +23,6 @@ the finding. A task turns the stage off or sets its rules in task.toml
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult
@@ -31,6 +34,7 @@ from ooda.verifiers import (
     tool_verdict,
 )
 from ooda.verifiers.ruff_check import run_ruff
+from ooda.verifiers.security_rules import find_secret
 
 RULES: tuple[str, ...] = (
     "S102",  # exec
@@ -60,30 +64,6 @@ RULES: tuple[str, ...] = (
 )
 """The ruff `S` rules checked by default: calls that are dangerous wherever they appear."""
 
-SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("aws-access-key-id", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA)[A-Z0-9]{16}\b")),
-    (
-        "aws-secret-access-key",
-        re.compile(r"(?i)aws.{0,20}secret.{0,20}[=:]\s*[\"'][A-Za-z0-9/+=]{40}[\"']"),
-    ),
-    ("private-key", re.compile(r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY(?: BLOCK)?-----")),
-    ("github-token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_\w{60,})")),
-    ("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("stripe-live-key", re.compile(r"\b[rs]k_live_[A-Za-z0-9]{20,}")),
-    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b")),
-    (
-        "credential-literal",
-        re.compile(
-            r"(?i)\b\w*(?:password|passwd|secret|api_?key|access_?key|auth_?token|private_?key)"
-            r"\w*\s*[:=]\s*[\"']([^\"'\s]{12,})[\"']"
-        ),
-    ),
-)
-"""(name, pattern) of the secret scan: fixed token formats, then one keyword rule."""
-
-_PLACEHOLDER = re.compile(r"(?i)example|dummy|changeme|placeholder|your[_-]|<|\*{3}|x{6}|\$\{")
-"""A credential-literal match that reads like a placeholder is not reported."""
-
 MAX_SCAN_BYTES = 2_000_000
 """Larger files are not secret-scanned (ruff still checks them)."""
 
@@ -92,15 +72,11 @@ def scan_secrets(path: str, text: str) -> list[Diagnostic]:
     """The secret-like literals in `text` (file `path`), the secret itself never repeated."""
     found: list[Diagnostic] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
-        for kind, pattern in SECRET_PATTERNS:
-            match = pattern.search(line)
-            if match is None:
-                continue
-            if kind == "credential-literal" and _PLACEHOLDER.search(match.group(1)):
-                continue
+        hit = find_secret(line)  # one finding per line
+        if hit is not None:
+            kind, start, _ = hit
             message = f"possible hard-coded secret ({kind}); read it from the environment"
-            found.append(Diagnostic(path, lineno, match.start() + 1, "SECRET", message))
-            break  # one finding per line
+            found.append(Diagnostic(path, lineno, start + 1, "SECRET", message))
     return found
 
 
