@@ -241,8 +241,7 @@ class Loop:
         status: Literal["passed", "failed", "error"] = "passed" if winner else "failed"
         if winner is None and self.attempts and all(a.status == "error" for a in self.attempts):
             status, reason = "error", self.attempts[-1].reason or "every attempt errored"
-        elif winner is None and self.attempts and not any(a.answer or a.patch
-                                                          for a in self.attempts):
+        elif winner is None and self.attempts and not any(map(_whole_answer, self.attempts)):
             status, reason = "error", _no_answer_reason(self.attempts, reason)
         if winner is not None:
             reason = "passed"
@@ -609,9 +608,20 @@ class Loop:
         }
 
 
+def _whole_answer(attempt: Attempt) -> bool:
+    """Whether `attempt` got a whole answer (or a patch from a source that writes no answer,
+    such as mutation): a stream cut before its
+    finish_reason (its text kept) is none, so an endpoint that cuts every stream is an
+    infrastructure failure, not a model that could not fix the task."""
+    return attempt.finish_reason is not None or bool(attempt.patch) or (
+        bool(attempt.answer) and attempt.status not in ("error", "timeout", "cancelled"))
+
+
 def _no_answer_reason(attempts: list[Attempt], ended: str) -> str:
     """Why a run in which the model never produced an answer is the endpoint's failure (an
     infrastructure error), whatever ran out first: its last request's error, if any."""
     errors = [a.reason for a in attempts if a.status in ("error", "timeout") and a.reason]
     last = f"; last: {errors[-1]}" if errors else ""
+    if any(a.answer for a in attempts):  # text arrived, but never a whole answer
+        return f"the endpoint delivered no whole answer: every stream was cut ({ended}){last}"
     return f"the model produced no answer ({ended}){last}"

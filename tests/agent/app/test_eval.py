@@ -659,3 +659,39 @@ def test_swebench_jsonl_end_to_end_with_gold(tmp_path: Path, sandbox_name: str) 
     (pred,) = lines(out.eval_dir / "predictions.jsonl")
     assert pred["instance_id"] == "acme__calc-1" and "+    return a + b" in pred["model_patch"]
     assert not (out.eval_dir / ev.WORK_DIR / "acme__calc-1").exists()  # export removed
+
+
+@pytest.mark.slow
+def test_an_endpoint_that_cuts_every_stream_is_an_error_that_retry_errors_redoes(
+        tmp_path: Path, sandbox_name: str) -> None:
+    """Issue 40 #6: every stream cut before its finish_reason (its text kept) read as "the
+    model could not fix it" (unresolved, "rounds exhausted", exit 1), so `--retry-errors`
+    skipped it. It is the endpoint's failure: an error (exit 3), redone by --retry-errors."""
+    from ooda.agent.models.server import ReplayServer
+
+    taskset = tmp_path / "set"
+    taskset.mkdir()
+    shutil.copytree(ROOT / "tasks" / "examples" / "median", taskset / "median")
+    env = {**os.environ, "OPENAI_API_KEY": "ooda-local", "OODA_DAEMON": "0"}
+    args = ["eval", str(taskset), "--model", "fast", "-n", "2", "--rounds", "2",
+            "--time-budget", "20", "--runs-dir", str(tmp_path / "runs"), "--eval-id", "e1",
+            "--json"]
+    import socket
+
+    with socket.socket() as probe:  # one address for both servers: the evaluation's options
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with ReplayServer([taskset], faults=["drop"], port=port) as cutting:
+        done = subprocess.run(ooda(*args, "--base-url", cutting.start()), cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=180)
+    assert done.returncode == 3, done.stderr
+    assert "every task ended in an infrastructure error" in done.stderr
+    [record] = lines(tmp_path / "runs" / "e1" / "results.jsonl")
+    assert record["status"] == "error"
+    assert "the endpoint delivered no whole answer: every stream was cut" in record["reason"]
+    with ReplayServer([taskset], port=port) as fine:
+        again = subprocess.run(ooda(*args, "--base-url", fine.start(), "--resume",
+                                    "--retry-errors"),
+                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["resolved"] == 1
