@@ -610,9 +610,9 @@ class Loop:
 
 def _whole_answer(attempt: Attempt) -> bool:
     """Whether `attempt` got a whole answer (or a patch from a source that writes no answer,
-    such as mutation): a stream cut before its
-    finish_reason (its text kept) is none, so an endpoint that cuts every stream is an
-    infrastructure failure, not a model that could not fix the task."""
+    such as mutation): a stream cut before its finish_reason (its text kept) is none, so an
+    endpoint that cuts every stream is an infrastructure failure, not a model that could not
+    fix the task."""
     return attempt.finish_reason is not None or bool(attempt.patch) or (
         bool(attempt.answer) and attempt.status not in ("error", "timeout", "cancelled"))
 
