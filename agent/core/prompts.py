@@ -7,19 +7,20 @@ from ooda.agent.context.choose import Refine
 from ooda.agent.context.tokens import estimate
 from ooda.agent.context.visible import visible_tests
 from ooda.agent.contracts.options import LoopOptions
-from ooda.agent.edits.search_replace import SearchReplace
-from ooda.agent.edits.udiff import UnifiedDiff
+from ooda.agent.edits import formats
 from ooda.tasks.loader import Task
 
-SYSTEM_PROMPT = f"""\
+
+def system_prompt() -> str:
+    """Asks for the formats agent/edits/formats.py marks `asked`, in its order (SEARCH/REPLACE
+    blocks first: the cheapest format to generate); each format's teaching text lives beside
+    its parser in agent/edits/. Whole files and bare definitions are accepted too
+    (docs/EDIT_FORMATS.md) but not asked for: they cost more tokens."""
+    return f"""\
 You are an expert software engineer fixing a bug in a Python repository.
-{SearchReplace.prompt}
-{UnifiedDiff.prompt}
+{formats.teaching()}
 Do not edit tests, conftest.py or tool configuration: such edits are rejected.
 Think briefly, then give the edits."""
-"""Asks for SEARCH/REPLACE blocks (the cheapest format to generate); each format's teaching
-text lives beside its parser in agent/edits/. Whole files and bare definitions are accepted
-too (docs/EDIT_FORMATS.md) but not asked for: they cost more tokens."""
 
 FRAME_TOKENS = 120
 """Tokens of the code section's heading and note, on top of the files' own."""
@@ -65,7 +66,7 @@ def _messages(task: Task, context: Context, told: str) -> list[dict[str, str]]:
         parts += ["# Earlier attempts", told, ""]
     parts.append("Fix the issue with SEARCH/REPLACE blocks.")
     return [
-        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "system", "content": system_prompt()},
         {"role": "user", "content": "\n".join(parts)},
     ]
 

@@ -2,8 +2,9 @@
 
 One class per format, each with the prompt text that teaches it beside its parser:
 `SearchReplace` (agent/edits/search_replace.py), `UnifiedDiff` (udiff.py), `WholeFile`
-(whole_file.py) and `Definitions` (definitions.py); FORMATS maps their names to them.
-The order of trying them (docs/EDIT_FORMATS.md):
+(whole_file.py) and `Definitions` (definitions.py); agent/edits/formats.py is their registry,
+whose order drives the parser, the system prompt and the stream patterns; FORMATS maps their
+names to them. The order of trying them (docs/EDIT_FORMATS.md):
 
 1. SEARCH/REPLACE blocks and fenced diffs, in any mix, applied in order, each against the
    content the previous ones left. When an answer holds any, they alone count.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import re
 
+from ooda.agent.edits import formats
 from ooda.agent.edits.base import (
     Context,
     EditError,
@@ -33,12 +35,10 @@ from ooda.agent.edits.base import (
     make_patch,
 )
 from ooda.agent.edits.code_blocks import apply_best
-from ooda.agent.edits.definitions import Definitions
-from ooda.agent.edits.scan import REPLACE_RE, Fence, check_text, fences
-from ooda.agent.edits.search_replace import ReplaceBlock, SearchReplace
-from ooda.agent.edits.udiff import DiffBlock, UnifiedDiff
+from ooda.agent.edits.formats import ExplicitFormat
+from ooda.agent.edits.scan import Fence, check_text, fences
+from ooda.agent.edits.udiff import UnifiedDiff
 from ooda.agent.edits.views import FileView, Views
-from ooda.agent.edits.whole_file import WholeFile
 
 __all__ = [
     "FORMATS",
@@ -56,52 +56,40 @@ __all__ = [
     "prose_before_edits",
 ]
 
-FormatClass = type[SearchReplace] | type[UnifiedDiff] | type[WholeFile] | type[Definitions]
-FORMATS: dict[str, FormatClass] = {
-    cls.name: cls for cls in (SearchReplace, UnifiedDiff, WholeFile, Definitions)
-}
-"""Every accepted edit format, by the name recorded as `edit_format`."""
-ORDER: tuple[str, ...] = ("search_replace", "udiff", "whole_file", "definitions")
+FORMATS = formats.formats()
+"""Every accepted edit format, by the name recorded as `edit_format` (agent/edits/formats.py)."""
+ORDER: tuple[str, ...] = tuple(FORMATS)
 """The order of trying: explicit edits (SEARCH/REPLACE and diffs, mixed in answer order)
 first; fenced code blocks (whole file, then definitions) only when there are none."""
 
+Edit = tuple[ExplicitFormat, object]
+"""One explicit edit of an answer and the format that reads it."""
 
-def _explicit(lines: list[str], blocks: list[Fence]) -> list[ReplaceBlock | DiffBlock]:
-    """Every SEARCH/REPLACE block and fenced diff of the answer, in order (one pass)."""
-    diffs = {f.start: f for f in blocks if UnifiedDiff.is_diff(f)}
-    found: list[ReplaceBlock | DiffBlock] = []
-    n_blocks = n_diffs = 0
-    last_path: str | None = None
+
+def _explicit(lines: list[str], blocks: list[Fence]) -> list[Edit]:
+    """Every explicit edit of the answer, in order (one pass; at each line the formats of
+    formats.EXPLICIT are asked in their order)."""
+    readers = [(f, f.reader(lines, blocks)) for f in formats.EXPLICIT]
+    found: list[Edit] = []
     i = 0
     while i < len(lines):
-        if SearchReplace.is_start(lines[i]):
-            n_blocks += 1
-            block, i = SearchReplace.read(lines, i, n_blocks, last_path)
-            last_path = block.path
-            found.append(block)
-        elif i in diffs:
-            n_diffs += 1
-            fence = diffs[i]
-            found.append(DiffBlock(n_diffs, "\n".join(fence.body) + "\n"))
-            i = fence.end + 1
+        for fmt, reader in readers:
+            got = reader.read(i)
+            if got is not None:
+                found.append((fmt, got[0]))
+                i = got[1]
+                break
         else:
             i += 1
     return found
 
 
-def _apply_explicit(edits: list[ReplaceBlock | DiffBlock], ws: Workspace) -> str | None:
+def _apply_explicit(edits: list[Edit], ws: Workspace) -> str | None:
     """Apply the explicit edits in order; the format name, or None when none was an edit."""
     used: list[str] = []
-    for edit in edits:
-        if isinstance(edit, ReplaceBlock):
-            SearchReplace.apply(ws, edit)
-            name = SearchReplace.name
-        elif UnifiedDiff.apply(ws, edit):
-            name = UnifiedDiff.name
-        else:
-            continue
-        if name not in used:
-            used.append(name)
+    for fmt, edit in edits:
+        if fmt.apply_block(ws, edit) and fmt.name not in used:
+            used.append(fmt.name)
     return "+".join(used) if used else None
 
 
@@ -137,16 +125,18 @@ def partial_answer_is_hopeless(
     """For streaming early-abort: the reason why the blocks already complete in a partial
     answer cannot apply (a SEARCH that does not match, a bad path), or None.
 
-    Only the text up to the last complete `>>>>>>> REPLACE` line is looked at, so the cost
-    is one parse of that prefix; callers should call it when a block has just completed.
+    Only the text up to the last line that completes an edit (`>>>>>>> REPLACE`:
+    formats.edit_completed) is looked at, so the cost is one parse of that prefix; callers
+    should call it when a block has just completed.
     """
     try:
         lines = check_text(answer_so_far).split("\n")
     except EditError as err:
         return str(err)
+    completed = formats.edit_completed()
     last = -1
     for k, line in enumerate(lines[:-1]):
-        if REPLACE_RE.match(line):
+        if completed is not None and completed.match(line):
             last = k
     if last < 0:
         return None
@@ -158,9 +148,6 @@ def partial_answer_is_hopeless(
     return None
 
 
-_EDIT_BEGUN = re.compile(r"^[ \t]*(?:```|~~~|<{5,9} ?SEARCH|--- |\+\+\+ |@@ |diff --git )",
-                         re.MULTILINE)
-"""A line that begins an edit in any accepted format: a fence, a SEARCH line, a diff header."""
 _THINKING = re.compile(r"\A\s*<think>.*?(?:</think>|\Z)", re.DOTALL)
 
 
@@ -170,6 +157,6 @@ def prose_before_edits(answer_so_far: str) -> str | None:
     callers should look at completed lines only, as a fence's first characters may still be
     arriving."""
     text = _THINKING.sub("", answer_so_far, count=1)
-    if _EDIT_BEGUN.search(text):
+    if formats.edit_begun().search(text):
         return None
     return text

@@ -123,6 +123,7 @@ class Definitions:
         "one file replaces those definitions there (name the file on the line before the "
         "block when the names are not unique)."
     )
+    begins: ClassVar[str] = r"```|~~~"
 
     @staticmethod
     def find_files(names: list[str], ctx: Context) -> dict[str, list[str]]:

@@ -18,6 +18,7 @@ from ooda.agent.edits.scan import (
     DIVIDER_RE,
     REPLACE_RE,
     SEARCH_RE,
+    Fence,
     clean_path,
     fence_info,
     path_from_fence,
@@ -50,6 +51,17 @@ the lines that replace them
 
 Copy the SEARCH lines exactly, including indentation, and keep them short but unique.
 An empty SEARCH part on a new path creates that file."""
+    asked: ClassVar[bool] = True
+    begins: ClassVar[str] = r"<{5,9} ?SEARCH"
+    completes: ClassVar[str | None] = r">{5,9} ?REPLACE\b"
+
+    def reader(self, lines: list[str], fences: list[Fence]) -> _Reader:
+        return _Reader(lines)
+
+    def apply_block(self, ws: Workspace, block: object) -> bool:
+        assert isinstance(block, ReplaceBlock)
+        self.apply(ws, block)
+        return True
 
     @staticmethod
     def is_start(line: str) -> bool:
@@ -136,3 +148,20 @@ An empty SEARCH part on a new path creates that file."""
                 "otherwise check the path (relative to the repository root)", "missing_file")
         search, replace = ws.expand(path, block.search), ws.expand(path, block.replace)
         ws.set(path, replace_lines(content, search, replace, what))
+
+
+class _Reader:
+    """The blocks of one answer, numbered; a block without a path line takes the last one's."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self.count = 0
+        self.last_path: str | None = None
+
+    def read(self, index: int) -> tuple[ReplaceBlock, int] | None:
+        if not SearchReplace.is_start(self.lines[index]):
+            return None
+        self.count += 1
+        block, after = SearchReplace.read(self.lines, index, self.count, self.last_path)
+        self.last_path = block.path
+        return block, after

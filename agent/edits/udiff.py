@@ -166,6 +166,16 @@ class UnifiedDiff:
         "A unified diff in a ```diff block (with --- a/path and +++ b/path headers) is also "
         "accepted."
     )
+    asked: ClassVar[bool] = True
+    begins: ClassVar[str] = r"--- |\+\+\+ |@@ |diff --git "
+    completes: ClassVar[str | None] = None
+
+    def reader(self, lines: list[str], fences: list[Fence]) -> _Reader:
+        return _Reader({f.start: f for f in fences if self.is_diff(f)})
+
+    def apply_block(self, ws: Workspace, block: object) -> bool:
+        assert isinstance(block, DiffBlock)
+        return self.apply(ws, block)
 
     @staticmethod
     def is_diff(fence: Fence) -> bool:
@@ -253,3 +263,18 @@ def _expanded(ws: Workspace, path: str, hunk: Hunk) -> tuple[list[str], list[str
         if kind != "-":
             new += lines
     return old, new
+
+
+class _Reader:
+    """The fenced diffs of one answer, numbered."""
+
+    def __init__(self, diffs: dict[int, Fence]) -> None:
+        self.diffs = diffs
+        self.count = 0
+
+    def read(self, index: int) -> tuple[DiffBlock, int] | None:
+        fence = self.diffs.get(index)
+        if fence is None:
+            return None
+        self.count += 1
+        return DiffBlock(self.count, "\n".join(fence.body) + "\n"), fence.end + 1

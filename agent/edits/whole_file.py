@@ -22,6 +22,7 @@ class WholeFile:
         "For a small file, its whole new content in a fenced block, with the file's path "
         "alone on the line before the block, is also accepted."
     )
+    begins: ClassVar[str] = r"```|~~~"
 
     @staticmethod
     def content(body: list[str], old: str | None) -> str:

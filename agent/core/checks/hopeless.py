@@ -7,25 +7,25 @@ import re
 
 from ooda.agent import edits
 from ooda.agent.core.checks.base import Stop, StreamContext
-
-_REPLACE_LINE = re.compile(r"^[ \t]*>{5,9} ?REPLACE\b.*\n", re.MULTILINE)
-"""A completed end-of-block line (the forms agent/edits/__init__.py accepts)."""
+from ooda.agent.edits import formats
 
 
 class HopelessEdit:
-    """Re-parses the answer only when another `>>>>>>> REPLACE` line is complete (its newline
-    has arrived: edits.partial_answer_is_hopeless ignores an unfinished last line), scanning
-    only the newly completed lines for it."""
+    """Re-parses the answer only when another line that completes an edit (`>>>>>>> REPLACE`:
+    agent/edits/formats.py's `completes`) has arrived whole (its newline too:
+    edits.partial_answer_is_hopeless ignores an unfinished last line), scanning only the newly
+    completed lines for it."""
 
-    def __init__(self, context: StreamContext) -> None:
+    def __init__(self, context: StreamContext, completed: re.Pattern[str]) -> None:
         self.context = context
+        self.completed = re.compile(f"^{completed.pattern}.*\n", re.MULTILINE)
         self.scanned = 0
 
     def observe(self, text: str) -> Stop | None:
         end = text.rfind("\n") + 1
         if end <= self.scanned:
             return None
-        completed = _REPLACE_LINE.search(text, self.scanned, end) is not None
+        completed = self.completed.search(text, self.scanned, end) is not None
         self.scanned = end
         if not completed:
             return None
@@ -33,5 +33,6 @@ class HopelessEdit:
         return Stop(f"stopped while streaming: {problem}", "hopeless_edit") if problem else None
 
 
-def start(context: StreamContext) -> HopelessEdit:
-    return HopelessEdit(context)
+def start(context: StreamContext) -> HopelessEdit | None:
+    completed = formats.edit_completed()
+    return HopelessEdit(context, completed) if completed is not None else None

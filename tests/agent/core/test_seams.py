@@ -1,9 +1,10 @@
-"""The plug-in seams: a new candidate source and a new stream check are each one small class
-and one registry line (agent/core/sources/__init__.py SOURCES, agent/core/checks/__init__.py
-CHECKS); the loop runs them with no other change."""
+"""The plug-in seams: a new candidate source, stream check and edit format are each one small
+class and one registry line (agent/core/sources/__init__.py SOURCES, agent/core/checks/__init__.py
+CHECKS, agent/edits/formats.py EXPLICIT); the loop runs them with no other change."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -12,9 +13,10 @@ from pathlib import Path
 import pytest
 from loop_fakes import BUGGY, RIGHT, WRONG, FakeModel, FakeVerifier, run_loop
 
+from ooda.agent import edits
 from ooda.agent.contracts.options import LoopOptions
 from ooda.agent.contracts.protocols import Completion
-from ooda.agent.core import checks, sources
+from ooda.agent.core import checks, prompts, sources
 from ooda.agent.core.checks import Stop, StreamContext
 from ooda.agent.core.loop import NO_MORE, Loop
 from ooda.agent.core.runlog import RunLog
@@ -27,6 +29,9 @@ from ooda.agent.core.sources import (
     SourceKind,
     source_kind,
 )
+from ooda.agent.edits import formats
+from ooda.agent.edits.base import Workspace
+from ooda.agent.edits.scan import Fence
 from ooda.tasks.loader import Task
 
 # --------------------------------------------------------------------------- a candidate source
@@ -168,3 +173,57 @@ def test_without_the_check_the_same_answer_is_verified(task: Task, tmp_path: Pat
     result, lines, _, _ = run_loop(task, Streaming(RIGHT), FakeVerifier(), tmp_path,
                                    samples=1, rounds=1)
     assert result.status == "passed" and lines[0]["status"] == "passed"
+
+
+# --------------------------------------------------------------------------- an edit format
+
+
+class LineEdit:
+    """`LINE path:N = text` replaces line N of path with text."""
+
+    name = "line"
+    prompt = "A line `LINE path:N = text` replaces line N of the file with the text."
+    asked = True
+    begins = r"LINE \S+:\d+ = "
+    completes = None
+
+    def reader(self, lines: list[str], fences: list[Fence]) -> LineReader:
+        return LineReader(lines)
+
+    def apply_block(self, ws: Workspace, block: object) -> bool:
+        path, number, text = block  # type: ignore[misc]
+        old = (ws.get(path) or "").splitlines(keepends=True)
+        old[number - 1] = text + "\n"
+        ws.set(path, "".join(old))
+        return True
+
+
+class LineReader:
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+
+    def read(self, index: int) -> tuple[object, int] | None:
+        found = re.match(r"LINE (\S+):(\d+) = (.*)$", self.lines[index])
+        if found is None:
+            return None
+        return (found[1], int(found[2]), found[3]), index + 1
+
+
+def test_a_new_edit_format_is_a_class_and_a_registry_line(
+    task: Task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(formats, "EXPLICIT", (*formats.EXPLICIT, LineEdit()))  # the line
+    answer = "The fix:\nLINE calc.py:2 =     return a + b\n"
+    assert LineEdit.prompt in prompts.system_prompt()  # the prompt teaches it
+    assert edits.prose_before_edits(answer) is None  # the stream sees an edit begun
+    result, lines, _, _ = run_loop(task, FakeModel({1: [answer]}), FakeVerifier(), tmp_path,
+                                   samples=1, rounds=1)
+    assert result.status == "passed" and lines[0]["edit_format"] == "line"
+
+
+def test_without_the_format_its_answer_is_prose(task: Task, tmp_path: Path) -> None:
+    answer = "The fix:\nLINE calc.py:2 =     return a + b\n"
+    assert edits.prose_before_edits(answer) == answer
+    _, lines, _, _ = run_loop(task, FakeModel({1: [answer]}), FakeVerifier(), tmp_path,
+                              samples=1, rounds=1)
+    assert lines[0]["status"] == "invalid_edit"
