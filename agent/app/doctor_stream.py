@@ -9,6 +9,7 @@ seconds and a few dozen tokens of the endpoint's time.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any
@@ -20,6 +21,13 @@ from ooda.agent.models.openai_model import ModelCompletion, ModelConfig, ModelEr
 PROBE = [{"role": "user", "content": "Reply with one short sentence about rivers."}]
 PROBE_TOKENS = 48
 PROBE_DEADLINE_S = 90.0
+PAIR_SECONDS = 1.0
+"""How long each of the two streams at once should last at the first stream's rate: long
+enough to overlap at 1,000+ tokens/s (a 48-token answer lasts 0.05 s there)."""
+PAIR_TOKENS = (64, 2048)
+"""Bounds of the two streams' length in tokens."""
+MIN_SPAN_S = 0.2
+"""Streams shorter than this cannot show whether they overlapped."""
 
 
 def stream_checks(base_url: str, model: str | None, listed: list[str]) -> list[Check]:
@@ -35,10 +43,31 @@ def stream_checks(base_url: str, model: str | None, listed: list[str]) -> list[C
         client.check_reachable()
         one = client.complete(PROBE, deadline=time.monotonic() + PROBE_DEADLINE_S)
     except (ModelError, InfraError, UsageError) as exc:
-        return [Check("model stream", False, f"{name}: {exc}",
-                      "check the model name (`--model`) and the server's log")]
+        return [_failure(name, exc)]
     first = Check("model stream", one.finish_reason is not None, _describe(name, one, client))
-    return [first, _two_at_once(client)]
+    tokens = _pair_tokens(_rate(one))
+    while True:  # streams too short to tell: once more, longer (the first rate was off)
+        pair = OpenAIModel(ModelConfig(name=name, base_url=base_url, concurrency=2,
+                                       max_tokens=tokens, max_retries=1,
+                                       idle_timeout_s=PROBE_DEADLINE_S))
+        check, conclusive = _two_at_once(pair, tokens)
+        if conclusive or tokens >= PAIR_TOKENS[1]:
+            return [first, check]
+        tokens = min(PAIR_TOKENS[1], tokens * 8)
+
+
+def _pair_tokens(rate: float | None) -> int:
+    """Tokens for each of the two streams at once: PAIR_SECONDS at `rate`, bounded."""
+    low, high = PAIR_TOKENS
+    return max(low, min(high, int((rate or 0.0) * PAIR_SECONDS)))
+
+
+def _failure(name: str, exc: Exception) -> Check:
+    """A stream that failed; the client's own hint to run `ooda doctor` is dropped here."""
+    said = re.sub(r"(; )?`ooda doctor` sends a test stream", "", str(exc))
+    return Check("model stream", False, f"{name}: {said}",
+                 "check the model name (`--model`) and the server's log (why it ended the "
+                 "stream: a crash, an output limit, a proxy's timeout)")
 
 
 def _describe(name: str, done: ModelCompletion, client: OpenAIModel) -> str:
@@ -65,13 +94,16 @@ def _rate(done: ModelCompletion) -> float | None:
     return (done.completion_tokens - 1) / span if span > 0 else None
 
 
-def _two_at_once(client: OpenAIModel) -> Check:
-    """Two streams at once: both finished side by side, one after the other, or cut short."""
+def _two_at_once(client: OpenAIModel, tokens: int) -> tuple[Check, bool]:
+    """Two streams at once, each asked for about `tokens` tokens: both finished side by side,
+    one after the other, or cut short; or too quickly to tell (the bool: not that)."""
     results: list[Any] = [None, None]
+    ask = [{"role": "user", "content": f"Count from 1 to {tokens}, the numbers separated by "
+                                       "spaces, with nothing else."}]
 
     def one(i: int) -> None:
         try:
-            results[i] = client.complete(PROBE, deadline=time.monotonic() + PROBE_DEADLINE_S)
+            results[i] = client.complete(ask, deadline=time.monotonic() + PROBE_DEADLINE_S)
         except (ModelError, InfraError, UsageError) as exc:
             results[i] = exc
 
@@ -83,19 +115,32 @@ def _two_at_once(client: OpenAIModel) -> Check:
     failed = [r for r in results if not isinstance(r, ModelCompletion)]
     if failed:
         return Check("two streams at once", False, f"failed: {failed[0]}",
-                     "the server's log says why")
+                     "the server's log says why"), True
     cut = client.report()["concurrency"]["streams_cut"]
     a, b = sorted(results, key=lambda r: r.t_first_token or 0.0)
-    serial = (b.t_first_token or 0.0) >= (a.t_done or 0.0) - 0.01
+    span = max(_span(a), _span(b))
+    # one after the other: the second's first token came when the first had (nearly) ended
+    serial = (b.t_first_token or 0.0) >= (a.t_done or 0.0) - 0.25 * _span(a)
     if cut:
         detail = ("the endpoint cut a stream short (no finish_reason) while the other waited, "
                   "as llama-cpp-python does by default (--interrupt_requests): ooda lowers its "
                   "requests at once by itself and sends the cut one again; start the server "
                   "with --interrupt_requests False, or run with --concurrency 1, to spare that")
+    elif span < MIN_SPAN_S:
+        detail = (f"both finished within {span:.2f} s of their first token ({a.completion_tokens}"
+                  f" and {b.completion_tokens} tokens): too quickly to tell whether the endpoint "
+                  "generates answers side by side")
     elif serial:
         detail = ("both finished, one after the other: the endpoint generates one answer at a "
                   "time (llama.cpp --parallel, Ollama OLLAMA_NUM_PARALLEL serve more); "
                   "candidates will wait for their first token")
     else:
         detail = "both finished side by side"
-    return Check("two streams at once", True, detail)
+    return Check("two streams at once", True, detail), bool(cut) or span >= MIN_SPAN_S
+
+
+def _span(done: ModelCompletion) -> float:
+    """Seconds from a stream's first token to its end."""
+    if done.t_first_token is None or done.t_done is None:
+        return 0.0
+    return max(0.0, done.t_done - done.t_first_token)

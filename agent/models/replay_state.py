@@ -30,6 +30,9 @@ from ooda.agent.models.replay_scripts import Script
 TASK_ID_RE = re.compile(r"^\s*Task id:\s*(\S+)\s*$", re.MULTILINE | re.IGNORECASE)
 FAULTS = ("ok", "429", "500", "drop", "hang")
 
+COUNT_RE = re.compile(r"\bCount from 1 to (\d+)\b")
+"""A probe asking for a counted answer (`ooda doctor`'s two streams at once): answered."""
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -185,6 +188,9 @@ class ReplayState:
         round_ = len(users)
         last_user = content_text(users[-1].get("content")) if users else ""
         if task is None:  # no task's prompt (a probe: `ooda doctor`, curl): a plain answer
+            asked = COUNT_RE.search(last_user)
+            if asked:  # as a model does: `ooda doctor`'s long probe asks for one
+                return "?", " ".join(str(i) for i in range(1, min(int(asked[1]), 10_000) + 1))
             return "?", "no scripted answer: the prompt has no 'Task id: <id>' line"
         if task not in self.scripts:
             known = ", ".join(sorted(self.scripts)[:5]) + (", ..." if len(self.scripts) > 5

@@ -133,3 +133,37 @@ def test_a_full_disk_is_said_not_called_an_internal_error(
     assert (code, err) == (3, "ooda: error: no space left on device (writing "
                               "/runs/e1/summary.json)\n")
     assert not (tmp_path / "state").exists()  # no traceback kept: not a bug
+
+
+def doctor_checks(**server: Any) -> dict[str, dict[str, Any]]:
+    import json
+
+    from cli_helpers import ooda
+
+    from ooda.agent.models.server import ReplayServer
+
+    with ReplayServer([MEDIAN.parent], **server) as replay:
+        done = ooda("doctor", "--base-url", replay.start(), "--json")
+    return {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+
+
+@pytest.mark.parametrize("slots, expected", [(0, "both finished side by side"),
+                                             (1, "one after the other")])
+def test_doctor_tells_a_fast_parallel_endpoint_from_a_serial_one(slots: int,
+                                                                 expected: str) -> None:
+    """#7: at 3,000 tokens/s the two 48-token test streams ended before they could overlap,
+    so a parallel endpoint was called "one answer at a time". The two streams now last about
+    a second at the endpoint's rate (longer once more when still too short to tell)."""
+    from ooda.agent.models.replay_behaviour import behaviour_for
+
+    checks = doctor_checks(tokens_per_s=3000, behaviour=behaviour_for("openai", slots=slots))
+    assert expected in checks["two streams at once"]["detail"]
+
+
+def test_doctor_on_a_cut_stream_does_not_point_at_itself() -> None:
+    """#7: a cut stream's hint said "`ooda doctor` sends a test stream" inside doctor."""
+    checks = doctor_checks(faults=["drop"])
+    stream = checks["model stream"]
+    assert not stream["ok"] and "ooda doctor" not in stream["detail"] + stream["fix"]
+    assert "without a finish_reason" in stream["detail"]
+    assert "the server's log" in stream["fix"]
