@@ -211,8 +211,17 @@ class Definitions:
         file_lines = bodies(text)
         edits: list[tuple[int, int, list[str]]] = []
         unmatched: list[str] = []
+        ambiguous: dict[str, list[str]] = {}
         for node in block.defs:
-            cls._match(block, node, tree.body, file_lines, "", edits, unmatched, top=True)
+            cls._match(block, node, tree.body, file_lines, "", edits, unmatched, top=True,
+                       ambiguous=ambiguous)
+        if ambiguous:
+            name, classes = next(iter(ambiguous.items()))
+            raise EditError(
+                f"{what}: {name} is ambiguous in {path}: a method of classes "
+                f"{', '.join(classes)}; show it inside its class (`class {classes[0]}:` with the "
+                "method indented under it), or use SEARCH/REPLACE blocks",
+                "ambiguous_definitions")
         if unmatched:
             have = ", ".join(n.name for n in tree.body if isinstance(n, _DEF_TYPES)) or "none"
             raise EditError(
@@ -230,14 +239,17 @@ class Definitions:
     @classmethod
     def _match(cls, block: PyBlock, node: Def, scope: list[ast.stmt], file_lines: list[str],
                qual: str, edits: list[tuple[int, int, list[str]]], unmatched: list[str],
-               top: bool = False) -> None:
+               top: bool = False, ambiguous: dict[str, list[str]] | None = None) -> None:
         target = next((t for t in scope if isinstance(t, _DEF_TYPES) and t.name == node.name),
                       None)
         if target is None and top and not isinstance(node, ast.ClassDef):
-            methods = [m for c in scope if isinstance(c, ast.ClassDef) for m in c.body
-                       if isinstance(m, _DEF_TYPES) and m.name == node.name]
-            if len(methods) == 1:
-                target = methods[0]
+            owners = [(c.name, m) for c in scope if isinstance(c, ast.ClassDef) for m in c.body
+                      if isinstance(m, _DEF_TYPES) and m.name == node.name]
+            if len(owners) == 1:
+                target = owners[0][1]
+            elif owners and ambiguous is not None:  # which class's: not ours to guess
+                ambiguous[node.name] = [owner for owner, _ in owners]
+                return
         if target is None:
             unmatched.append(qual + node.name)
             return
