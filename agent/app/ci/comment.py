@@ -4,6 +4,7 @@ and GitHub review suggestions for the hunks that fit in one."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,9 +105,11 @@ def render_comment(
     *,
     branch: str | None = None,
     run_dir: Path | None = None,
+    stages_off: Mapping[str, str] | None = None,
 ) -> str:
     """comment.md: what failed (the pull request's failures apart from those that fail on its
-    base too), then the verified fix or what was tried (`result` None: nothing was run)."""
+    base too), then the verified fix or what was tried (`result` None: nothing was run).
+    `stages_off`: the verifier stages turned off, each with why (`stages_off_reasons`)."""
     lines = [COMMENT_MARKER]
     own = "the pull request's failing tests" if report.base_rev else "the failing tests"
     if result is None:
@@ -144,7 +147,7 @@ def render_comment(
     )
     winner = result.winner
     if winner is not None:
-        lines.append(f"**Suggested fix** ({_checks(winner)}):")
+        lines.append(f"**Suggested fix** ({_checks(winner, stages_off or {})}):")
         patch = winner.patch
         if len(patch) > COMMENT_DIFF_CHARS:
             patch = patch[:COMMENT_DIFF_CHARS] + "\n... (cut: the whole diff is suggestion.diff)\n"
@@ -189,25 +192,54 @@ def _failure_lines(failures: list[FailedTest]) -> list[str]:
 
 
 def _headline(message: str) -> str:
-    """The line of a failure that says most: pytest's first `E` line, else the first one."""
+    """The line of a failure that says most: pytest's first `E` line, else the first one that
+    is not pytest's progress (`..F.  [ 50%]`) or a separator (`=== FAILURES ===`)."""
     lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
     errors = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
-    return errors[0] if errors else (lines[0] if lines else "")
+    if errors:
+        return errors[0]
+    said = [ln for ln in lines if not _PYTEST_NOISE.match(ln)]
+    return said[0] if said else ""
 
 
-def _checks(attempt: Attempt) -> str:
+_PYTEST_NOISE = re.compile(r"^(?:[.FEsxXp]+(?:\s+\[\s*\d+%\])?|[=_-]{3,}.*|\[\s*\d+%\])$")
+"""pytest's progress lines and its section separators: no news about a failure."""
+
+
+def _checks(attempt: Attempt, stages_off: Mapping[str, str]) -> str:
     """What the fix passed, and the stages that did not judge it: skipped (with the reason)
-    or not run at all (turned off: --no-ruff, --no-mypy, the task's [verifiers])."""
+    or not run at all, with why (turned off: --no-ruff, --no-mypy, the task's [verifiers];
+    not installed in the repository's own environment)."""
     results = attempt.verdict.results if attempt.verdict else []
     ran = {r.name for r in results}
     parts = [f"passed: {', '.join(r.name for r in results if r.status == 'passed') or 'none'}"]
-    parts += [f"skipped: {r.name} ({_inline(_headline(r.log or r.summary), 120) or 'no reason'})"
+    parts += [f"skipped: {r.name} ({_inline(_headline(r.log or r.summary), 240) or 'no reason'})"
               for r in results if r.status == "skipped"]
     # (the reproduction-test stage belongs to blind benchmark runs: never a CI job's)
     off = [stage for stage in CASCADE_ORDER if stage not in ran and stage != "repro"]
-    if off:
-        parts.append(f"not run: {', '.join(off)}")
+    by_reason: dict[str, list[str]] = {}
+    for stage in off:
+        by_reason.setdefault(stages_off.get(stage, "turned off for this run"), []).append(stage)
+    parts += [f"not run: {', '.join(stages)} ({why})" for why, stages in by_reason.items()]
     return "; ".join(parts)
+
+
+def stages_off_reasons(on: Mapping[str, bool], task_says: Mapping[str, bool],
+                       flags: Mapping[str, bool]) -> dict[str, str]:
+    """Why each verifier stage that is off is off: `on` the plan's stages, `task_says` the
+    task's own [verifiers], `flags` the --no-<stage> options given."""
+    reasons = {}
+    for stage, running in on.items():
+        if running:
+            continue
+        if flags.get(stage):
+            reasons[stage] = f"--no-{stage}"
+        elif not task_says.get(stage, True):
+            reasons[stage] = "the task's [verifiers] turn it off"
+        else:
+            reasons[stage] = ("the tests ran in the repository's own environment, where ooda's "
+                              "ruff and mypy are not installed")
+    return reasons
 
 
 def _environment(summary: RunSummary) -> str:
@@ -235,7 +267,21 @@ def _why(attempt: Attempt) -> str:
 
 def _inline(text: str, limit: int) -> str:
     text = " ".join(text.split()).replace("`", "'")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return _shorten(text, limit)
+
+
+def _shorten(text: str, limit: int) -> str:
+    """`text` within `limit`: cut after its last whole clause that fits (never inside a
+    quoted command or a word), "..." marking the cut."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 4]
+    quotes = [m.start() for m in re.finditer("'", head)]
+    if len(quotes) % 2:  # an open quote (a command, a name): cut before it
+        head = head[: quotes[-1]]
+    clause = max(head.rfind("; "), head.rfind(". "), head.rfind(": "), head.rfind(", "))
+    cut = clause if clause >= limit // 2 else head.rfind(" ")
+    return (head[:cut] if cut > 0 else head).rstrip(" ;:,.") + " ..."
 
 
 def _cell(text: str) -> str:

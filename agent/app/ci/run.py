@@ -27,7 +27,12 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ooda.agent.app.ci.comment import render_comment, review_comments, suggestions_from_patch
+from ooda.agent.app.ci.comment import (
+    render_comment,
+    review_comments,
+    stages_off_reasons,
+    suggestions_from_patch,
+)
 from ooda.agent.app.ci.earlier import check_base, split
 from ooda.agent.app.ci.github import (
     BRANCH_PREFIX,
@@ -151,17 +156,20 @@ def run_ci(
                                       show_progress=show_progress, backend=the_backend,
                                       plan=plan, verifier=verifier)
 
-    outcome = _write_outputs(ci, report, result, log.dir)
+    stages_off = stages_off_reasons(
+        {n: getattr(plan.stages, n) for n in ("ruff", "mypy", "security")},
+        {n: getattr(plan.task.verifiers, n) for n in ("ruff", "mypy", "security")},
+        {"ruff": run_options.stages.no_ruff, "mypy": run_options.stages.no_mypy})
+    outcome = _write_outputs(ci, report, result, log.dir, stages_off)
     if result.winner is not None and ci.push_branch:
         title = f"ooda: fix {len(report.fail_to_pass) or 'the'} failing test(s)"
         try:
             outcome.branch = push_fix_branch(repo, result.winner.patch, title)
         except InfraError as exc:  # the suggestion stands; the comment says how to apply it
-            outcome.warnings.append(f"fix branch not pushed: {exc}")
-            say(f"[yellow]Fix branch not pushed:[/yellow] {exc}")
+            outcome.warnings.append(f"fix branch not pushed: {exc}")  # printed by the CLI
         else:
             outcome.comment = render_comment(report, result, branch=outcome.branch,
-                                             run_dir=log.dir)
+                                             run_dir=log.dir, stages_off=stages_off)
             write_atomic(ci.out / "comment.md", outcome.comment)
             say(f"Pushed the fix as branch {outcome.branch}.")
     if target is not None:
@@ -236,7 +244,7 @@ def _backend_scope(options: RunOptions, given: SandboxBackend | None,
 
 
 def _write_outputs(ci: CiOptions, report: FailureReport, result: RunResult,
-                   run_dir: Path) -> CiOutcome:
+                   run_dir: Path, stages_off: dict[str, str]) -> CiOutcome:
     patch = result.winner.patch if result.winner is not None else None
     suggestion_file = ci.out / "suggestion.diff"
     if patch is not None:
@@ -245,7 +253,7 @@ def _write_outputs(ci: CiOptions, report: FailureReport, result: RunResult,
         suggestion_file.unlink()  # a stale one from an earlier run would mislead
     suggestions = suggestions_from_patch(patch) if patch else []
     write_json_atomic(ci.out / "suggestions.json", suggestions)
-    comment = render_comment(report, result, run_dir=run_dir)
+    comment = render_comment(report, result, run_dir=run_dir, stages_off=stages_off)
     write_atomic(ci.out / "comment.md", comment)
     return CiOutcome(
         status=result.status, reason=result.reason, summary=result.summary.to_json(),
@@ -268,8 +276,7 @@ def _post(target: PullRequestTarget, ci: CiOptions, event: PullRequestEvent, rep
             except GitHubError as exc:
                 if exc.status != 422:
                     raise
-                outcome.warnings.append(f"review not posted: {exc}")
-                say(f"[yellow]Review not posted:[/yellow] {exc}")
+                outcome.warnings.append(f"review not posted: {exc}")  # printed by the CLI
             else:
                 outcome.review_url = str(review.get("html_url") or "") or None
                 say(f"Posted a review with {len(outcome.suggestions)} suggestion(s).")

@@ -320,7 +320,8 @@ def test_comment_says_which_stages_did_not_judge_the_fix_and_which_python_ran(
     text = render_comment(report, result)
     assert "(passed: syntax, tampering, ruff, pytest; skipped: mypy (mypy cannot check these " \
         "files on " \
-        "the unpatched code either; stage skipped); not run: security)" in text
+        "the unpatched code either; stage skipped); not run: security (turned off for this " \
+        "run))" in text
     assert "Tests ran in ooda's sandbox image (Python 3.11)." in text
     result.summary = dataclasses.replace(
         result.summary, environment="environment: Python 3.9 (requires-python <3.10) — detected")
@@ -610,3 +611,58 @@ def test_e2e_junit_fixes_the_pull_requests_failure_and_names_what_it_leaves_fail
     assert "**What this pull request broke** (1 test(s)" in comment
     assert f"it leaves failing `{SERVICE}`" in comment
     assert "return a + b" in (tmp_path / "out" / "suggestion.diff").read_text()
+
+
+def test_comment_is_clean_progress_dots_whole_hints_and_why_not_run(tmp_path: Path) -> None:
+    """Issue 40 #9: no raw pytest progress line as a failure's headline; a hint cut at a
+    clause, never inside a command; "not run: ruff, security, mypy" says why."""
+    from ooda.agent.app.ci.comment import stages_off_reasons
+
+    report = FailureReport([F2P], [P2P], [FailedTest(F2P, "..F.                [100%]\n"
+                                                       "=== FAILURES ===\nassert -1 == 5")],
+                           "`python -m pytest -q`")
+    result = fake_result(True, tmp_path / "r")
+    assert result.winner is not None and result.winner.verdict is not None
+    result.winner.verdict.results = [r for r in result.winner.verdict.results
+                                     if r.name not in ("ruff",)]
+    result.winner.verdict.results.append(VerifierResult(
+        "mypy", "skipped", 0.2, "", "mypy cannot check these files on the unpatched code "
+        "either (a missing stub); stage skipped, as with `ooda run --no-mypy --environment "
+        "none --verifier-timeout 120 --sandbox docker` on this repository's own checkout"))
+    off = stages_off_reasons({"ruff": False, "mypy": True, "security": False},
+                             {"ruff": True, "mypy": True, "security": True},
+                             {"ruff": False, "mypy": False})
+    text = render_comment(report, result, stages_off=off)
+    assert "..F." not in text and f"`{F2P}`: assert -1 == 5" in text
+    assert ("not run: ruff, security (the tests ran in the repository's own environment, "
+            "where ooda's ruff and mypy are not installed)") in text
+    assert "'ooda run --no-mypy --environment none --verifier-timeout 120 --sandbox docker'" \
+        in text
+    from ooda.agent.app.ci.comment import _inline
+
+    short = _inline("stage skipped, as with `ooda run --no-mypy --environment none "
+                    "--verifier-timeout 120` on this checkout", 60)
+    assert short == "stage skipped, as with ..."  # cut before the command, not inside it
+    assert stages_off_reasons({"ruff": False, "mypy": False, "security": True},
+                              {"ruff": True, "mypy": False, "security": True},
+                              {"ruff": True, "mypy": False}) == {
+        "ruff": "--no-ruff", "mypy": "the task's [verifiers] turn it off"}
+
+
+def test_a_warning_is_printed_once(repo: Path, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40 #9: "Review not posted" was printed by the run and again by the command."""
+    import ooda.agent.app.ci.run as ci_run
+
+    monkeypatch.setattr(ci_run, "run_task", FakeRunTask())
+    monkeypatch.setattr(ci_run, "open_backend", lambda *a, **k: NoBackend())
+    with FakeGitHub() as gh:
+        github_env(monkeypatch, gh, event_file(tmp_path))
+        gh.state.review_status = 422
+        code, out, err = invoke(["--repo", str(repo), "--junit",
+                                 str(junit_of(repo, tmp_path / "r.xml")), "--out",
+                                 str(tmp_path / "out"), "--model", "m", "--post", "github",
+                                 "--review"], capsys, monkeypatch)
+    assert code == 0, err
+    assert (out + err).lower().count("review not posted") == 1
