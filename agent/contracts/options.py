@@ -218,6 +218,13 @@ class LoopOptions:
         help="Blind runs: reproduction tests asked of the model, in parallel (0: none).",
     )
     """Reproduction tests a blind run asks the model for, in parallel."""
+    critic: int = option(
+        2, "--critic", commands=("run", "eval"), changes_results=True,
+        help="Blind runs: requests to the model judging the candidates still level after "
+        "the checks (each in another order of the candidates; 0: none).",
+    )
+    """Requests of a blind run's critic (agent/core/critic.py): the model scores the
+    finalists the checks could not tell apart, once per order of them; its tokens count."""
     verify_concurrency: int = option(2, "--verify-concurrency",
                                      help="Candidates verified at once, per task.")
     """Candidates verified at once (verification is CPU-bound)."""
@@ -239,6 +246,7 @@ class LoopOptions:
                     ("--verify-concurrency", self.verify_concurrency, 1),
                     ("--max-prose-tokens", self.max_prose_tokens, 0),
                     ("--repro-tests", self.repro_tests, 0),
+                    ("--critic", self.critic, 0),
                     ("--context-tokens", self.context_tokens, 1))
         for flag, value, least in at_least:
             if value < least:

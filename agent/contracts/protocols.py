@@ -213,6 +213,11 @@ REPRO_REQUEST_LINE = "Request: reproduction test"
 the bundled endpoint serves such requests only the scripted answers marked for them."""
 
 
+CRITIC_REQUEST_LINE = "Request: judge candidate patches"
+"""The first line of a blind run's critic request (agent/core/critic.py): served, like a
+reproduction-test request, only the scripted answers marked for it."""
+
+
 @dataclass(frozen=True)
 class ReproOnBase:
     """How one reproduction test ended on the unpatched code, and whether it is kept."""

@@ -27,10 +27,12 @@ Pure functions of the attempts.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
+from ooda.agent.core.critic import Critic
 from ooda.agent.core.records import Attempt
 
 JUDGED = ("passed", "failed", "timeout", "error")
@@ -282,22 +284,29 @@ def distinct_judged(attempts: list[Attempt]) -> list[Attempt]:
     return [a for a in attempts if a.status in JUDGED and a.patch and a.duplicate_of is None]
 
 
-def choose(candidates: list[Attempt], everyone: list[Attempt],
-           critic: dict[str, float] | None = None, policy: Policy = Policy(),
+def choose(candidates: list[Attempt], everyone: list[Attempt], critic: Critic | None = None,
+           deadline: float | None = None, policy: Policy = Policy(),
            ) -> tuple[Attempt | None, dict[str, Any]]:
     """The candidate to submit among `candidates` (votes counted over `everyone`, sample
     order taken from it), and the record of why: {"winner", "why", "evidence", "ranking",
-    "issue_changed", "tests"}. `critic`: a model's score per attempt id. None when no
-    candidate has a judged patch."""
+    "issue_changed", "tests", "critic"}. `critic`: the model that scores the finalists still
+    level before its part of the key (asked before `deadline`). None when no candidate has a
+    judged patch."""
     votes = vote_counts(everyone)
     order = {a.attempt_id: i for i, a in enumerate(everyone)}
     judged = distinct_judged(candidates)
     if not judged:
         return None, {"winner": None, "why": "no candidate produced a patch the checks judged"}
     evidence = [evidence_of(a, order.get(a.attempt_id, len(order)), votes) for a in judged]
-    if critic:
-        evidence = [replace(e, critic=critic.get(e.attempt_id)) for e in evidence]
     ranking = rank(evidence, policy)
+    finalists = ranking.level_with_best(KEY_PARTS.index("critic"))
+    if critic is not None and policy.critic and len(finalists) >= 2:
+        ids = {r.evidence.attempt_id for r in finalists}
+        shown = sorted((a for a in judged if a.attempt_id in ids),
+                       key=lambda a: order.get(a.attempt_id, len(order)))
+        scores = critic(shown, deadline if deadline is not None else time.monotonic() + 120)
+        evidence = [replace(e, critic=scores.get(e.attempt_id)) for e in evidence]
+        ranking = rank(evidence, policy)
     best = ranking.best
     assert best is not None
     winner = next(a for a in judged if a.attempt_id == best.evidence.attempt_id)
@@ -311,6 +320,7 @@ def choose(candidates: list[Attempt], everyone: list[Attempt],
         "key_parts": list(KEY_PARTS),
         "issue_changed": list(ranking.issue_changed)[:MAX_RECORDED_IDS],
         "tests": test_tallies(everyone),
+        **({"critic": critic.report.record()} if critic is not None else {}),
     }
     return winner, record
 

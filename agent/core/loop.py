@@ -38,6 +38,7 @@ from ooda.agent.contracts.protocols import (
 )
 from ooda.agent.core import blind_select, normalize, prompts, selection
 from ooda.agent.core.budget import Budget
+from ooda.agent.core.critic import Critic
 from ooda.agent.core.records import (
     Attempt,
     AttemptRecord,
@@ -125,6 +126,11 @@ class Loop:
         self.context_votes: votes.Votes | None = None
         """What the fast model said about where the change belongs (None: not asked)."""
         self.repro = repro
+        judge = self.schedule.strong or self.schedule.fast
+        critic_model = model_of(judge.source) if config.select == "blind" else None
+        self.critic = (Critic(task, critic_model, self.budget, config.critic)
+                       if critic_model is not None and config.critic > 0 else None)
+        """A blind run's critic: the model's judgement of the finalists (agent/core/critic.py)."""
         self.selection: dict[str, Any] = {}
         """Why the blind selection chose what it chose (run.json `selection`)."""
 
@@ -233,7 +239,8 @@ class Loop:
         pool.shutdown(wait=True)
         submitted = winner
         if self.config.select == "blind" and winner is None:
-            submitted, self.selection = blind_select.choose(self.attempts, self.attempts)
+            submitted, self.selection = blind_select.choose(
+                self.attempts, self.attempts, self.critic, self.work_deadline)
         if self.repro is not None:
             self.repro.join(timeout_s=max(1.0, self.budget.remaining()))
         if winner is None and self.budget.expired():
@@ -330,7 +337,8 @@ class Loop:
         if self.config.select == "blind":
             # every judged candidate, not only the passing ones: a broken regression test is
             # weighed (the issue may change it), not absolute
-            chosen, self.selection = blind_select.choose(self.attempts, self.attempts)
+            chosen, self.selection = blind_select.choose(
+                self.attempts, self.attempts, self.critic, self.work_deadline)
             return chosen
         return selection.pick_best(passing, self.attempts)
 
@@ -553,8 +561,14 @@ class Loop:
         self, status: str, reason: str, winner: Attempt | None, rounds_used: int,
         submitted: Attempt | None = None,
     ) -> RunSummary:
-        models = per_model(self.attempts, self.schedule, winner,
-                           self.repro.usage() if self.repro is not None else None)
+        other = dict(self.repro.usage()) if self.repro is not None else {}
+        if self.critic is not None and self.critic.report.requests:
+            calls, prompt, completion = other.get(self.critic.model.name, (0, 0, 0))
+            report = self.critic.report
+            other[self.critic.model.name] = (calls + report.requests,
+                                             prompt + report.prompt_tokens,
+                                             completion + report.completion_tokens)
+        models = per_model(self.attempts, self.schedule, winner, other)
         blind = self.config.select == "blind"
         return RunSummary(
             run_id=self.log.run_id,

@@ -3,7 +3,8 @@
 "kind": "reproduction"}`, all but `answer` optional; `task` defaults to the id of the directory
 the file is in; a line with a `model` is served only to requests for that model, one without to
 any model; a line of `"kind": "reproduction"` answers only a blind run's reproduction-test
-requests, and only such lines answer them).
+requests, and only such lines answer them; `"kind": "critic"` likewise for a blind run's critic
+requests).
 
 Read and checked here, once, with one clear line for each bad line (UsageError).
 """
@@ -33,8 +34,8 @@ class Script:
     model: str | None = None
     """Serve only to requests naming this model; None: to any."""
     kind: str | None = None
-    """"reproduction": serve only to reproduction-test requests (REPRO_REQUEST_LINE);
-    None: only to the others."""
+    """"reproduction" / "critic": serve only to reproduction-test (REPRO_REQUEST_LINE) / critic
+    (CRITIC_REQUEST_LINE) requests; None: only to the others."""
 
 
 def _dir_task_id(directory: Path) -> str:
@@ -73,8 +74,8 @@ def _load_file(path: Path) -> list[Script]:
         if model is not None and (not isinstance(model, str) or not model):
             raise UsageError(f'{where}: "model" must be a non-empty string')
         kind = data.get("kind")
-        if kind not in (None, "reproduction"):
-            raise UsageError(f'{where}: "kind" must be "reproduction" when given')
+        if kind not in (None, "reproduction", "critic"):
+            raise UsageError(f'{where}: "kind" must be "reproduction" or "critic" when given')
         task = data.get("task", default_task)
         if not isinstance(task, str) or not task:
             raise UsageError(f'{where}: "task" must be a non-empty string')

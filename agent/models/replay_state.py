@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ooda.agent.contracts.errors import UsageError
-from ooda.agent.contracts.protocols import REPRO_REQUEST_LINE
+from ooda.agent.contracts.protocols import CRITIC_REQUEST_LINE, REPRO_REQUEST_LINE
 from ooda.agent.models.answer_styles import restyle
 from ooda.agent.models.replay_behaviour import Behaviour
 from ooda.agent.models.replay_scripts import Script
@@ -201,7 +201,8 @@ class ReplayState:
                 '"task", else by its folder)'
             )
         first_user = content_text(users[0].get("content")) if users else ""
-        kind = "reproduction" if first_user.startswith(REPRO_REQUEST_LINE) else None
+        kind = ("reproduction" if first_user.startswith(REPRO_REQUEST_LINE) else
+                "critic" if first_user.startswith(CRITIC_REQUEST_LINE) else None)
         matching = [
             s
             for s in self.scripts.get(task, [])
@@ -213,7 +214,7 @@ class ReplayState:
         # answers written for this very round win over answers for any round
         candidates = [s for s in matching if s.round == round_] or matching
         if not candidates:
-            what = "reproduction test" if kind else f"round {round_}"
+            what = kind or f"round {round_}"
             return task, f"no scripted answer for task {task} ({what})"
         with self.lock:
             count = self.counters.get((model, task, round_, kind), 0)

@@ -6,7 +6,9 @@ are hidden, tasks/hidden.py): for each changed source file, the repository's tes
 its own pytest patterns, testnames.py) named after it (`test_<name>.py`, `<name>_test.py`,
 `unittest_<name>.py`), nearest first, then those that import it, nearest
 and smallest first; at most `max_files` in all, and no more base run time than
-`MAX_BASE_S` (or half the tests' timeout, when smaller): every candidate runs them again. Each test file runs once on the unpatched code (whole, with the task's runner);
+`MAX_BASE_S` (or half the tests' timeout, when smaller): every candidate runs them again. Each
+test file runs once on the unpatched code (whole, with the task's runner), within that budget
+(a slower file is cut there and left out, bounded before it runs, not after the tests' timeout);
 its passing tests are the ones a candidate must keep passing. A file that does not run there,
 times out or has no passing test is left out.
 """
@@ -75,6 +77,12 @@ class RegressionTests:
         self._file_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
+    def budget_s(self) -> float:
+        """Seconds of base run time a candidate's regression files may add up to: also the
+        timeout of each file's base run, so that a slow file is cut there, not discarded after
+        the whole tests' timeout."""
+        return min(MAX_BASE_S, self.timeout_s / 2)
+
     def for_change(self, changed: Sequence[str]) -> Regression:
         """The regression tests of a candidate that changes `changed` (repo-relative paths)."""
         files: list[str] = []
@@ -84,7 +92,7 @@ class RegressionTests:
             if len(files) >= self.max_files:
                 break
             run = self.base_run(path)
-            if run.problem or spent + run.seconds > min(MAX_BASE_S, self.timeout_s / 2):
+            if run.problem or spent + run.seconds > self.budget_s():
                 continue
             spent += run.seconds
             files.append(path)
@@ -117,13 +125,19 @@ class RegressionTests:
             if done is not None:
                 return done
             started = time.monotonic()
+            limit = self.budget_s()
             try:
-                outcomes = self.run_file(path, self.timeout_s)
+                outcomes = self.run_file(path, limit)
                 passing = tuple(t for t, o in outcomes.items() if o == "passed")
                 run = BaseRun(passing, time.monotonic() - started,
                               "" if passing else "no test passes on the unpatched code")
             except Exception as exc:  # a file that cannot run on the base says nothing
-                run = BaseRun((), time.monotonic() - started, str(exc).split("\n", 1)[0])
+                seconds = time.monotonic() - started
+                why = str(exc).split("\n", 1)[0]
+                if seconds >= limit * 0.95 or "timed out" in why or "timeout" in why.lower():
+                    why = (f"slower than the regression tests' budget ({limit:.0f} s) on the "
+                           f"unpatched code: {why}")
+                run = BaseRun((), seconds, why)
             with self._lock:
                 self._runs[path] = run
             return run

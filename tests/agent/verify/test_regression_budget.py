@@ -1,0 +1,34 @@
+"""A blind run's regression files are bounded before they run (agent/verify/regression.py):
+each file's base run gets the regression budget as its timeout, so a slow file is cut there
+and left out instead of running for the tests' whole timeout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ooda.agent.verify.regression import MAX_BASE_S, RegressionTests
+
+
+def repo(tmp_path: Path) -> Path:
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_calc.py").write_text("from calc import add\n")
+    (tmp_path / "tests" / "test_slow.py").write_text("import calc\n")
+    return tmp_path
+
+
+def test_a_slow_file_is_cut_at_the_budget_and_left_out(tmp_path: Path) -> None:
+    asked: dict[str, float] = {}
+
+    def run_file(path: str, timeout_s: float) -> dict[str, str]:
+        asked[path] = timeout_s
+        if path.endswith("test_slow.py"):
+            raise TimeoutError(f"timed out after {timeout_s} s")
+        return {f"{path}::test_add": "passed"}
+
+    tests = RegressionTests(repo(tmp_path), run_file, timeout_s=1800.0)
+    chosen = tests.for_change(["calc.py"])
+    assert chosen.files == ("tests/test_calc.py",)
+    assert set(asked.values()) == {MAX_BASE_S}  # not the tests' 1800 s
+    record = tests.record()
+    assert "slower than the regression tests' budget" in str(record["tests/test_slow.py"]["left_out"])
