@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ooda.agent.contracts.errors import InfraError
 from ooda.agent.contracts.protocols import SandboxBackend, Verdict
+from ooda.agent.contracts.spectrum import BaseTrace
 from ooda.agent.support.text import one_line
 from ooda.agent.verify.plan import TaskPlan
 from ooda.agent.verify.verifier import TaskVerifier
@@ -79,6 +80,11 @@ class GatedVerifier:
         _, verifier = self.settled()
         return verifier.verify(patch, log_dir=log_dir, deadline=deadline,
                                verdict_only=verdict_only)
+
+    def trace_base(self, *, deadline: float | None = None) -> BaseTrace:
+        """The settled verifier's traced run of the base (TracesBase, for --model mutate)."""
+        _, verifier = self.settled()
+        return verifier.trace_base(deadline=deadline)
 
     @property
     def backend(self) -> SandboxBackend | None:

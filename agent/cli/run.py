@@ -223,6 +223,11 @@ def _print_run_result(
     if patch:
         console.print(Syntax(printable(patch), "diff", theme="ansi_dark"))
         console.print(f"final.diff: {run_dir / 'final.diff'}")
+    elif summary.closest:
+        console.print(
+            f"closest candidate: {markup_safe(summary.closest)} "
+            f"({run_dir / 'attempts' / summary.closest / 'patch.diff'}), still failing: "
+            f"{markup_safe(summary.closest_reason or '')}", highlight=False)
     console.print(f"run directory: {run_dir}")
 
 

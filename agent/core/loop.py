@@ -289,12 +289,15 @@ class Loop:
         tier = self.schedule.tier_for(round_no, self.config.rounds, self._budget_left())
         escalating = self.schedule.escalated_at == round_no
         told = digest([p for p in parents if p is not None]) if escalating else ""
-        if escalating:
+        learns = _learns(tier.source)
+        if escalating or not learns:
             parents = [None]  # the strong model starts from the task, told of the failures
         siblings = selection.sibling_digest(parents) if self.config.sibling_digest else []
-        for i in range(self.config.samples):
+        for i in range(getattr(tier.source, "samples", None) or self.config.samples):
             parent = parents[i % len(parents)]
-            if parent is None:
+            if not learns:  # a source that reads no prompt (--model mutate)
+                messages: list[dict[str, str]] = []
+            elif parent is None:
                 messages = prompts.first_prompt(self.task, self.context, told=told)
             else:
                 feedback, revealed = self._feedback(parent, siblings)
@@ -515,7 +518,9 @@ class Loop:
                     attempt.patch,
                     log_dir=self.log.attempt_dir(attempt.attempt_id),
                     deadline=self.work_deadline,
-                    verdict_only=attempt.round >= self.config.rounds,  # no round learns from it
+                    # no round learns from it
+                    verdict_only=attempt.round >= self.config.rounds
+                    or not _learns(self._tier(attempt).source),
                 )
             attempt.verdict = verdict
             if verdict.status == "invalid_edit":
@@ -561,6 +566,7 @@ class Loop:
         self, status: str, reason: str, winner: Attempt | None, rounds_used: int,
         submitted: Attempt | None = None,
     ) -> RunSummary:
+        near = selection.closest(self.attempts) if winner is None else None
         other = dict(self.repro.usage()) if self.repro is not None else {}
         if self.critic is not None and self.critic.report.requests:
             calls, prompt, completion = other.get(self.critic.model.name, (0, 0, 0))
@@ -604,6 +610,8 @@ class Loop:
             if blind and submitted else None,
             selection=self.selection if blind else None,
             reproduction=self.repro.summary() if blind and self.repro is not None else None,
+            closest=near.attempt_id if near else None,
+            closest_reason=near.reason.splitlines()[0][:300] if near and near.reason else None,
         )
 
     def _endpoint(self) -> dict[str, object] | None:
@@ -629,6 +637,13 @@ def _whole_answer(attempt: Attempt) -> bool:
     fix the task."""
     return attempt.finish_reason is not None or bool(attempt.patch) or (
         bool(attempt.answer) and attempt.status not in ("error", "timeout", "cancelled"))
+
+
+def _learns(source: CandidateSource) -> bool:
+    """Whether `source` reads prompts and feedback; one that does not (`learns_from_feedback =
+    False`: --model mutate) has each candidate start from the task, without a prompt, judged
+    for its verdict only, and may say how many candidates a round has (`samples`)."""
+    return bool(getattr(source, "learns_from_feedback", True))
 
 
 def _no_answer_reason(attempts: list[Attempt], ended: str) -> str:

@@ -304,6 +304,10 @@ class RunSummary:
     fail_to_pass_passing_before: list[str] = field(default_factory=list,
                                                    metadata={OMIT_EMPTY: True})
     """FAIL_TO_PASS ids that passed on the unpatched code (absent when none)."""
+    closest: str | None = field(default=None, metadata={OMIT_EMPTY: True})
+    closest_reason: str | None = field(default=None, metadata={OMIT_EMPTY: True})
+    """A run that found nothing: the candidate that came nearest (agent/core/selection.py
+    `closest`) and what it still fails, one line."""
     phases: dict[str, float] | None = field(default=None, metadata={OMIT_EMPTY: True})
     """Where the command's wall time went, in seconds per phase (agent/support/phases.py:
     startup, writing, selection, task, environment, generation, base_check, verification,

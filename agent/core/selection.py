@@ -27,6 +27,29 @@ def pick_parents(batch: list[Attempt]) -> list[Attempt | None]:
     return list(failed)
 
 
+def closest(attempts: list[Attempt]) -> Attempt | None:
+    """The failed candidate that came nearest to passing (what a run that found nothing
+    reports): one that failed before one that ran out of time, the furthest stage reached, then
+    the most tests passed and the fewest failed (of what its test run reported), then the
+    smaller patch; None when no candidate was judged."""
+    judged = [a for a in attempts if a.status in ("failed", "timeout") and a.patch
+              and a.verdict is not None and a.duplicate_of is None]
+    if not judged:
+        return None
+
+    def counts(a: Attempt) -> tuple[int, int]:
+        outcomes: dict[str, str] = {}
+        for result in a.verdict.results if a.verdict else []:
+            found = result.details.get("outcomes")
+            if isinstance(found, dict):
+                outcomes.update({str(k): str(v) for k, v in found.items()})
+        passed = sum(v == "passed" for v in outcomes.values())
+        return -passed, len(outcomes) - passed
+
+    return min(judged, key=lambda a: (a.status != "failed", -STAGE_RANK.get(a.failed_stage(), 0),
+                                      *counts(a), len(a.patch)))
+
+
 def sibling_digest(parents: list[Attempt | None]) -> list[str]:
     """The most common first lines of the parents' failures, with their counts."""
     reasons = Counter(p.reason.splitlines()[0][:160] for p in parents if p is not None)

@@ -84,18 +84,22 @@ def pairs(singles: Sequence[Mutant], read: ReadFile, pool: int = PAIR_POOL) -> I
     pairs first (by the sum of the two ranks' positions), one per distinct result."""
     best = list(singles[:pool])
     order = sorted((i + j, i, j) for i in range(len(best)) for j in range(i + 1, len(best)))
-    seen: set[str] = set()
+    seen = {_digest(m.files(read)) for m in best}  # (two that undo each other: a single)
     for _, i, j in order:
         first, second = best[i].mutations[0], best[j].mutations[0]
         if first.path == second.path and _overlap(first.change, second.change):
             continue
         mutant = Mutant((first, second), min(best[i].rank, best[j].rank))
         files = mutant.files(read)
-        digest = hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()
+        digest = _digest(files)
         if digest in seen or not all(_parses(text) for text in files.values()):
             continue
         seen.add(digest)
         yield mutant
+
+
+def _digest(files: dict[str, str]) -> str:
+    return hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()
 
 
 def _parses(source: str) -> bool:

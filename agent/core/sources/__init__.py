@@ -8,7 +8,7 @@ below. A name not listed is an endpoint's model, asked through the LLM source (`
 from __future__ import annotations
 
 from ooda.agent.contracts.protocols import Model
-from ooda.agent.core.sources import patch
+from ooda.agent.core.sources import mutate, patch
 from ooda.agent.core.sources.base import (
     CandidateSource,
     Exhausted,
@@ -24,6 +24,7 @@ __all__ = ["LLM", "SOURCES", "CandidateSource", "Exhausted", "LLMSource", "Propo
 SOURCES: dict[str, SourceKind] = {
     kind.name: kind for kind in (
         patch.GOLD,  # the task's reference patch
+        mutate.MUTATE,  # fault-localised mutation of the code under test, no model
     )
 }
 """Source name -> kind; the name is `--model`'s value."""

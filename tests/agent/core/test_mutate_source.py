@@ -1,0 +1,78 @@
+"""The mutation source (agent/core/sources/mutate.py) in the loop, with fakes: it localises
+through the verifier's traced run, proposes mutants of the suspicious line (the fix among them),
+starts each from the task, and says when it has none left."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from loop_fakes import FakeVerifier, run_loop
+
+from ooda.agent.contracts.options import LoopOptions
+from ooda.agent.contracts.spectrum import BaseTrace, Spectrum, TestTrace
+from ooda.agent.core.loop import NO_MORE
+from ooda.agent.core.sources import SOURCES, source_kind
+from ooda.agent.core.sources.mutate import MutationSource
+from ooda.tasks.loader import Task
+
+
+class TracingVerifier(FakeVerifier):
+    """The fake verifier, which can also trace: the failing test ran calc.py's lines 1-2."""
+
+    def __init__(self, passes: bool = True) -> None:
+        super().__init__()
+        self.passes = passes
+        self.traced = 0
+
+    def trace_base(self, *, deadline: float | None = None) -> BaseTrace:
+        self.traced += 1
+        failing = TestTrace("tests/test_calc.py::test_add", "failed",
+                            {"calc.py": frozenset({2})}, (("tests/test_calc.py", 3),))
+        return BaseTrace(Spectrum((failing,)), lambda path: path == "calc.py")
+
+    def verify(self, patch: str, **kwargs: object):  # type: ignore[no-untyped-def]
+        verdict = super().verify(patch)
+        if not self.passes and verdict.status == "passed":
+            verdict.status = "failed"
+        return verdict
+
+
+def test_mutate_is_a_source_by_its_name() -> None:
+    kind = source_kind("mutate")
+    assert kind is SOURCES["mutate"] and not kind.asks_endpoint and not kind.oracle
+    options = kind.loop_options(LoopOptions(samples=4, rounds=3))
+    assert options.rounds >= 1000 and options.context_votes == 0
+    assert MutationSource.samples >= 16 and not MutationSource.learns_from_feedback
+
+
+def test_the_fix_is_found_by_mutating_the_suspicious_line(task: Task, tmp_path: Path) -> None:
+    verifier = TracingVerifier()
+    result, lines, summary, log = run_loop(task, MutationSource(task), verifier, tmp_path,
+                                           samples=4, rounds=5)
+    assert result.status == "passed", summary["reason"]
+    assert verifier.traced == 1
+    assert "+    return a + b" in result.winner.patch
+    answer = (log.dir / "attempts" / result.winner.attempt_id / "answer.md").read_text()
+    assert "calc.py:2: arithmetic:" in answer and "suspiciousness 1.000" in answer
+    assert all(line["model"] == "mutate" for line in lines)
+
+
+def test_a_source_with_nothing_left_ends_the_run(task: Task, tmp_path: Path) -> None:
+    source = MutationSource(task)
+    result, lines, summary, _ = run_loop(task, source, TracingVerifier(passes=False),
+                                         tmp_path, samples=8, rounds=1000)
+    assert result.status == "failed" and summary["reason"] == NO_MORE
+    patches = [line["patch_sha256"] for line in lines
+               if line["status"] == "failed" and not line["duplicate_of"]]
+    assert len(patches) == len(set(patches)) > source.singles > 3  # every mutant once, pairs too
+
+
+def test_without_a_trace_the_smallest_editable_files_are_mutated(
+    task: Task, tmp_path: Path
+) -> None:
+    source = MutationSource(task)
+    result, _, summary, log = run_loop(task, source, FakeVerifier(), tmp_path, samples=4,
+                                       rounds=20)
+    assert result.status == "passed", summary["reason"]
+    answer = (log.dir / "attempts" / result.winner.attempt_id / "answer.md").read_text()
+    assert "no line was pointed at" in answer
