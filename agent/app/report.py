@@ -8,6 +8,7 @@ plotting library, the page opens offline).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from textwrap import shorten
 from typing import Any
 
 from ooda.agent.app import modelstats
@@ -38,8 +39,16 @@ PROTOCOL_NOTES = {
 """What each protocol's numbers mean, said at the top of every evaluation report."""
 
 
+NO_HIDDEN_NOTE = ("**no hidden tests**: every task of this set is judged by its own tests, the "
+                  "same the loop verified with (as QuixBugs and HumanEvalFix define them). The "
+                  "resolved rate is this task set's own measure, not a SWE-bench number.")
+
+
 def protocol_note(summary: Mapping[str, Any]) -> str:
-    """The report's sentence on its protocol (Markdown emphasis)."""
+    """The report's sentence on its protocol (Markdown emphasis): what its numbers may be
+    compared with. A set without hidden tests has no protocol to speak of."""
+    if summary.get("hidden_test_tasks") == 0 and summary.get("finished"):
+        return NO_HIDDEN_NOTE
     return PROTOCOL_NOTES.get(str(summary.get("protocol") or "oracle"), "")
 
 
@@ -111,12 +120,18 @@ def _phases_html(record: Mapping[str, Any]) -> list[str]:
     phases = _phases(record)
     if not phases:
         return []
-    return ["<figure>" + stacked_bar(phases, title="Where the wall time went",
-                                     labels=PHASE_LABELS)
+    return [_figure("Where the wall time went",
+                    stacked_bar(phases, title="Where the wall time went", labels=PHASE_LABELS))
             + "<figcaption>The wall clock split by phase, adding up to the whole: each "
               "instant goes to one phase running then, what the rest waits for first (the "
               "base check, then the environment, verification, generation...).</figcaption>"
               "</figure>"]
+
+
+def _figure(title: str, chart: str) -> str:
+    """A figure's opening with its title shown above the chart (the chart's own <title> is
+    only a tooltip); the caller adds the caption and closes it."""
+    return f"<figure><h3>{escape(title)}</h3>{chart}"
 
 
 TASK_COLUMNS = ("task", "status", "attempts", "rounds", "candidates verified / passing",
@@ -142,8 +157,6 @@ def eval_html(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) 
     total = int(summary.get("total") or 0)
     budget = summary.get("time_budget_s")
     curve = summary.get("resolved_by_budget") or []
-    solved_times = [float(p[0]) for p in curve[1:]]
-    cdf = [(t, (i + 1) / len(solved_times)) for i, t in enumerate(solved_times)]
     pass_k = sorted(((k, float(v)) for k, v in (summary.get("pass_at_k") or {}).items()),
                     key=lambda kv: int(kv[0]))
     status = "complete" if summary.get("complete") else (
@@ -171,25 +184,24 @@ def eval_html(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) 
         out.append("</ul></div>")
     out += [
         "<h2>Charts</h2>", '<div class="charts">',
-        "<figure>" + step_chart(curve, title="Resolved rate against wall-clock budget",
-                                x_label="budget per task (s)", y_label="tasks resolved")
+        _figure("Resolved rate against wall-clock budget",
+                step_chart(curve, title="Resolved rate against wall-clock budget",
+                           x_label="budget per task (s)", y_label="tasks resolved"))
         + f"<figcaption>Fraction of all {total} tasks whose first passing candidate came "
           "within t seconds: the resolved rate a budget of t would have given (the run's "
-          f"budget was {fmt_num(budget)} s).</figcaption></figure>",
-        "<figure>" + bar_chart([(f"k={k}", v) for k, v in pass_k],
-                               title="pass@k (oracle coverage)",
-                               x_label="k candidates", y_label="pass@k")
+          f"budget was {fmt_num(budget)} s); the same curve is the time to solve, as a share "
+          "of all tasks.</figcaption></figure>",
+        _figure("pass@k (oracle coverage)",
+                bar_chart([(f"k={k}", v) for k, v in pass_k], title="pass@k (oracle coverage)",
+                          x_label="k candidates", y_label="pass@k"))
         + "<figcaption>Unbiased pass@k (Chen et al. 2021) from the candidates the hidden tests "
           "judged per task, averaged over tasks: the chance that k samples hold a passing "
           "patch (coverage), not what ooda submits; k goes up to the samples and to the most "
           "candidates judged for one task.</figcaption></figure>",
-        "<figure>" + step_chart(cdf, title="Time to solve (CDF of solved tasks)",
-                                x_label="seconds to first pass", y_label="solved tasks")
-        + "<figcaption>Among solved tasks, the share solved within t seconds.</figcaption>"
-          "</figure>",
         *_phases_html(summary),
-        "<figure>" + stacked_bar(summary.get("time_breakdown_s") or {},
-                                 title="Where the candidates' time went", labels=BREAKDOWN)
+        _figure("Where the candidates' time went",
+                stacked_bar(summary.get("time_breakdown_s") or {},
+                            title="Where the candidates' time went", labels=BREAKDOWN))
         + "<figcaption>Candidate-seconds: generating (t_generated - t_start), then verifying "
           "(t_verified - t_generated), split into the verifiers running and the rest: "
           "queueing for a verification slot or a duplicate's verdict, sandbox and workspace "
@@ -307,8 +319,8 @@ def run_html(run: RunSummary, attempts: Sequence[AttemptRecord], patch: str) -> 
         f'<p>Task <code>{escape(run.task_id)}</code> · <b class="{escape(status)}">'
         f"{escape(status.upper())}</b> ({escape(run.reason)}) · model "
         f"<code>{escape(run.model)}</code> · {fmt_num(run.attempts)} attempts, "
-        f"{fmt_num(run.rounds_used)} round(s) · {fmt_num(run.wall_s)} s of "
-        f"{fmt_num(run.budget_s)} s · tokens {fmt_num(run.tokens.prompt)} + "
+        f"{fmt_num(run.rounds_used)} round(s) · {_wall(run)} · tokens "
+        f"{fmt_num(run.tokens.prompt)} + "
         f"{fmt_num(run.tokens.completion)}</p>",
         *([f"<p>{escape(run_protocol(run.to_json()))}</p>"]
           if run_protocol(run.to_json()) else []),
@@ -333,11 +345,20 @@ def run_html(run: RunSummary, attempts: Sequence[AttemptRecord], patch: str) -> 
 RUN_COLUMNS = ("attempt", "status", "round", "generated (s)", "verified (s)", "tokens", "reason")
 
 
+def _wall(run: RunSummary) -> str:
+    """The run's time: its loop against the budget, and the whole command's when start-up,
+    the environment and the base check made it longer (its phases add up to it)."""
+    loop = f"{fmt_num(run.wall_s)} s of the {fmt_num(run.budget_s)} s budget"
+    whole = sum(float(v) for v in (run.to_json().get("phases") or {}).values())
+    return f"{loop} ({fmt_num(whole)} s in all)" if whole > run.wall_s + 0.5 else loop
+
+
 def _attempt_row(a: AttemptRecord) -> list[str]:
     reason = a.reason.splitlines()
     return [a.attempt_id, a.status, fmt_num(a.round),
             fmt_num(a.t_generated_s, 2), fmt_num(a.t_verified_s, 2),
-            fmt_num(a.prompt_tokens + a.completion_tokens), (reason[0] if reason else "")[:120]]
+            fmt_num(a.prompt_tokens + a.completion_tokens),
+            shorten(reason[0] if reason else "", 160, placeholder=" ...")]
 
 
 def run_markdown(run: RunSummary, attempts: Sequence[AttemptRecord], patch: str) -> str:
@@ -347,7 +368,7 @@ def run_markdown(run: RunSummary, attempts: Sequence[AttemptRecord], patch: str)
         f"Task `{run.task_id}`: **{run.status.upper()}** "
         f"({run.reason}), model `{run.model}`, "
         f"{fmt_num(run.attempts)} attempts, {fmt_num(run.rounds_used)} round(s), "
-        f"{fmt_num(run.wall_s)} s of {fmt_num(run.budget_s)} s, tokens "
+        f"{_wall(run)}, tokens "
         f"{fmt_num(run.tokens.prompt)} + {fmt_num(run.tokens.completion)}.", "",
         *_phases_md(run.to_json(), end=[""]),
         *([run_protocol(run.to_json()), ""] if run_protocol(run.to_json()) else []),

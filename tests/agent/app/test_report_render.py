@@ -120,3 +120,41 @@ def test_reports_say_which_protocol_made_their_numbers() -> None:
     said = report.run_markdown(RunSummary.from_json(run), [], "")
     assert "Submitted r1c2: it passed every check. The hidden tests pass it; 2 of the 4" in said
     assert report.run_protocol({**run, "hidden_tests": False}) == ""
+
+
+def test_a_set_without_hidden_tests_claims_no_leaderboard_and_charts_are_titled() -> None:
+    """Issue 40 #10: a QuixBugs report said "hidden tests ... comparable with SWE-bench
+    leaderboards" (hidden_test_tasks: 0); the resolved-rate and time-to-solve charts drew the
+    same curve; the bars had no visible title."""
+    summary = metrics.summarize(RESULTS, total=4, samples=4)
+    summary.update(eval_id="e1", taskset="quixbugs", model="m", samples=4, rounds=1,
+                   time_budget_s=60, concurrency=2, complete=True, finished=4,
+                   hidden_test_tasks=0, phases={"startup": 1.0, "generation": 5.0})
+    html = report.eval_html(summary, RESULTS)
+    md = report.eval_markdown(summary, RESULTS)
+    for text in (html, md):
+        assert "leaderboard" not in text and "no hidden tests" in text
+    assert "Time to solve (CDF" not in html  # the resolved-rate curve, a second time
+    figures = re.findall(r"<figure>(.*?)</figure>", html, re.S)
+    assert figures and all(f.startswith("<h3>") for f in figures)
+    assert "<h3>Where the wall time went</h3>" in html
+
+
+def test_the_run_report_says_its_whole_time_and_cuts_reasons_at_a_word() -> None:
+    """Issue 40 #10: the header said 3.9 s for a 21 s run (the loop's time only) and the
+    attempts' reasons were cut mid-word."""
+    from ooda.agent.core.records import AttemptRecord
+
+    run = RunSummary.from_json({
+        "run_id": "r", "task_id": "t", "status": "failed", "reason": "rounds exhausted",
+        "wall_s": 3.9, "budget_s": 60, "phases": {"startup": 2.0, "environment": 15.1,
+                                                  "generation": 3.9}})
+    reason = ("pytest failed: 1 of 3 required tests did not pass: tests/test_wc.py::test_empty "
+              "assert count_words('') == 0 where count_words is the function under test here, "
+              "the one the statement names")
+    attempt = AttemptRecord.from_json({"attempt_id": "r1c1", "status": "failed", "round": 1,
+                                       "reason": reason})
+    for text in (report.run_markdown(run, [attempt], ""), report.run_html(run, [attempt], "")):
+        assert "3.9 s of the 60 s budget (21.0 s in all)" in text
+        cell = next(line for line in text.splitlines() if "r1c1" in line)
+        assert "statement" not in cell and re.search(r" \w+ \.\.\.", cell)
