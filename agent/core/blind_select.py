@@ -12,9 +12,10 @@ the issue's own examples (agent/core/issue_probes.py) beside the unpatched code'
    above one that breaks a test;
 2. the model's reproduction tests passed (the required ones first);
 3. every other check passed (syntax, ruff, security, mypy);
-4. **differential testing** on the issue's examples: a candidate whose behaviour there
-   differs from the base's (it touched what the issue reports) first; then the largest group
-   of candidates (counted in samples) that behave alike;
+4. **differential testing** on the same inputs — the issue's examples and the reproduction
+   tests: a candidate whose behaviour there differs from the base's (it touched what the issue
+   reports) first; then the largest group of candidates (counted in samples) that behave
+   alike;
 5. a model's judgement, where a model is configured (agent/core/critic.py): its score;
 6. votes: samples that produced the same code up to formatting;
 7. the larger diff (measured on real systems' candidates: bench/selection), then the sample
@@ -199,6 +200,13 @@ def evidence_of(attempt: Attempt, order: int, votes: Counter[str]) -> Evidence:
             if isinstance(probe, dict):
                 behaviour = tuple(str(x) for x in probe.get("behaviour") or ())
                 base = tuple(str(x) for x in probe.get("base") or ())
+                behaviour += ("missing",) * (len(base) - len(behaviour))  # cut short
+    if isinstance(outcomes, dict) and outcomes:
+        # the reproduction tests are inputs too: how each ended, beside how it ended on the
+        # base (a required one failed there with an assertion, an optional one otherwise)
+        names = sorted(str(n) for n in outcomes)
+        behaviour += tuple(f"{n}={outcomes[n]}" for n in names)
+        base += tuple(f"{n}={'failed' if n in required_names else 'error'}" for n in names)
     others_ok = all(r.status in ("passed", "skipped") for r in results
                     if r.name not in (TESTS_STAGE, REPRO_STAGE))
     return Evidence(

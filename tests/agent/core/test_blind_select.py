@@ -4,7 +4,18 @@ differential testing on the issue's examples; the last tie-break the sample orde
 
 from __future__ import annotations
 
-from ooda.agent.core.blind_select import Evidence, Policy, explain, issue_changed, rank
+from collections import Counter
+
+from ooda.agent.contracts.protocols import Verdict, VerifierResult
+from ooda.agent.core.blind_select import (
+    Evidence,
+    Policy,
+    evidence_of,
+    explain,
+    issue_changed,
+    rank,
+)
+from ooda.agent.core.records import Attempt
 
 
 def ev(name: str, order: int, **kw: object) -> Evidence:
@@ -93,3 +104,16 @@ def test_evidence_round_trips_through_json() -> None:
     e = ev("x", 3, regression_ran=("t::a",), broken=("t::a",), behaviour=("1",),
            base_behaviour=("0",), critic=0.5)
     assert Evidence.from_json(e.to_json()) == e
+
+
+def test_reproduction_outcomes_join_the_behaviour_compared() -> None:
+    a = Attempt("r1c1", 1, None, [])
+    a.patch, a.code_key, a.status = "+x\n", "k", "failed"
+    a.verdict = Verdict(status="failed", reason="", results=[VerifierResult(
+        "repro", "failed", 0.1, "", "", {
+            "outcomes": {"repro_1": "failed", "repro_2": "passed"}, "required": ["repro_1"],
+            "probes": {"probe_issue": {"behaviour": ["b0"], "base": ["b0", "b1"]}}})])
+    e = evidence_of(a, 0, Counter({"k": 1}))
+    assert e.behaviour == ("b0", "missing", "repro_1=failed", "repro_2=passed")
+    assert e.base_behaviour == ("b0", "b1", "repro_1=failed", "repro_2=error")
+    assert e.changed_behaviour is True and e.repro_required == 0 and e.repro_optional == 1
