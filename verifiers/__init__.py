@@ -44,11 +44,14 @@ def tail(text: str, limit: int = SUMMARY_LIMIT) -> str:
 
 def python_files(workspace: Path, changed: Sequence[str]) -> list[str]:
     """The changed .py/.pyi files that exist as regular files inside `workspace`, deduplicated."""
+    return changed_files(workspace, [p for p in changed if p.endswith(PYTHON_SUFFIXES)])
+
+
+def changed_files(workspace: Path, changed: Sequence[str]) -> list[str]:
+    """The changed files that exist as regular files inside `workspace`, deduplicated."""
     root = os.path.realpath(workspace)
     found: list[str] = []
     for path in dict.fromkeys(changed):
-        if not path.endswith(PYTHON_SUFFIXES):
-            continue
         full = os.path.join(root, path)
         real = os.path.realpath(full)
         if os.path.commonpath([root, real]) != root or os.path.islink(full):
@@ -176,9 +179,14 @@ ToolRun = Callable[[Sandbox, list[str], float], tuple[list[Diagnostic], str]]
 """A linter run: (sandbox, files, timeout) -> (its diagnostics, its raw output)."""
 
 
-def tool_baseline(run: ToolRun, sandbox: Sandbox, check: CheckSpec) -> Baseline:
+FileFilter = Callable[[Path, Sequence[str]], list[str]]
+"""Which of the changed files a tool judges (default: the Python ones, `python_files`)."""
+
+
+def tool_baseline(run: ToolRun, sandbox: Sandbox, check: CheckSpec,
+                  judged: FileFilter = python_files) -> Baseline:
     """A linter's diagnostics on the unpatched workspace for check.changed_files."""
-    files = python_files(sandbox.workspace, check.changed_files)
+    files = judged(sandbox.workspace, check.changed_files)
     if not files:
         return baseline_from(check.changed_files, [])
     try:
@@ -195,14 +203,16 @@ def tool_verdict(
     sandbox: Sandbox,
     check: CheckSpec,
     note: Callable[[list[str]], str],
+    judged: FileFilter = python_files,
 ) -> VerifierResult:
     """A linter stage from start to verdict: `run` on the changed Python files, its failure a
     "timeout" or "error" result, its findings judged against the baseline (diagnostics_verdict);
     `note(files)` is asked only on failure."""
     start = time.monotonic()
-    files = python_files(sandbox.workspace, check.changed_files)
+    files = judged(sandbox.workspace, check.changed_files)
     if not files:
-        return VerifierResult(name, "passed", 0.0, "", "no Python file changed")
+        return VerifierResult(name, "passed", 0.0, "", "no Python file changed"
+                              if judged is python_files else "no file changed")
     base = check.baseline.get(name)
     base = base if isinstance(base, Baseline) else None
     try:

@@ -6,7 +6,8 @@ Two sources, both baseline-relative (only findings the unpatched code did not ha
 - ruff's `S` rules (its port of bandit), run in the sandbox like the ruff stage (`--isolated`,
   `--ignore-noqa`, `python3 -P`), restricted to a curated set that flags dangerous calls, not
   style (no `assert`, `random`, `subprocess` without a shell, or `/tmp` paths): RULES;
-- a secret scan of the changed files' text on the host (read through agent.support.fstree,
+- a secret scan of every changed file's text on the host (Python or not: a key in a `.pem`
+  or `.env` file is as public as one in code) (read through agent.support.fstree,
   never executed): a small set of fixed token formats (security_rules.SECRET_PATTERNS) such as
   AWS access key ids, private key blocks and provider tokens, plus a keyword rule for a literal
   assigned to a name like `secret_key`. detect-secrets was evaluated and not chosen
@@ -28,8 +29,10 @@ from collections.abc import Sequence
 from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult
 from ooda.agent.support import fstree
 from ooda.verifiers import (
+    PYTHON_SUFFIXES,
     Baseline,
     Diagnostic,
+    changed_files,
     tool_baseline,
     tool_verdict,
 )
@@ -83,12 +86,13 @@ def scan_secrets(path: str, text: str) -> list[Diagnostic]:
 def run_security(
     sandbox: Sandbox, files: list[str], timeout_s: float, rules: Sequence[str] = RULES
 ) -> tuple[list[Diagnostic], str]:
-    """Ruff's `S` findings (for `rules`) and the secret scan's for `files`, with ruff's raw
-    output; ToolFailure when ruff broke."""
+    """Ruff's `S` findings (for `rules`) in the Python files of `files` and the secret scan's
+    in all of them, with ruff's raw output; ToolFailure when ruff broke."""
     diags: list[Diagnostic] = []
     output = ""
-    if rules:
-        diags, output = run_ruff(sandbox, files, timeout_s, ",".join(rules))
+    python = [p for p in files if p.endswith(PYTHON_SUFFIXES)]
+    if rules and python:
+        diags, output = run_ruff(sandbox, python, timeout_s, ",".join(rules))
     for path in files:
         try:  # never through a link, never from a FIFO or device
             data = fstree.read_regular(sandbox.workspace, path)
@@ -115,7 +119,7 @@ class SecurityVerifier:
 
     def baseline(self, sandbox: Sandbox, check: CheckSpec) -> Baseline:
         """The findings on the unpatched workspace for check.changed_files."""
-        return tool_baseline(self._run, sandbox, check)
+        return tool_baseline(self._run, sandbox, check, changed_files)
 
     def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
         def note(files: list[str]) -> str:
@@ -124,4 +128,4 @@ class SecurityVerifier:
                 "fix and remove them (no shell built from input, no hard-coded credentials)"
             )
 
-        return tool_verdict(self.name, self._run, sandbox, check, note)
+        return tool_verdict(self.name, self._run, sandbox, check, note, changed_files)

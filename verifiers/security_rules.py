@@ -153,7 +153,7 @@ CALL_RULES: tuple[CallRule, ...] = (
     CallRule(
         "yaml-load", ("S506",),
         re.compile(r"yaml"),
-        re.compile(_call(r"yaml\.load|yaml\.load_all")),
+        re.compile(_call(r"yaml\.load")),
         "yaml.load without a safe loader builds arbitrary Python objects from the document",
         "yaml.safe_load(stream) (or yaml.load(stream, Loader=yaml.SafeLoader))",
         unless=re.compile(r"(?:Loader\s*=\s*|,\s*)(?:yaml\.(?:loader\.)?)?C?SafeLoader\b")),
@@ -199,22 +199,15 @@ CALL_RULES: tuple[CallRule, ...] = (
         "tempfile.mktemp returns a name another process can create first",
         "tempfile.NamedTemporaryFile / tempfile.mkstemp / tempfile.TemporaryDirectory"),
     CallRule(
-        "paramiko-autoadd", ("S507",),
-        re.compile(r"AutoAddPolicy|WarningPolicy"),
-        re.compile(r"\.set_missing_host_key_policy\s*\(\s*(?:paramiko\.(?:client\.)?)?"
-                   r"(?:AutoAddPolicy|WarningPolicy)\b"),
-        "SSH host keys accepted without checking: a man in the middle is trusted",
-        "load known hosts (client.load_system_host_keys()) and keep RejectPolicy"),
-    CallRule(
         "jinja-autoescape", ("S701",),
         re.compile(r"\bautoescape\s*=\s*False\b"),
-        re.compile(_call(r"jinja2\.Environment|jinja2\.Template") + r".*\bautoescape\s*=\s*False\b"),
+        re.compile(_call(r"jinja2\.Environment") + r".*\bautoescape\s*=\s*False\b"),
         "jinja2 templates with autoescape off: values render as raw HTML (XSS)",
         "jinja2.Environment(autoescape=jinja2.select_autoescape())"),
     CallRule(
         "insecure-tls-version", ("S502",),
         re.compile(r"SSLv|TLSv1\b|TLSv1_1|_METHOD"),
-        re.compile(r"\((?:.*[,(]\s*)?(?:ssl_version|method|protocol)\s*=\s*(?:ssl\.|SSL\.)?"
+        re.compile(r"\((?:.*[,(]\s*)?(?:ssl_version|method)\s*=\s*(?:ssl\.|SSL\.)?"
                    r"(?:PROTOCOL_SSLv2|PROTOCOL_SSLv3|PROTOCOL_TLSv1|PROTOCOL_TLSv1_1|"
                    r"SSLv2_METHOD|SSLv23_METHOD|SSLv3_METHOD|TLSv1_METHOD|TLSv1_1_METHOD)\b"),
         "a broken TLS/SSL protocol version (SSLv2/3, TLS 1.0/1.1)",

@@ -198,6 +198,12 @@ class LoopOptions:
         help="Stop an answer that streams this many tokens of prose without beginning an edit "
         "(0: never; a leading <think> block does not count).",
     )
+    no_watchdog: bool = option(
+        False, "--no-watchdog", changes_results=True, newer=True,
+        help="Do not halt an answer at the first security finding in what it adds while it "
+        "streams (the security stage after the tests still judges every candidate).",
+    )
+    """Turn the security watchdog off (agent/core/checks/security.py)."""
     select: str = option(
         "first", "--select", choices=("first", "best"), changes_results=True,
         help="'first' stops at the first pass; 'best' picks among a round's passes.",

@@ -380,6 +380,8 @@ class Loop:
             return
         completion = proposal.completion
         attempt.messages = proposal.messages
+        attempt.halted_by = [h.by for h in proposal.halts]
+        attempt.chars_saved = sum(h.saved for h in proposal.halts)
         self._keep_answer(attempt, completion.text, completion)
         invalid = proposal.invalid
         if completion.stopped_early and invalid is not None:  # a stream check stopped it

@@ -64,6 +64,12 @@ class Attempt:
     """The edit format the answer was read in (ooda.agent.edits.FORMATS); None when invalid."""
     invalid_kind: str | None = None
     """For an invalid edit: the short name of the reason (EditError.kind)."""
+    halted_by: list[str] = field(default_factory=list)
+    """The rules that halted this candidate's earlier answers while they streamed, each
+    corrected at once in the same candidate (the security watchdog)."""
+    chars_saved: int = 0
+    """Characters those halted answers did not stream (estimated: the corrected answer's
+    length minus what had streamed)."""
     model: str = ""
     """The name of the model that answered (agent/core/schedule.py picks it per round)."""
     revealed: dict[str, set[int]] = field(default_factory=dict)
@@ -186,6 +192,11 @@ class AttemptRecord:
     edit_format: str | None = None
     invalid_reason: str | None = None
     """For an invalid edit: the short name of the reason (EditError.kind)."""
+    halted_by: list[str] = field(default_factory=list, metadata={OMIT_EMPTY: True})
+    """Rules that halted an earlier answer of this candidate while it streamed (corrected at
+    once: the security watchdog)."""
+    chars_saved: int = field(default=0, metadata={OMIT_EMPTY: True})
+    """Characters the halted answers did not stream (estimated)."""
     verifiers: list[StageRecord] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -227,6 +238,8 @@ class AttemptRecord:
             reason=a.reason,
             edit_format=a.edit_format,
             invalid_reason=a.invalid_kind,
+            halted_by=list(a.halted_by),
+            chars_saved=a.chars_saved,
             verifiers=[StageRecord(r.name, r.status, round(r.duration_s, 3), r.summary)
                        for r in results],
         )

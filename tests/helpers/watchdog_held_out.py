@@ -226,3 +226,152 @@ SLACK_TOKEN = "xoxb-2841937562-1938475610-Qw7Er8Ty9Ui0Op1As2Df3Gh4"
 ''', "SECRET", 'SLACK_TOKEN = "xoxb-2841937562-1938475610-Qw7Er8Ty9Ui0Op1As2Df3Gh4"',
            formats=FORMATS[:4]),
 )
+
+
+# A second held-out batch, written after the first one's result had been used to fix the
+# rules (notes/37.md): new shapes, among them the two classes fixed (a parametrised query next
+# to an f-string; an edit entering a multi-line call in its middle).
+
+INGEST = '''\
+"""Ingest events into the warehouse."""
+
+import logging
+import sqlite3
+
+import requests
+
+log = logging.getLogger(__name__)
+
+
+def fetch(url, token):
+    response = requests.post(
+        url,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    response.raise_for_status()
+    return response.json()
+
+
+def store(conn, events):
+    conn.executemany(
+        "INSERT INTO events (kind, payload) VALUES (?, ?)",
+        [(e["kind"], e["payload"]) for e in events],
+    )
+    log.info(f"stored {len(events)} events")
+'''
+
+BUILD = '''\
+import subprocess
+import sys
+
+
+def compile_assets(folder):
+    result = subprocess.run(
+        [sys.executable, "-m", "build_assets", folder],
+        capture_output=True,
+        text=True,
+    )
+    return result.returncode == 0
+'''
+
+PLUGINS = '''\
+"""Plugins register themselves by name."""
+
+REGISTRY = {}
+
+
+def register(name, factory):
+    REGISTRY[name] = factory
+
+
+def create(name, *args):
+    return REGISTRY[name](*args)
+'''
+
+SETTINGS = '''\
+import os
+
+DEBUG = os.environ.get("DEBUG") == "1"
+DATABASE_URL = os.environ.get("DATABASE_URL", "sqlite:///local.db")
+'''
+
+HELD_OUT_2: tuple[Change, ...] = (
+    Change("h2-sql-insert-percent", "ingest.py", INGEST,
+           INGEST + '''
+
+def store_one(conn, kind, payload):
+    conn.execute("INSERT INTO events (kind, payload) VALUES ('%s', '%s')" % (kind, payload))
+''', "S608", '''conn.execute("INSERT INTO events (kind, payload) VALUES ('%s', '%s')" % (kind, payload))'''),
+    Change("h2-sql-log-fstring-safe", "ingest.py", INGEST,
+           INGEST + '''
+
+def purge(conn, kind):
+    cur = conn.execute("DELETE FROM events WHERE kind = ?", (kind,))
+    log.info(f"deleted {cur.rowcount} events of kind {kind}")
+    return cur.rowcount
+''', None),
+    Change("h2-verify-added-mid-call", "ingest.py", INGEST,
+           _swap(INGEST, '''        timeout=30,
+    )''', '''        timeout=30,
+        verify=False,
+    )'''), "S501", "verify=False,"),
+    Change("h2-shell-added-mid-call", "build.py", BUILD,
+           _swap(BUILD, '''        capture_output=True,
+        text=True,
+    )''', '''        capture_output=True,
+        text=True,
+        shell=True,
+    )'''), "S602", "shell=True,"),
+    Change("h2-pickle-load-file", "plugins.py", PLUGINS,
+           _swap(PLUGINS, '"""Plugins register themselves by name."""\n',
+                 '"""Plugins register themselves by name."""\n\nimport pickle\n') + '''
+
+def load_registry(path):
+    with open(path, "rb") as fh:
+        REGISTRY.update(pickle.load(fh))
+''', "S301", "REGISTRY.update(pickle.load(fh))"),
+    Change("h2-pickle-dumps-safe", "plugins.py", PLUGINS,
+           _swap(PLUGINS, '"""Plugins register themselves by name."""\n',
+                 '"""Plugins register themselves by name."""\n\nimport pickle\n') + '''
+
+def snapshot():
+    return pickle.dumps(sorted(REGISTRY))
+''', None),
+    Change("h2-exec-globals", "plugins.py", PLUGINS,
+           PLUGINS + '''
+
+def load_plugin_source(source):
+    namespace = {"register": register}
+    exec(source, namespace)
+''', "S102", "exec(source, namespace)"),
+    Change("h2-eval-compile", "plugins.py", PLUGINS,
+           PLUGINS + '''
+
+def create_from_spec(spec):
+    factory = eval(compile(spec, "<spec>", "eval"))
+    return factory()
+''', "S307", 'factory = eval(compile(spec, "<spec>", "eval"))'),
+    Change("h2-dataframe-eval-safe", "plugins.py", PLUGINS,
+           PLUGINS + '''
+
+def total(frame):
+    return frame.eval("price * quantity").sum()
+''', None),
+    Change("h2-stripe-key", "settings.py", SETTINGS,
+           SETTINGS + 'STRIPE_API_KEY = "sk_live_51HxQ2bLkT9mVn3Rp8Zc4Wd7Y"\n',
+           "SECRET", 'STRIPE_API_KEY = "sk_live_51HxQ2bLkT9mVn3Rp8Zc4Wd7Y"', formats=FORMATS[:4]),
+    Change("h2-google-key", "settings.py", SETTINGS,
+           SETTINGS + 'MAPS_KEY = "AIzaSyB3x9Qk2LmN8pR4tV6wY1zC5dF7gH0jKl2"\n',
+           "SECRET", 'MAPS_KEY = "AIzaSyB3x9Qk2LmN8pR4tV6wY1zC5dF7gH0jKl2"', formats=FORMATS[:4]),
+    Change("h2-stripe-env-safe", "settings.py", SETTINGS,
+           SETTINGS + 'STRIPE_API_KEY = os.environ["STRIPE_API_KEY"]\n'
+           'STRIPE_TEST_KEY = os.environ.get("STRIPE_TEST_KEY", "sk_test_placeholder")\n',
+           None, formats=FORMATS[:4]),
+    Change("h2-pem-file", "certs/server.key", "",
+           "-----BEGIN PRIVATE KEY-----\n"
+           "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n"
+           "-----END PRIVATE KEY-----\n",
+           "SECRET", "-----BEGIN PRIVATE KEY-----",
+           formats=("search_replace", "search_replace_fenced", "udiff", "whole_file")),
+)

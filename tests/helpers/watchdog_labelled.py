@@ -456,10 +456,6 @@ def post_comment(repo, number, body):
 def scratch_file():
     return open(tempfile.mktemp(suffix=".json"), "w")
 ''', "S306", 'return open(tempfile.mktemp(suffix=".json"), "w")'),
-    Change("paramiko-autoadd", "deploy.py", DEPLOY,
-           _swap(DEPLOY, "    client.load_system_host_keys()\n",
-                 "    client.set_missing_host_key_policy(paramiko.AutoAddPolicy())\n"),
-           "S507", "client.set_missing_host_key_policy(paramiko.AutoAddPolicy())"),
     Change("new-module-safe", "report.py", "",
            '"""Reports of the status service."""\n\nimport json\n' + BULK + '''
 

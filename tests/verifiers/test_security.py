@@ -95,3 +95,17 @@ def test_task_toml_sets_the_stage(tmp_path: Path) -> None:
 def test_task_toml_rejects_other_rule_codes(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not a ruff S rule"):
         load_task(_task(tmp_path, '[verifiers]\nsecurity_rules = ["E501"]\n'))
+
+
+def test_a_secret_in_a_file_that_is_not_python_fails(tmp_path: Path) -> None:
+    """The secret scan reads every changed file (the watchdog halts on these too)."""
+    base_dir, cand_dir = tmp_path / "base", tmp_path / "cand"
+    for where in (base_dir, cand_dir):
+        where.mkdir()
+        (where / "tool.py").write_text(BASE)
+    (cand_dir / "deploy.pem").write_text("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n")
+    stage = SecurityVerifier()
+    check = CheckSpec(changed_files=["deploy.pem"], timeout_s=30)
+    check.baseline["security"] = stage.baseline(LocalSandbox(base_dir), check)
+    result = stage.verify(LocalSandbox(cand_dir), check)
+    assert result.status == "failed" and "private-key" in result.summary

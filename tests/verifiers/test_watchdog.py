@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from watchdog_held_out import HELD_OUT
+from watchdog_held_out import HELD_OUT, HELD_OUT_2
 from watchdog_labelled import CHANGES, Change, variants, vuln_end
 
 from ooda.agent.contracts.protocols import CheckSpec
@@ -58,7 +58,16 @@ def test_held_out_set(change: Change, answer: str) -> None:
     check_variant(change, answer)
 
 
-@pytest.mark.parametrize("change", CHANGES + HELD_OUT, ids=[c.name for c in CHANGES + HELD_OUT])
+@pytest.mark.parametrize(("change", "answer"), [(c, a) for _, c, _, a in variants(HELD_OUT_2)],
+                         ids=[v for v, *_ in variants(HELD_OUT_2)])
+def test_second_held_out_set(change: Change, answer: str) -> None:
+    check_variant(change, answer)
+
+
+ALL = CHANGES + HELD_OUT + HELD_OUT_2
+
+
+@pytest.mark.parametrize("change", ALL, ids=[c.name for c in ALL])
 def test_the_security_stage_agrees_with_each_label(tmp_path: Path, change: Change) -> None:
     """Each vulnerable change fails the after-tests stage with the same code; each safe one
     passes it: the watchdog halts only what the stage would fail."""
@@ -67,6 +76,7 @@ def test_the_security_stage_agrees_with_each_label(tmp_path: Path, change: Chang
     cand_dir.mkdir()
     if change.base:
         (base_dir / change.path).write_text(change.base)
+    (cand_dir / change.path).parent.mkdir(parents=True, exist_ok=True)
     (cand_dir / change.path).write_text(change.after)
     stage = SecurityVerifier()
     check = CheckSpec(changed_files=[change.path], timeout_s=60)
@@ -209,3 +219,26 @@ def test_per_task_rules_select_the_call_rules() -> None:
     assert stream(watchdog, SHELL_ANSWER) is None
     no_secrets = watchdog_for({}, secrets=False)
     assert stream(no_secrets, "```\n-----BEGIN RSA PRIVATE KEY-----\n```\n") is None
+
+
+STAGE_ONLY = {
+    # names the watchdog cannot resolve from one statement: the stage (ruff) can
+    "from-import": ("import yaml\n", "from yaml import load\n\n\ndef read(f):\n"
+                    "    return load(f)\n", "S506"),
+    "alias": ("import pickle as pk\n", "import pickle as pk\n\n\ndef read(b):\n"
+              "    return pk.loads(b)\n", "S301"),
+    "ssh-client-policy": ("import paramiko\n", "import paramiko\n\n\ndef connect(h):\n"
+                          "    c = paramiko.SSHClient()\n"
+                          "    c.set_missing_host_key_policy(paramiko.AutoAddPolicy())\n"
+                          "    return c\n", "S507"),
+}
+
+
+@pytest.mark.parametrize("name", list(STAGE_ONLY))
+def test_what_only_the_stage_catches(tmp_path: Path, name: str) -> None:
+    """Documented in docs/SECURITY.md: the watchdog lets these stream; the stage fails them."""
+    base, after, code = STAGE_ONLY[name]
+    change = Change(name, "mod.py", base, after, code, formats=("whole_file",))
+    answer = f"mod.py\n```python\n{after}```\n"
+    assert stream(watchdog_for({"mod.py": base}), answer) is None
+    test_the_security_stage_agrees_with_each_label(tmp_path, change)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from ooda.agent.core.checks import hopeless, prose
+from ooda.agent.core.checks import hopeless, prose, security
 from ooda.agent.core.checks.base import CheckFactory, Stop, StreamCheck, StreamContext
 
 __all__ = ["CHECKS", "CheckFactory", "Stop", "StreamCheck", "StreamContext", "Watch"]
@@ -18,6 +18,7 @@ __all__ = ["CHECKS", "CheckFactory", "Stop", "StreamCheck", "StreamContext", "Wa
 CHECKS: tuple[CheckFactory, ...] = (
     prose.start,  # too much prose and no edit begun
     hopeless.start,  # a completed edit that cannot apply
+    security.start,  # a security finding in what the answer adds: corrected at once
 )
 """Every stream check, in the order they look at each chunk."""
 

@@ -33,6 +33,13 @@ class Stop:
     """Its short name (attempts.jsonl `invalid_reason`): "hopeless_edit", "prose_only", …"""
     feedback: str = ""
     """What the model is told in the candidate's next turn; empty: `reason`."""
+    resume: str | None = None
+    """Set: correct the candidate at once instead of ending it. The answer's text up to here
+    (this value) stays the assistant's turn, `told` is the next user turn, and the same
+    candidate answers again in the same round (agent/core/sources/llm.py)."""
+    by: str = ""
+    """What stopped it, for the records (`halted_by`): the check's rule (e.g. `S608
+    sql-format`)."""
 
     @property
     def told(self) -> str:

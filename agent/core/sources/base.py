@@ -73,6 +73,20 @@ class Request:
 
 
 @dataclass(frozen=True)
+class Halt:
+    """An answer a stream check halted and that the source had corrected at once, in the same
+    candidate (a `Stop` with `resume`: the security watchdog)."""
+
+    by: str
+    """The rule that halted it (records' `halted_by`)."""
+    streamed: int
+    """Characters of the halted answer that had streamed."""
+    saved: int = 0
+    """Characters it did not stream, estimated as the corrected answer's length (the same
+    candidate's whole answer, written again) minus `streamed`."""
+
+
+@dataclass(frozen=True)
 class Proposal:
     """One candidate: its answer, and the files it changes or why it changes none."""
 
@@ -88,6 +102,9 @@ class Proposal:
     invalid: Stop | None = None
     """Why it gives nothing to verify (a stream check stopped it, its edits could not be read);
     the loop records it and feeds it back."""
+    halts: tuple[Halt, ...] = ()
+    """The answers halted and corrected at once before this one (the conversation in
+    `messages` holds them and their findings)."""
 
 
 @runtime_checkable
