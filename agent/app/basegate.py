@@ -86,6 +86,10 @@ class GatedVerifier:
         _, verifier = self.settled()
         return verifier.trace_base(deadline=deadline)
 
+    def limit_test_time(self, seconds: float) -> None:
+        _, verifier = self.settled()
+        verifier.limit_test_time(seconds)
+
     @property
     def backend(self) -> SandboxBackend | None:
         """The settled verifier's backend (None while it settles, or when it failed)."""

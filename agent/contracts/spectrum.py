@@ -63,3 +63,8 @@ class TracesBase(Protocol):
     def trace_base(self, *, deadline: float | None = None) -> BaseTrace:
         """The traced run of the plan's tests on the unpatched code, cut at `deadline`."""
         ...
+
+    def limit_test_time(self, seconds: float) -> None:
+        """Give each candidate's test run at most `seconds` from now on (never more than the
+        plan's timeout): a source whose candidates often loop forever (mutants) asks it."""
+        ...

@@ -140,6 +140,9 @@ class TaskVerifier:
         """verify() calls under way."""
         self._lanes: list[SpareLane] = []
         """Late stages run beside the tests (agent/verify/spare.py), joined on close()."""
+        self.test_time_cap: float | None = None
+        """At most this many seconds for a candidate's tests (`limit_test_time`), else the
+        plan's timeout."""
         self.applied_by = ""
         """The harness rule: how the last prediction went in ("git apply", "patch --fuzz=5")."""
         self._hidden: HiddenText | None = None
@@ -373,7 +376,7 @@ class TaskVerifier:
             fail_to_pass=list(plan.tests.fail_to_pass),
             pass_to_pass=list(plan.tests.pass_to_pass),
             test_cmd=plan.tests.test_cmd,
-            timeout_s=plan.stages.timeout_s,
+            timeout_s=min(plan.stages.timeout_s, self.test_time_cap or plan.stages.timeout_s),
             whole_files=plan.tests.whole_files,
             passed_before=None if base is None else sorted(base.pass_to_pass_passing),
             runner_cmd=plan.runner_cmd,
@@ -424,6 +427,10 @@ class TaskVerifier:
         """The plan's tests traced on the unpatched code, for fault localisation (the
         TracesBase protocol; agent/verify/base_trace.py)."""
         return base_trace.trace_base(self, deadline=deadline)
+
+    def limit_test_time(self, seconds: float) -> None:
+        """Each candidate's tests get at most `seconds` from now on (TracesBase)."""
+        self.test_time_cap = max(0.1, seconds)
 
     def run_base_tests(
         self, ids_or_cmd: list[str] | str | None = None, *, timeout_s: float | None = None

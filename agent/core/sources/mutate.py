@@ -38,6 +38,11 @@ TRACE_SHARE = 0.3
 """The traced run may take this share of the time left when it starts (or `TRACE_FLOOR`)."""
 TRACE_FLOOR = 20.0
 """... or this many seconds, when that is less than 60 % of the time left."""
+TEST_TIME_FLOOR = 5.0
+"""A mutant's tests get at least this many seconds ..."""
+TEST_TIME_FACTOR = 3.0
+"""... or this many times what the traced run's finished tests took (a traced run is already
+slower than a plain one): a mutant that loops is stopped there, not at the plan's timeout."""
 FALLBACK_LINES = 400
 """Without a suspicious line (the trace failed, no frame in the failures), the first this many
 lines of the smallest editable Python files are mutated, weakly ranked."""
@@ -90,6 +95,8 @@ class MutationSource:
 
         trace = self._trace(request, deadline)
         self.note = trace.spectrum.note
+        if isinstance(request.verifier, TracesBase):
+            request.verifier.limit_test_time(time_limit(trace.spectrum))
         self.suspects = localise(trace.spectrum, trace.editable, passing_ids=trace.passing,
                                  failure_text=trace.failure_text) or self._fallback(request, trace)
         singles = single_mutants(self.suspects, request.read_base)
@@ -144,6 +151,13 @@ class MutationSource:
         if self.note:
             lines.append(f"Localisation: {self.note}")
         return "\n".join(lines) + f"\n\n```diff\n{patch.rstrip()}\n```\n"
+
+
+def time_limit(spectrum: Spectrum) -> float:
+    """How long a mutant's tests may take: `TEST_TIME_FACTOR` times the traced tests that
+    finished (those stopped at the tracer's limit left out), at least `TEST_TIME_FLOOR`."""
+    took = sum(t.duration_s for t in spectrum.traces if t.outcome != "timeout")
+    return max(TEST_TIME_FLOOR, TEST_TIME_FACTOR * took)
 
 
 def mutate(task: Task) -> MutationSource:

@@ -12,7 +12,7 @@ from ooda.agent.contracts.options import LoopOptions
 from ooda.agent.contracts.spectrum import BaseTrace, Spectrum, TestTrace
 from ooda.agent.core.loop import NO_MORE
 from ooda.agent.core.sources import SOURCES, source_kind
-from ooda.agent.core.sources.mutate import MutationSource
+from ooda.agent.core.sources.mutate import TEST_TIME_FLOOR, MutationSource, time_limit
 from ooda.tasks.loader import Task
 
 
@@ -29,6 +29,9 @@ class TracingVerifier(FakeVerifier):
         failing = TestTrace("tests/test_calc.py::test_add", "failed",
                             {"calc.py": frozenset({2})}, (("tests/test_calc.py", 3),))
         return BaseTrace(Spectrum((failing,)), lambda path: path == "calc.py")
+
+    def limit_test_time(self, seconds: float) -> None:
+        self.limit = seconds
 
     def verify(self, patch: str, **kwargs: object):  # type: ignore[no-untyped-def]
         verdict = super().verify(patch)
@@ -50,7 +53,7 @@ def test_the_fix_is_found_by_mutating_the_suspicious_line(task: Task, tmp_path: 
     result, lines, summary, log = run_loop(task, MutationSource(task), verifier, tmp_path,
                                            samples=4, rounds=5)
     assert result.status == "passed", summary["reason"]
-    assert verifier.traced == 1
+    assert verifier.traced == 1 and verifier.limit == TEST_TIME_FLOOR
     assert "+    return a + b" in result.winner.patch
     answer = (log.dir / "attempts" / result.winner.attempt_id / "answer.md").read_text()
     assert "calc.py:2: arithmetic:" in answer and "suspiciousness 1.000" in answer
@@ -76,3 +79,10 @@ def test_without_a_trace_the_smallest_editable_files_are_mutated(
     assert result.status == "passed", summary["reason"]
     answer = (log.dir / "attempts" / result.winner.attempt_id / "answer.md").read_text()
     assert "no line was pointed at" in answer
+
+
+def test_a_mutants_tests_get_a_few_times_what_the_traced_tests_took() -> None:
+    traces = (TestTrace("a", "passed", duration_s=4.0), TestTrace("b", "failed", duration_s=1.0),
+              TestTrace("c", "timeout", duration_s=2.0))
+    assert time_limit(Spectrum(traces)) == 15.0
+    assert time_limit(Spectrum()) == TEST_TIME_FLOOR

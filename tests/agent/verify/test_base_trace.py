@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ooda.agent.contracts.spectrum import TracesBase
+from ooda.agent.edits import make_patch
 from ooda.agent.mutation.localise import localise
 from ooda.agent.sandbox.local import LocalBackend
 from ooda.agent.verify.prepare import make_plan
@@ -44,3 +45,21 @@ def test_the_median_bug_is_the_first_suspect_locally(tmp_path: Path) -> None:
 @pytest.mark.docker
 def test_the_median_bug_is_the_first_suspect_in_docker(docker: Any, tmp_path: Path) -> None:
     assert first_suspects(docker, tmp_path)[0] == ("median.py", 14)
+
+
+def test_a_test_time_limit_stops_a_looping_candidate_early(tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLES / "median", tmp_path / "median")
+    task = load_task(tmp_path / "median")
+    _, verifier = make_plan(task, lambda p: TaskVerifier(p, LocalBackend(), tmp_path / "work"))
+    source = (task.repo / "median.py").read_text()
+    looping = source.replace("    ordered = sorted(values)\n",
+                             "    ordered = sorted(values)\n    while True:\n        pass\n")
+    loops = make_patch({"median.py": looping}, lambda path: source)
+    try:
+        verifier.limit_test_time(3)
+        started = time.monotonic()
+        verdict = verifier.verify(loops, verdict_only=True)
+    finally:
+        verifier.close()
+    assert verdict.status == "timeout", verdict.reason
+    assert time.monotonic() - started < 30
