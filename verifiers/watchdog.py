@@ -84,8 +84,9 @@ class BaseCode:
     """Lines the repository already has, stripped, per file; read once per file, lazily.
 
     `read(path)` gives a file of the unpatched repository (None: absent); `python_files()`
-    lists the repository's Python files, read all at once only the first time an edit that
-    names no readable file needs them."""
+    lists the repository's Python files, read all at once only the first time a code block
+    that names no file of the repository needs them. One may serve the answers of a run from
+    several threads (what it caches is only ever added, the same for every thread)."""
 
     def __init__(self, read: Callable[[str], str | None],
                  python_files: Callable[[], Iterable[str]] | None = None) -> None:
@@ -133,21 +134,25 @@ class BaseCode:
         return self._files[path]
 
     def has(self, paths: tuple[str, ...], line: str, anywhere: bool) -> bool:
-        """Whether `line` (stripped) is in one of `paths`, or with `anywhere` (a code block,
-        whose file is a guess), in any Python file of the repository."""
+        """Whether `line` (stripped) is in one of `paths`, or with `anywhere` (a code block)
+        when none of them is a file of the repository, in any of its Python files."""
         text = line.strip()
+        readable = False
         for path in paths:
             lines = self.lines_of(path)
-            if lines is not None and text in lines:
-                return True
-        return anywhere and text in self._all_lines()
+            if lines is not None:
+                readable = True
+                if text in lines:
+                    return True
+        return anywhere and not readable and text in self._all_lines()
 
     def likeliest(self, lines: list[str]) -> str | None:
         """The Python file of the repository holding most of `lines` (stripped, blank ones
         left out); None when none holds any or two hold as many."""
         wanted = {ln for ln in lines if ln}
         self._all_lines()
-        scores = sorted(((len(wanted & found), path) for path, found in self._files.items()
+        files = list(self._files.items())  # a snapshot: other answers' threads add files
+        scores = sorted(((len(wanted & found), path) for path, found in files
                          if found and path.endswith(".py")), reverse=True)
         if not scores or scores[0][0] == 0 or (len(scores) > 1 and scores[1][0] == scores[0][0]):
             return None

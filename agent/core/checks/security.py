@@ -11,8 +11,12 @@ rules (`security_rules`); off with `--no-watchdog`.
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 from ooda.agent.core.checks.base import Stop, StreamContext
 from ooda.agent.core.repo_view import list_repo
+from ooda.agent.edits.base import ReadFile
 from ooda.verifiers.security_check import RULES
 from ooda.verifiers.watchdog import BaseCode, Watchdog, rules_for
 
@@ -37,10 +41,16 @@ def start(context: StreamContext) -> SecurityWatch | None:
     options = context.task.verifiers
     if context.options.no_watchdog or not options.security:
         return None
-    repo = context.task.repo
+    rules = rules_for(options.security_rules, RULES)
+    return SecurityWatch(Watchdog(_base(context.read_base, context.task.repo), rules))
+
+
+@functools.lru_cache(maxsize=8)
+def _base(read_base: ReadFile, repo: Path) -> BaseCode:
+    """The unpatched repository's lines, read once per run and shared by its answers (a run's
+    `read_base` is one object's bound method: equal for all of its requests)."""
 
     def python_files() -> list[str]:
         return [p for p in list_repo(repo) if p.endswith(".py")]
 
-    rules = rules_for(options.security_rules, RULES)
-    return SecurityWatch(Watchdog(BaseCode(context.read_base, python_files), rules))
+    return BaseCode(read_base, python_files)
