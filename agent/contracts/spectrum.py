@@ -61,7 +61,8 @@ class TracesBase(Protocol):
     """A verifier that can trace its task's tests on the unpatched code (agent/verify)."""
 
     def trace_base(self, *, deadline: float | None = None) -> BaseTrace:
-        """The traced run of the plan's tests on the unpatched code, cut at `deadline`."""
+        """The traced run of the plan's tests on the unpatched code, given a share of the time
+        left before `deadline` (the run's) when it starts."""
         ...
 
     def limit_test_time(self, seconds: float) -> None:

@@ -3,9 +3,10 @@ faults from (agent/mutation/localise.py): the plan's tests, run in a sandbox of 
 pool holding the base (+ the hidden tests), traced by verifiers/coverage; with the files a
 candidate may change (the edit policy's) and what the base check saw the tests do.
 
-Its time: what the plan gives one test run, three times over (a traced run is slower), within
-the caller's deadline. A run cut short keeps the tests that finished, the failing ones first
-(the plan's ids put them first)."""
+Its time, counted from when it starts: what the plan gives one test run, three times over (a
+traced run is slower), but no more than `SHARE` of the time left before the caller's deadline
+(or `FLOOR` seconds, when that is under 60 % of it). A run cut short keeps the tests that
+finished, the failing ones first (the plan's ids put them first)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,11 @@ if TYPE_CHECKING:
     from ooda.agent.verify.verifier import TaskVerifier
 
 SLOWDOWN = 3.0
-"""A traced run is given this many times the plan's test timeout."""
+"""A traced run is given this many times the plan's test timeout, ..."""
+SHARE = 0.3
+"""... at most this share of the time left before the deadline, ..."""
+FLOOR = 20.0
+"""... or this many seconds, when that is less than 60 % of the time left."""
 
 
 def trace_base(verifier: TaskVerifier, *, deadline: float | None = None) -> BaseTrace:
@@ -31,7 +36,8 @@ def trace_base(verifier: TaskVerifier, *, deadline: float | None = None) -> Base
     tests = plan.tests
     timeout = plan.stages.timeout_s * SLOWDOWN
     if deadline is not None:
-        timeout = max(1.0, min(timeout, deadline - time.monotonic()))
+        left = max(0.0, deadline - time.monotonic())
+        timeout = max(1.0, min(timeout, max(SHARE * left, min(0.6 * left, FLOOR))))
     request = TestRequest(
         ids=tests.ids, command=None if tests.ids else tests.test_cmd or "pytest",
         runner_cmd=plan.runner_cmd, test_files=tests.hidden_files,

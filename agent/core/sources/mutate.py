@@ -34,10 +34,6 @@ from ooda.tasks.loader import Task
 if TYPE_CHECKING:  # libcst takes ~0.1-0.6 s to import: only a mutate run pays it
     from ooda.agent.mutation.mutants import Mutant
 
-TRACE_SHARE = 0.3
-"""The traced run may take this share of the time left when it starts (or `TRACE_FLOOR`)."""
-TRACE_FLOOR = 20.0
-"""... or this many seconds, when that is less than 60 % of the time left."""
 TEST_TIME_FLOOR = 5.0
 """A mutant's tests get at least this many seconds ..."""
 TEST_TIME_FACTOR = 3.0
@@ -122,10 +118,8 @@ class MutationSource:
 
     def _trace(self, request: Request, deadline: float) -> BaseTrace:
         verifier = request.verifier
-        if isinstance(verifier, TracesBase):
-            left = max(0.0, deadline - time.monotonic())
-            allowed = max(TRACE_SHARE * left, min(0.6 * left, TRACE_FLOOR))
-            return verifier.trace_base(deadline=time.monotonic() + allowed)
+        if isinstance(verifier, TracesBase):  # (it takes its share of the time left)
+            return verifier.trace_base(deadline=deadline)
         protected = tuple(self.task.protected)
 
         def editable(path: str) -> bool:
