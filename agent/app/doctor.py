@@ -57,13 +57,28 @@ def _docker_fix(problem: str) -> str:
             "`dockerd &`), or use --sandbox bwrap; scripts/setup.sh does both")
 
 
+def _engine_address() -> str:
+    """Where the Docker SDK looks for the engine: DOCKER_HOST, named as such, else the
+    default socket."""
+    host = os.environ.get("DOCKER_HOST")
+    return f"DOCKER_HOST={host}" if host else \
+        "unix:///var/run/docker.sock (the default: DOCKER_HOST is not set)"
+
+
 def _docker_checks() -> list[Check]:
     tag = image.image_tag()
+    where = _engine_address()
     try:
         client = connect(timeout_s=5)
     except InfraError as exc:
+        fix = _docker_fix(str(exc))
+        if os.environ.get("DOCKER_HOST"):
+            fix = (f"DOCKER_HOST={os.environ['DOCKER_HOST']} names no answering engine: unset "
+                   "it to use the default socket, or point it at a running engine; "
+                   "or use --sandbox bwrap")
         return [
-            Check("docker engine", False, str(exc)[:300], _docker_fix(str(exc))),
+            Check("docker engine", False,
+                  f"none answers at {where}: {str(exc).split('; start it')[0][:300]}", fix),
             Check("sandbox image", False, f"{tag}: no Docker engine to hold it",
                   "start Docker, then `ooda sandbox build`"),
         ]
@@ -73,7 +88,7 @@ def _docker_checks() -> list[Check]:
     finally:
         client.close()
     return [
-        Check("docker engine", True, f"answering (engine {version})"),
+        Check("docker engine", True, f"answering at {where} (engine {version})"),
         Check("sandbox image", present, f"{tag} {'present' if present else 'missing'}",
               "" if present else "`ooda sandbox build` (or let the first run build it)"),
     ]

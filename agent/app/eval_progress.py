@@ -41,7 +41,7 @@ class EvalProgress:
         self._lock = threading.Lock()
         self._live = Live(console=console, refresh_per_second=4, transient=False,
                           get_renderable=self.render, redirect_stdout=False,
-                          redirect_stderr=False)
+                          redirect_stderr=True)  # other stderr lines print above it
 
     def start(self, task_id: str) -> None:
         with self._lock:

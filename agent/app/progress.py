@@ -62,8 +62,8 @@ class RunProgress:
         self.round = 0
         self._lock = threading.Lock()
         self._live = Live(console=console, refresh_per_second=8, transient=False,
-                          get_renderable=self._render, redirect_stderr=False,
-                          redirect_stdout=False)
+                          get_renderable=self._render, redirect_stderr=True,
+                          redirect_stdout=False)  # other stderr lines print above it
         self._discarded = False
         self._held: list[Text] | None = None
         """Finished candidates' lines kept back until the plan is settled (see hold)."""

@@ -10,6 +10,8 @@ invocation and, when asked, removes the containers dead invocations left behind;
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import threading
 from collections.abc import Callable
 
@@ -39,6 +41,7 @@ def get_backend(name: str | None = None) -> SandboxBackend:
             return BACKENDS["docker"]()
         bwrap_why = bwrap_problem()
         if bwrap_why is None:
+            _say_fallback()
             return BACKENDS["bwrap"]()
         raise InfraError(
             "no sandbox: install and start Docker (apt-get install docker.io; dockerd &) or "
@@ -48,6 +51,23 @@ def get_backend(name: str | None = None) -> SandboxBackend:
     if name not in BACKENDS:
         raise UsageError(f"unknown sandbox {name!r}: choose one of {', '.join(BACKENDS)} or auto")
     return BACKENDS[name]()
+
+
+_said_fallback = False
+
+
+def _say_fallback() -> None:
+    """The one line a run prints when `auto` picks bubblewrap because Docker does not answer
+    (once a process): which engine address was tried, and how to choose quietly."""
+    global _said_fallback
+    if _said_fallback:
+        return
+    _said_fallback = True
+    host = os.environ.get("DOCKER_HOST")
+    where = f"at DOCKER_HOST={host}" if host else "at the default socket"
+    print(f"ooda: note: no Docker engine answers {where}: sandboxing with bubblewrap instead "
+          "(`ooda doctor` says why; --sandbox bwrap chooses it without this note)",
+          file=sys.stderr, flush=True)
 
 
 def open_backend(name: str | None, *, clean_leftovers: bool = True) -> SandboxBackend:

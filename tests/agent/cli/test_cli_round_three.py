@@ -3,6 +3,7 @@ read-only repository, a full disk, the crash log, ... (each test fails without i
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -167,3 +168,27 @@ def test_doctor_on_a_cut_stream_does_not_point_at_itself() -> None:
     assert not stream["ok"] and "ooda doctor" not in stream["detail"] + stream["fix"]
     assert "without a finish_reason" in stream["detail"]
     assert "the server's log" in stream["fix"]
+
+
+@pytest.mark.skipif(not bwrap_works(), reason="needs bwrap to fall back to")
+def test_falling_back_to_bubblewrap_is_said_in_the_terminal(tmp_path: Path) -> None:
+    """#11: with no Docker engine answering, ooda used bubblewrap without a word; now one
+    line says so, naming DOCKER_HOST, and doctor names where it looked."""
+    from tmux_helpers import terminal
+
+    with terminal() as term:
+        code, screen = term.run(
+            [sys.executable, "-m", "ooda.agent.cli", "run", str(MEDIAN), "--model", "gold",
+             "--runs-dir", str(tmp_path / "runs")],
+            env={"DOCKER_HOST": "tcp://127.0.0.1:1", "OODA_HOME": os.environ.get(
+                "OODA_HOME", str(Path.home() / ".cache" / "ooda"))})
+        assert code == 0, screen
+        # on a line of its own, above the live display (not run into it)
+        assert ("ooda: note: no Docker engine answers at DOCKER_HOST=tcp://127.0.0.1:1: "
+                "sandboxing with bubblewrap instead (`ooda doctor` says why; --sandbox bwrap "
+                "chooses it without this note)") in screen.splitlines()
+        assert "PASSED" in screen
+        code, screen = term.run([sys.executable, "-m", "ooda.agent.cli", "doctor"],
+                                env={"DOCKER_HOST": "tcp://127.0.0.1:1"})
+        assert "docker engine: none answers at DOCKER_HOST=tcp://127.0.0.1:1" in screen
+        assert "fix: DOCKER_HOST=tcp://127.0.0.1:1 names no answering engine" in screen
