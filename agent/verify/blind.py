@@ -21,6 +21,8 @@ from ooda.agent.verify.regression import Regression, RegressionTests
 from ooda.agent.verify.repro_suite import ReproSuite
 from ooda.agent.verify.watched import Watched
 from ooda.agent.verify.workspace import PatchError, patch_paths
+from ooda.verifiers import coverage_probe
+from ooda.verifiers.coverage_probe import Ranges
 from ooda.verifiers.repro_check import SCRIPT_TIMEOUT_S, ScriptRun, run_script
 from ooda.verifiers.runners import TestRequest, TestRunner, base_run
 
@@ -52,7 +54,7 @@ class BlindChecks:
         self.runner = runner
         self.runner_cmd = runner_cmd
         self.pre_test = tuple(pre_test)
-        self.regression = RegressionTests(repo, self._run_file, timeout_s)
+        self.regression = RegressionTests(repo, self._run_file, timeout_s, cover=self._cover)
         self.suite = ReproSuite(self._run_scripts)
 
     def spec_for(self, patch: str, deadline: float | None) -> BlindSpec:
@@ -63,11 +65,13 @@ class BlindChecks:
             changed = patch_paths(patch)
         except PatchError:
             changed = []
-        return BlindSpec(self.regression.for_change(changed), self.suite.wait(deadline))
+        return BlindSpec(self.regression.for_change(changed, patch), self.suite.wait(deadline))
 
     def record(self) -> dict[str, object]:
-        """What run.json keeps of the regression tests: each file run on the base."""
-        return {"regression_files": self.regression.record()}
+        """What run.json keeps of the regression tests: each file run on the base, each
+        coverage run."""
+        return {"regression_files": self.regression.record(),
+                "coverage": self.regression.coverage_record()}
 
     def _run_file(self, path: str, timeout_s: float) -> dict[str, str]:
         """One test file, whole, on the unpatched code, with the task's runner."""
@@ -78,6 +82,18 @@ class BlindChecks:
             return dict(base_run(self.runner, Watched(sandbox), request).outcomes)
         finally:
             self.pool.release(sandbox)
+
+    def _cover(self, files: list[str], targets: Ranges, timeout_s: float
+               ) -> dict[str, bool] | None:
+        """Which tests of `files` call the `targets` on the unpatched code
+        (verifiers/coverage_probe.py), in a sandbox of the pool."""
+        test = ReproTest("ooda_coverage", coverage_probe.script(files, targets), False)
+        sandbox, _ = self.pool.acquire(self.fill_base)
+        try:
+            run = run_script(Watched(sandbox), test, timeout_s, list(self.pre_test))
+        finally:
+            self.pool.release(sandbox)
+        return coverage_probe.covered(run.output)
 
     def _run_scripts(self, tests: list[ReproTest], deadline: float) -> list[ScriptRun]:
         """Each script on the unpatched code, one after the other, in one sandbox."""

@@ -5,7 +5,12 @@ Chosen per candidate from the files it changes, never from the task's judging li
 are hidden, tasks/hidden.py): for each changed source file, the repository's test modules (by
 its own pytest patterns, testnames.py) named after it (`test_<name>.py`, `<name>_test.py`,
 `unittest_<name>.py`), nearest first, then those that import it, nearest
-and smallest first; at most `max_files` in all, and no more base run time than
+and smallest first. With the candidate's patch, what its changed code is run by decides first:
+those files and the other test files beside them are run once on the unpatched code with a
+profiler (verifiers/coverage_probe.py, within the budget below), and the files whose tests
+call a function the patch changes come first, most such tests first (a file that sees the
+change beats one that is merely named after it). At most `max_files` in all, and no more base
+run time than
 `MAX_BASE_S` (or half the tests' timeout, when smaller): every candidate runs them again. Each
 test file runs once on the unpatched code (whole, with the task's runner), within that budget
 (a slower file is cut there and left out, bounded before it runs, not after the tests' timeout);
@@ -25,6 +30,7 @@ from pathlib import Path, PurePosixPath
 
 from ooda.agent.support import fstree
 from ooda.agent.verify.testnames import collected_patterns, is_test_module, subject
+from ooda.verifiers.coverage_probe import Ranges, changed_functions, patch_lines
 
 MAX_FILES = 3
 """Test files a candidate's regression run holds at most."""
@@ -36,6 +42,13 @@ SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", "venv", "node_modules", "
                        ".mypy_cache", "build", "dist", ".eggs", ".ooda", ".ooda-repro"})
 SOURCE_ROOTS = ("src/", "lib/")
 """Leading directories that are not part of a module's dotted name."""
+
+COVERAGE_POOL = 6
+"""Related test files traced for coverage (and as many more beside them)."""
+
+Cover = Callable[[list[str], Ranges, float], dict[str, bool] | None]
+"""Runs test files on the unpatched code with a profiler within a timeout: test id (pytest's,
+or FILE::function) -> whether it called one of the target functions; None: no result."""
 
 RunFile = Callable[[str, float], dict[str, str]]
 """Runs one test file whole on the unpatched code within a timeout: test id -> outcome;
@@ -66,12 +79,16 @@ class RegressionTests:
     each file runs on the base once, whoever asks first)."""
 
     def __init__(self, repo: Path, run_file: RunFile, timeout_s: float,
-                 max_files: int = MAX_FILES) -> None:
+                 max_files: int = MAX_FILES, cover: Cover | None = None) -> None:
         self.repo = repo
         self.run_file = run_file
         self.timeout_s = timeout_s
         self.max_files = max_files
+        self.cover = cover
+        self._coverage: dict[tuple[tuple[str, ...], str], dict[str, int] | None] = {}
+        self._coverage_locks: dict[tuple[tuple[str, ...], str], threading.Lock] = {}
         self._index: list[str] | None = None
+        self._traced: list[dict[str, object]] = []
         self._texts: dict[str, str] = {}
         self._runs: dict[str, BaseRun] = {}
         self._file_locks: dict[str, threading.Lock] = {}
@@ -83,12 +100,17 @@ class RegressionTests:
         the whole tests' timeout."""
         return min(MAX_BASE_S, self.timeout_s / 2)
 
-    def for_change(self, changed: Sequence[str]) -> Regression:
-        """The regression tests of a candidate that changes `changed` (repo-relative paths)."""
+    def for_change(self, changed: Sequence[str], patch: str | None = None) -> Regression:
+        """The regression tests of a candidate that changes `changed` (repo-relative paths);
+        with its `patch` and a coverage runner, the files whose tests call the functions it
+        changes first (see `by_coverage`)."""
         files: list[str] = []
         ids: list[str] = []
         spent = 0.0
-        for path in self.related(changed):
+        ordered = self.related(changed)
+        if self.cover is not None and patch:
+            ordered = self.by_coverage(ordered, changed_functions(self.repo, patch_lines(patch)))
+        for path in ordered:
             if len(files) >= self.max_files:
                 break
             run = self.base_run(path)
@@ -98,6 +120,60 @@ class RegressionTests:
             files.append(path)
             ids += run.passing
         return Regression(tuple(files), tuple(dict.fromkeys(ids)))
+
+    def by_coverage(self, ordered: list[str], targets: Ranges) -> list[str]:
+        """`ordered` with the files whose tests call one of `targets` (the changed functions,
+        on the unpatched code) first, most such tests first; the pool traced is the first
+        COVERAGE_POOL related files and the other test files beside them, within the
+        regression budget (once per pool and targets). Unchanged when nothing was traced."""
+        if not targets or not ordered:
+            return ordered
+        pool = self._pool(ordered)
+        key = (tuple(pool), repr(sorted(targets.items())))
+        with self._lock:
+            lock = self._coverage_locks.setdefault(key, threading.Lock())
+        with lock:
+            with self._lock:
+                done = key in self._coverage
+                counts = self._coverage.get(key)
+            if not done:
+                counts = self._trace(pool, targets)
+                with self._lock:
+                    self._coverage[key] = counts
+        if not counts:
+            return ordered
+        hit = sorted((f for f in pool if counts.get(f)), key=lambda f: -counts[f])
+        return hit + [f for f in ordered if f not in hit]
+
+    def _pool(self, ordered: list[str]) -> list[str]:
+        pool = ordered[:COVERAGE_POOL]
+        beside = {str(PurePosixPath(f).parent) for f in pool}
+        for test in self._test_files():
+            if len(pool) >= 2 * COVERAGE_POOL:
+                break
+            if str(PurePosixPath(test).parent) in beside and test not in pool:
+                pool.append(test)
+        return pool
+
+    def _trace(self, pool: list[str], targets: Ranges) -> dict[str, int] | None:
+        assert self.cover is not None
+        started = time.monotonic()
+        try:
+            hits = self.cover(pool, targets, self.budget_s())
+        except Exception:  # no coverage: the files stay in their order
+            hits = None
+        counts: dict[str, int] | None = None
+        if hits is not None:
+            counts = {}
+            for test_id, hit in hits.items():
+                path = test_id.split("::", 1)[0]
+                if hit:
+                    counts[path] = counts.get(path, 0) + 1
+        with self._lock:
+            self._traced.append({"files": len(pool), "targets": sorted(targets),
+                                 "seconds": round(time.monotonic() - started, 3),
+                                 "covering": counts if counts is not None else "no result"})
+        return counts
 
     def related(self, changed: Sequence[str]) -> list[str]:
         """Test files that exercise the changed source files, best first (round robin over
@@ -149,6 +225,12 @@ class RegressionTests:
         return {path: {"passing": len(r.passing), "seconds": round(r.seconds, 3),
                        **({"left_out": r.problem} if r.problem else {})}
                 for path, r in runs.items()}
+
+    def coverage_record(self) -> list[dict[str, object]]:
+        """Each coverage run: files traced, changed files targeted, seconds, covering tests
+        per file."""
+        with self._lock:
+            return list(self._traced)
 
     # ------------------------------------------------------------------ choosing files
 
