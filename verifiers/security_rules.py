@@ -111,6 +111,10 @@ class CallRule:
     instead: str
     unless: re.Pattern[str] | None = None
     """A statement matching this is no finding (judged once the statement is complete)."""
+    call: re.Pattern[str] | None = None
+    """Set: `pattern` counts only after this (the call a keyword argument belongs to). Found
+    first, then `pattern` searched from its end: two linear searches, never a `.*` between
+    them that could backtrack over a long statement."""
 
 
 def _call(names: str) -> str:
@@ -122,11 +126,12 @@ CALL_RULES: tuple[CallRule, ...] = (
     CallRule(
         "shell-true", ("S602", "S604"),
         re.compile(r"\bshell\s*=\s*True\b"),
-        re.compile(r"^(?!\s*(?:async\s+)?def\b).*\(.*\bshell\s*=\s*True\b"),
+        re.compile(r"\bshell\s*=\s*True\b"),
         "a command run through the shell (shell=True): text from the input becomes shell "
         "syntax, so `; rm -rf ~` in a file name runs",
         "pass the command as a list of arguments without shell=True: "
-        "subprocess.run([\"git\", \"log\", path], check=True); shlex.split a fixed command"),
+        "subprocess.run([\"git\", \"log\", path], check=True); shlex.split a fixed command",
+        call=re.compile(r"\A(?!\s*(?:async\s+)?def\b)[^(]*\(")),
     CallRule(
         "os-system", ("S605",),
         re.compile(r"\bos\.(?:system|popen)|\bgetoutput|\bgetstatusoutput"),
@@ -160,11 +165,12 @@ CALL_RULES: tuple[CallRule, ...] = (
     CallRule(
         "verify-false", ("S501",),
         re.compile(r"\bverify\s*=\s*False\b"),
-        re.compile(_call(r"(?:requests|httpx)\.(?:get|options|head|post|put|patch|delete|"
-                         r"request|stream|Client|AsyncClient)") + r".*\bverify\s*=\s*False\b"),
+        re.compile(r"\bverify\s*=\s*False\b"),
         "TLS certificate checks turned off (verify=False): anyone on the network path can "
         "read and change the traffic",
-        "keep verify on (the default); for a private CA pass its bundle: verify=\"/path/ca.pem\""),
+        "keep verify on (the default); for a private CA pass its bundle: verify=\"/path/ca.pem\"",
+        call=re.compile(_call(r"(?:requests|httpx)\.(?:get|options|head|post|put|patch|delete|"
+                              r"request|stream|Client|AsyncClient)"))),
     CallRule(
         "unverified-context", ("S323",),
         re.compile(r"_create_unverified_context"),
@@ -186,8 +192,7 @@ CALL_RULES: tuple[CallRule, ...] = (
     CallRule(
         "sql-format", ("S608",),
         re.compile(r"(?i)\b(?:select|delete|insert|replace|update)\b|%|\.format|\+|\{"),
-        re.compile(r"(?is)\b(?:select\s+.*\s+from\s|delete\s+from\s|(?:insert|replace)\s+.*"
-                   r"\s+values\s|update\s+.*\s+set\s)"),
+        re.compile(r"(?i)\b(?:select|delete|insert|replace|update)\s"),  # see looks_like_sql
         "SQL built by formatting values into the query text (f-string, %, .format or +): a "
         "quote in the input rewrites the query (SQL injection)",
         "pass the values as query parameters: cur.execute(\"SELECT * FROM users WHERE id = ?\", "
@@ -201,17 +206,19 @@ CALL_RULES: tuple[CallRule, ...] = (
     CallRule(
         "jinja-autoescape", ("S701",),
         re.compile(r"\bautoescape\s*=\s*False\b"),
-        re.compile(_call(r"jinja2\.Environment") + r".*\bautoescape\s*=\s*False\b"),
+        re.compile(r"\bautoescape\s*=\s*False\b"),
         "jinja2 templates with autoescape off: values render as raw HTML (XSS)",
-        "jinja2.Environment(autoescape=jinja2.select_autoescape())"),
+        "jinja2.Environment(autoescape=jinja2.select_autoescape())",
+        call=re.compile(_call(r"jinja2\.Environment"))),
     CallRule(
         "insecure-tls-version", ("S502",),
         re.compile(r"SSLv|TLSv1\b|TLSv1_1|_METHOD"),
-        re.compile(r"\((?:.*[,(]\s*)?(?:ssl_version|method)\s*=\s*(?:ssl\.|SSL\.)?"
+        re.compile(r"(?<![\w.])(?:ssl_version|method)\s*=\s*(?:ssl\.|SSL\.)?"
                    r"(?:PROTOCOL_SSLv2|PROTOCOL_SSLv3|PROTOCOL_TLSv1|PROTOCOL_TLSv1_1|"
                    r"SSLv2_METHOD|SSLv23_METHOD|SSLv3_METHOD|TLSv1_METHOD|TLSv1_1_METHOD)\b"),
         "a broken TLS/SSL protocol version (SSLv2/3, TLS 1.0/1.1)",
-        "ssl.create_default_context() (TLS 1.2 or later)"),
+        "ssl.create_default_context() (TLS 1.2 or later)",
+        call=re.compile(r"\(")),
     CallRule(
         "telnet", ("S312",),
         re.compile(r"telnetlib"),
@@ -228,6 +235,26 @@ CALL_RULES: tuple[CallRule, ...] = (
 """The watchdog's rules on Python code: the classes of the security stage's default ruff
 rules that a single statement shows (ruff's findings that need a whole file's names, such as
 an imported `load` called bare, are left to the stage)."""
+
+_SQL_PAIRS = (
+    (re.compile(r"(?i)\bselect\s"), re.compile(r"(?i)\sfrom\s")),
+    (re.compile(r"(?i)\bdelete\s+from\s"), None),
+    (re.compile(r"(?i)\b(?:insert|replace)\s"), re.compile(r"(?i)\svalues\s")),
+    (re.compile(r"(?i)\bupdate\s"), re.compile(r"(?i)\sset\s")),
+)
+
+
+def looks_like_sql(text: str) -> bool:
+    """ruff's (bandit's) test of a formatted string for SQL — `select … from`, `delete from`,
+    `insert|replace … values`, `update … set`, any text between, across lines — as at most two
+    linear searches each: the first keyword, then its partner after it (a regex with `.*`
+    between the two backtracks quadratically on a long string of keywords)."""
+    for first, then in _SQL_PAIRS:
+        match = first.search(text)
+        if match is not None and (then is None or then.search(text, match.end()) is not None):
+            return True
+    return False
+
 
 SQL_FORMATTING = re.compile(r'"\^"|"\^?"\s*(?:%(?!=)|\.format\b|\+)|\+\s*[rRbBuUfF]*"')
 """An expression of masked code (strings as `""`, f-strings with a placeholder as `"^"`) that

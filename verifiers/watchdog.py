@@ -34,6 +34,7 @@ from ooda.verifiers.security_rules import (
     SQL_FORMATTING,
     CallRule,
     find_secret,
+    looks_like_sql,
     selected,
 )
 
@@ -467,11 +468,18 @@ class Watchdog:
     @staticmethod
     def _match(rule: CallRule, stmt: _Statement, joined: str) -> list[_Physical] | None:
         if rule.name == "sql-format":
-            return stmt.lines if _formats_sql(rule, stmt.strings, joined) else None
-        match = rule.pattern.search(joined)
+            return stmt.lines if _formats_sql(stmt.strings, joined) else None
+        start = after = 0
+        if rule.call is not None:
+            call = rule.call.search(joined)
+            if call is None:
+                return None
+            start, after = call.start(), call.end() - 1
+        match = rule.pattern.search(joined, after)
         if match is None or (rule.unless is not None and rule.unless.search(joined)):
             return None
-        return _span(stmt, joined, match.start(), match.end())
+        return _span(stmt, joined, start if rule.call is not None else match.start(),
+                     match.end())
 
     def _is_base(self, span: list[_Physical] | list[AnswerLine], line: AnswerLine,
                  path: str | None, rule: str) -> bool:
@@ -522,7 +530,7 @@ _EXPRESSION_BOUNDARY = re.compile(r"[,()\[\]{};:]|(?<![=!<>])=(?!=)|\b(?:if|else
 """Where one expression of a statement's masked code ends (S608 judges each apart)."""
 
 
-def _formats_sql(rule: CallRule, strings: list[str], joined: str) -> bool:
+def _formats_sql(strings: list[str], joined: str) -> bool:
     """Whether one expression of the statement builds a SQL query by formatting: its string
     literals, joined as ruff joins a `+` chain or implicit concatenation, read as SQL, and the
     expression formats them (an f-string placeholder, `%`, `.format`, `+`)."""
@@ -533,7 +541,7 @@ def _formats_sql(rule: CallRule, strings: list[str], joined: str) -> bool:
             continue
         parts = strings[index:index + count]
         index += count
-        if SQL_FORMATTING.search(expression) and rule.pattern.search("".join(parts)):
+        if SQL_FORMATTING.search(expression) and looks_like_sql("".join(parts)):
             return True
     return False
 
