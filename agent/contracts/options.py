@@ -97,11 +97,14 @@ class ModelOptions:
     name: str = option(
         "", "--model", name="model", key="model", changes_results=True,
         help="Model name sent to the endpoint; 'gold' = the task's reference patch; "
-        "'replay' = the bundled endpoint replaying the task's scripted answers (offline).",
-        help_for={"ci": "Model name sent to the endpoint (--base-url or OPENAI_BASE_URL)."},
+        "'replay' = the bundled endpoint replaying the task's scripted answers (offline); "
+        "'mutate' = no model: mutants of the lines the failing tests point at.",
+        help_for={"ci": "Model name sent to the endpoint (--base-url or OPENAI_BASE_URL); "
+                        "'mutate' = no model: mutants of the lines the failing tests point at."},
     )
     """"gold" = the task's reference patch; "replay" = the bundled endpoint replaying the
-    task's scripted answers (offline demo and tests); "" = not given."""
+    task's scripted answers (offline demo and tests); "mutate" = fault-localised mutation, no
+    model (agent/core/sources/mutate.py); "" = not given."""
     base_url: str | None = option(
         None, "--base-url", changes_results=True,
         help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL).",
