@@ -13,6 +13,7 @@ from watchdog_held_out import HELD_OUT, HELD_OUT_2
 from watchdog_labelled import CHANGES, Change, variants, vuln_end
 
 from ooda.agent.contracts.protocols import CheckSpec
+from ooda.agent.models.answer_styles import restyle
 from ooda.agent.sandbox.local import LocalSandbox
 from ooda.verifiers.security_check import RULES, SecurityVerifier
 from ooda.verifiers.watchdog import BaseCode, Finding, Watchdog, rules_for
@@ -104,8 +105,15 @@ def corpus_answers() -> list[tuple[str, dict[str, str], str]]:
     for replay in sorted((ROOT / "tasks" / "examples").glob("*/replay.jsonl")):
         repo = replay.parent / "repo"
         files = {p.relative_to(repo).as_posix(): p.read_text() for p in repo.rglob("*.py")}
+        prompt = "".join(f"{path}\n```python\n{text}```\n\n" for path, text in files.items())
         for number, line in enumerate(replay.read_text().splitlines(), start=1):
-            found.append((f"{replay.parent.name}-{number}", files, json.loads(line)["answer"]))
+            answer = json.loads(line)["answer"]
+            found.append((f"{replay.parent.name}-{number}", files, answer))
+            # as `ooda serve --answer-as` rewrites it: whole files, bare definitions
+            for style in ("whole-file", "definitions"):
+                restyled = restyle(answer, prompt, style)
+                if restyled != answer:
+                    found.append((f"{replay.parent.name}-{number}-{style}", files, restyled))
     return found
 
 
