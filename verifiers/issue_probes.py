@@ -11,8 +11,10 @@ right output is: a probe is never required and never passes or fails.
 `probe_from_issue` turns the issue text into one script (Python 3.5 and later, the oldest a
 SWE-bench environment runs): the blocks in order, in one namespace, each top-level statement
 run as the interactive interpreter runs it (an expression's value printed), an exception
-printed as one line (`!! TypeError: ...`) and the next statement run; each block's output
-begins with a separator line. `behaviour` turns a run's output into one fingerprint per block
+printed as one line (`!! TypeError: ...`) and the next statement run; a block that only
+defines tests (an issue about a test runner, or one that shows its failing test) is run by
+pytest instead, and how each of its tests ended is printed; each block's output begins with a
+separator line. `behaviour` turns a run's output into one fingerprint per block
 (memory addresses and the workspace's paths left out); `stable` keeps the blocks two runs on
 the unpatched code agree on.
 Pure functions.
@@ -29,6 +31,9 @@ from pathlib import Path
 PROBE_NAME = "probe_issue"
 """The probe's name among a run's reproduction tests (the model's are `repro_N`)."""
 SEPARATOR = "=== ooda-issue-block"
+PYTEST_MARK = "# ooda: run under pytest\n"
+"""Begins a block that only defines tests: the probe runs it with pytest and prints how each
+test ended."""
 MAX_BLOCKS = 6
 MAX_BLOCK_CHARS = 4000
 
@@ -54,6 +59,7 @@ sys.path.insert(0, os.getcwd())  # the repository root, as for the script before
 import ast
 BLOCKS = %(blocks)r
 SEPARATOR = %(separator)r
+PYTEST_MARK = %(pytest_mark)r
 namespace = {"__name__": "__main__", "__builtins__": __builtins__}
 
 
@@ -68,9 +74,36 @@ def statements(source):
         yield isinstance(node, ast.Expr), "".join(lines[start:end])
 
 
+def under_pytest(source, number):
+    import re, shutil, subprocess, tempfile
+    folder = tempfile.mkdtemp()
+    path = os.path.join(folder, "test_ooda_issue_%%d.py" %% number)
+    with open(path, "w") as handle:
+        handle.write(source)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd()] + [p for p in [env.get("PYTHONPATH")] if p])
+    try:
+        run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-rA", "-p",
+                                "no:cacheprovider", path], cwd=folder, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        output = run.communicate(timeout=60)[0].decode("utf-8", "replace")
+    except Exception as exc:
+        print("!! pytest: %%s" %% (type(exc).__name__,))
+        return
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    for line in output.splitlines():
+        if re.match(r"(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED) ", line) or re.search(
+                r"\\d+ (passed|failed|error|errors|xfailed|xpassed|skipped)\\b", line):
+            print(re.sub(r" in [\\d.]+s.*", "", line.split(" - ")[0]).strip("= "))
+
+
 for number, block in enumerate(BLOCKS):
     sys.stdout.write("\\n%%s %%d\\n" %% (SEPARATOR, number))
     sys.stdout.flush()
+    if block.startswith(PYTEST_MARK):
+        under_pytest(block, number)
+        continue
     try:
         parts = list(statements(block))
     except SyntaxError as exc:
@@ -115,9 +148,14 @@ def issue_blocks(text: str, package: str | None = None) -> list[str]:
     blocks: list[str] = []
     for block in found:
         block = textwrap.dedent(block).strip("\n")
-        if block and len(block) <= MAX_BLOCK_CHARS and _parses(block) and _does_something(block):
-            if block not in blocks:
-                blocks.append(block + "\n")
+        if not block or len(block) > MAX_BLOCK_CHARS or not _parses(block):
+            continue
+        if not _does_something(block):
+            if not _defines_tests(block):
+                continue
+            block = PYTEST_MARK + block
+        if block + "\n" not in blocks:
+            blocks.append(block + "\n")
     return blocks[:MAX_BLOCKS]
 
 
@@ -127,7 +165,7 @@ def probe_from_issue(text: str, package: str | None = None) -> str | None:
     blocks = issue_blocks(text, package)
     if not blocks:
         return None
-    return DRIVER % {"blocks": blocks, "separator": SEPARATOR}
+    return DRIVER % {"blocks": blocks, "separator": SEPARATOR, "pytest_mark": PYTEST_MARK}
 
 
 def behaviour(output: str) -> list[str]:
@@ -213,6 +251,12 @@ def _parses(block: str) -> bool:
     except (SyntaxError, ValueError):
         return False
     return True
+
+
+def _defines_tests(block: str) -> bool:
+    """A block of test functions (or classes) for pytest to run."""
+    return any(isinstance(node, ast.FunctionDef | ast.ClassDef)
+               and node.name.lower().startswith("test") for node in ast.parse(block).body)
 
 
 def _does_something(block: str) -> bool:

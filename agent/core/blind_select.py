@@ -395,4 +395,4 @@ def test_tallies(attempts: list[Attempt]) -> dict[str, dict[str, Any]]:
 
 def _size(patch: str) -> int:
     return sum(1 for line in patch.splitlines()
-               if line[:1] in "+-" and not line.startswith(("+++", "---")))
+               if line.startswith(("+", "-")) and not line.startswith(("+++", "---")))

@@ -64,7 +64,7 @@ def pick_best(passing: list[Attempt], everyone: list[Attempt]) -> Attempt:
         return sum(
             1
             for line in a.patch.splitlines()
-            if line[:1] in "+-" and not line.startswith(("+++", "---"))
+            if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))
         )
 
     return min(passing, key=lambda a: (size(a), -votes[a.patch_sha256 or ""], a.t_verified or 0.0))

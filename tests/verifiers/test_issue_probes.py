@@ -79,3 +79,15 @@ def test_the_top_package_is_the_one_package_beside_tests_and_docs(tmp_path: Path
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "__init__.py").write_text("")
     assert top_package(tmp_path) is None
+
+
+def test_a_block_of_tests_is_run_by_pytest_and_each_outcome_printed(tmp_path: Path) -> None:
+    issue = ("The xfail marker is ignored:\n```python\nimport pytest\n\n\n"
+             "def test_xfail_test(request):\n    request.node.add_marker(pytest.mark.xfail)\n"
+             "    assert 0\n\n\ndef test_fine():\n    pass\n```\n")
+    source = probe_from_issue(issue)
+    assert source is not None
+    output = run_probe(tmp_path, source)
+    assert "XFAIL" in output and "PASSED" in output and "1 passed, 1 xfailed" in output
+    assert " in 0." not in output  # no timing: the fingerprint must not change with it
+    assert behaviour(run_probe(tmp_path, source)) == behaviour(output)
