@@ -593,6 +593,8 @@ class Loop:
             winner=winner.attempt_id if winner else None,
             attempts=len([a for a in self.attempts if a.status != "pending"]),
             statuses=dict(Counter(a.status for a in self.attempts)),
+            halted=dict(Counter(rule for a in self.attempts for rule in a.halted_by)),
+            chars_saved=sum(a.chars_saved for a in self.attempts),
             tokens=Tokens(self.budget.prompt_tokens, self.budget.completion_tokens,
                           self.budget.estimated),
             time_to_first_pass_s=self.budget.since_start(winner.t_verified) if winner else None,

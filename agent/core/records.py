@@ -271,6 +271,11 @@ class RunSummary:
     attempts: int = 0
     """Attempts finished (each has its attempts.jsonl line)."""
     statuses: dict[str, int] = field(default_factory=dict)
+    halted: dict[str, int] = field(default_factory=dict, metadata={OMIT_EMPTY: True})
+    """Answers halted while they streamed and corrected at once, per rule (the security
+    watchdog)."""
+    chars_saved: int = field(default=0, metadata={OMIT_EMPTY: True})
+    """Characters those answers did not stream (estimated, as in attempts.jsonl)."""
     tokens: Tokens = field(default_factory=Tokens)
     time_to_first_pass_s: float | None = None
     endpoint: dict[str, Any] | None = None
