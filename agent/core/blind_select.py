@@ -108,6 +108,11 @@ class Evidence:
         return tuple(m if b else "" for m, b in zip(self.behaviour, self.base_behaviour, strict=False))
 
 
+KEY_PARTS = ("regression", "reproduction (required)", "reproduction (optional)", "checks",
+             "behaviour changed", "behaviour group", "critic", "votes", "size", "order")
+"""The parts of a candidate's ranking key, in the order a blind run ranks by."""
+
+
 @dataclass(frozen=True)
 class Policy:
     """Which signals rank the candidates (all on: what a blind run uses)."""
@@ -124,6 +129,8 @@ class Policy:
     critic: bool = True
     votes: bool = True
     size: Literal["larger", "smaller", "none"] = "larger"
+    order: tuple[str, ...] = KEY_PARTS
+    """The key's parts in the order they rank by ("order", the sample order, always last)."""
 
     def without(self, name: str) -> Policy:
         """This policy with the signal `name` (a field) switched off."""
@@ -149,6 +156,8 @@ class Ranked:
 class Ranking:
     ranked: list[Ranked] = field(default_factory=list)
     issue_changed: tuple[str, ...] = ()
+    parts: tuple[str, ...] = KEY_PARTS
+    """The names of the key's parts, in order."""
 
     @property
     def best(self) -> Ranked | None:
@@ -266,26 +275,25 @@ def rank(evidence: list[Evidence], policy: Policy = Policy()) -> Ranking:
         changed = e.changed_behaviour
         group = groups[e.compared()] if changed is not None else 0
         size = {"larger": e.size, "smaller": -e.size, "none": 0}[policy.size]
-        key: tuple[float, ...] = (
-            level if policy.regression else 0,
-            e.repro_required if policy.reproduction else 0,
-            e.repro_optional if policy.reproduction else 0,
-            int(e.checks_ok) if policy.checks else 0,
+        parts: dict[str, float] = {
+            "regression": level if policy.regression else 0,
+            "reproduction (required)": e.repro_required if policy.reproduction else 0,
+            "reproduction (optional)": e.repro_optional if policy.reproduction else 0,
+            "checks": int(e.checks_ok) if policy.checks else 0,
             # unknown behaviour sits between "changed" and "unchanged"
-            {True: 2, None: 1, False: 0}[changed] if policy.probe_changed else 0,
-            group if policy.behaviour_groups else 0,
-            e.critic if policy.critic and e.critic is not None else 0.0,
-            e.samples if policy.votes else 0,
-            size,
-            -e.order,
-        )
+            "behaviour changed": {True: 2, None: 1, False: 0}[changed]
+            if policy.probe_changed else 0,
+            "behaviour group": group if policy.behaviour_groups else 0,
+            "critic": e.critic if policy.critic and e.critic is not None else 0.0,
+            "votes": e.samples if policy.votes else 0,
+            "size": size,
+        }
+        key = tuple(parts[name] for name in policy.order if name != "order") + (-e.order,)
         ranked.append(Ranked(e, regression, unexcused, group, key))
     ranked.sort(key=lambda r: r.key, reverse=True)
-    return Ranking(ranked, tuple(sorted(excused)))
+    names = tuple(n for n in policy.order if n != "order") + ("order",)
+    return Ranking(ranked, tuple(sorted(excused)), names)
 
-
-KEY_PARTS = ("regression", "reproduction (required)", "reproduction (optional)", "checks",
-             "behaviour changed", "behaviour group", "critic", "votes", "size", "order")
 
 
 def distinct_judged(attempts: list[Attempt]) -> list[Attempt]:
@@ -307,7 +315,7 @@ def choose(candidates: list[Attempt], everyone: list[Attempt], critic: Critic | 
         return None, {"winner": None, "why": "no candidate produced a patch the checks judged"}
     evidence = [evidence_of(a, order.get(a.attempt_id, len(order)), votes) for a in judged]
     ranking = rank(evidence, policy)
-    finalists = ranking.level_with_best(KEY_PARTS.index("critic"))
+    finalists = ranking.level_with_best(ranking.parts.index("critic"))
     if critic is not None and policy.critic and len(finalists) >= 2:
         ids = {r.evidence.attempt_id for r in finalists}
         shown = sorted((a for a in judged if a.attempt_id in ids),
@@ -325,7 +333,7 @@ def choose(candidates: list[Attempt], everyone: list[Attempt], critic: Critic | 
         "ranking": [{"attempt_id": r.evidence.attempt_id, "regression": r.regression,
                      "unexcused": list(r.unexcused)[:MAX_RECORDED_IDS], "group": r.group,
                      "key": list(r.key)} for r in ranking.ranked],
-        "key_parts": list(KEY_PARTS),
+        "key_parts": list(ranking.parts),
         "issue_changed": list(ranking.issue_changed)[:MAX_RECORDED_IDS],
         "tests": test_tallies(everyone),
         **({"critic": critic.report.record()} if critic is not None else {}),
@@ -361,7 +369,7 @@ def explain(ranking: Ranking) -> str:
             said.append(f"{best.group} sample(s) behave as it does there")
     if e.critic is not None:
         said.append(f"the model's judgement gives it {e.critic:g}")
-    for depth, part in enumerate(KEY_PARTS, start=1):
+    for depth, part in enumerate(ranking.parts, start=1):
         if len(ranking.level_with_best(depth)) == 1:
             rivals = len(ranking.level_with_best(depth - 1)) - 1
             if rivals and part == "votes":
