@@ -96,7 +96,7 @@ def settle(plan: TaskPlan, facts: BaseFacts) -> TaskPlan:
         return dataclasses.replace(plan, base=facts)
     if facts.error is not None:
         raise UsageError(f"the test command {cmd!r} does not run on the unpatched code: "
-                         f"{facts.error}")
+                         f"{facts.error}{_hang_hint(facts, plan)}")
     if not facts.outcomes:
         raise UsageError(f"{cmd!r} collects no test on the unpatched code: check the paths "
                          "and ids it names")
@@ -108,6 +108,18 @@ def settle(plan: TaskPlan, facts: BaseFacts) -> TaskPlan:
     # its pass_to_pass passed on the base by construction
     facts = dataclasses.replace(facts, pass_to_pass_passing=tuple(passing))
     return dataclasses.replace(plan, tests=derived, base=facts)
+
+
+def _hang_hint(facts: BaseFacts, plan: TaskPlan) -> str:
+    """What to do about tests that hung on the unpatched code: more time, or leave out the
+    one that was running (pytest's --deselect)."""
+    if not facts.timed_out:
+        return ""
+    named = re.search(r"\((\S+) was still running\)", facts.error or "")
+    skip = (f", or leave that test out (add `--deselect {named[1]}` to the test command)"
+            if named else "")
+    return (f": give it more time (--verifier-timeout SECONDS; now "
+            f"{plan.stages.timeout_s:.0f}){skip}")
 
 
 def missing_module_message(first: Uncollectable, count: int = 1) -> str:

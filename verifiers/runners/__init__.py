@@ -69,7 +69,10 @@ def base_run(runner: TestRunner, sandbox: Sandbox, request: TestRequest) -> Test
     grade."""
     run = runner.run(sandbox, request)
     if run.timed_out:
-        raise TestRunError(f"the tests did not finish within {request.timeout_s:.0f}s",
+        still = getattr(runner, "still_running", None)  # a runner that can tell which test
+        running = still(sandbox, request, run.output) if still is not None else None
+        raise TestRunError(f"the tests did not finish within {request.timeout_s:.0f}s"
+                           + (f" ({running} was still running)" if running else ""),
                            timed_out=True)
     if not run.report_found:
         raise TestRunError(

@@ -5,6 +5,7 @@ when it is a plain pytest call (`pytest_command`), refused otherwise (NotGradabl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ooda.agent.contracts.protocols import Sandbox
@@ -47,6 +48,26 @@ class PytestRunner:
                           changed_files=request.changed_files, pre_test=request.pre_test,
                           hidden_files=request.test_files)
 
+    def still_running(self, sandbox: Sandbox, request: TestRequest, output: str) -> str | None:
+        """After a run of `request` timed out with `output`: the test it was running, from
+        pytest's `-q` progress (one character per finished test) and the order a quick
+        `--collect-only` of the same request lists (None when that cannot tell)."""
+        done = finished_count(output)
+        if request.ids:
+            args = list(request.ids)
+        else:
+            parsed = pytest_command(request.command or request.runner_cmd or "")
+            if parsed is None:
+                return None
+            args = parsed[0]
+        listed = run_pytest(sandbox, [*args, *_one_id_a_line(args), "--collect-only"],
+                            min(COLLECT_TIMEOUT_S, request.timeout_s), pre_test=request.pre_test)
+        if listed.timed_out:
+            return None
+        ids = [ln.strip() for ln in listed.output.splitlines() if "::" in ln and " " not in
+               ln.strip()]
+        return ids[done] if done < len(ids) else None
+
     def collection_errors(self, run: TestRun) -> list[str]:
         """A file pytest could not collect is reported as an error whose node is the file."""
         return [node for node, outcome in run.outcomes.items()
@@ -54,6 +75,28 @@ class PytestRunner:
 
 
 RUNNER = PytestRunner()
+
+COLLECT_TIMEOUT_S = 30.0
+"""How long listing the tests may take after a run timed out."""
+
+_PROGRESS = re.compile(r"^([.FEsxXpR]+)(?:\s+\[\s*\d+%\])?$")
+
+
+def _one_id_a_line(args: Sequence[str]) -> list[str]:
+    """The flags that bring `--collect-only`'s listing to one node id a line (verbosity -1:
+    the run's own `-q` plus the command's -q/-v flags, evened out)."""
+    level = 0
+    for arg in args:
+        if re.fullmatch(r"-[qv]+", arg):
+            level += arg.count("v") - arg.count("q")
+        elif arg in ("--verbose", "--quiet"):
+            level += 1 if arg == "--verbose" else -1
+    return ["-v"] * -level if level < 0 else ["-q"] * level
+
+
+def finished_count(output: str) -> int:
+    """How many tests pytest's `-q` progress says finished (one character each)."""
+    return sum(len(m[1]) for ln in output.splitlines() if (m := _PROGRESS.match(ln.strip())))
 
 
 def run_tests(

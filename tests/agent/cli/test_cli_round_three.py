@@ -192,3 +192,41 @@ def test_falling_back_to_bubblewrap_is_said_in_the_terminal(tmp_path: Path) -> N
                                 env={"DOCKER_HOST": "tcp://127.0.0.1:1"})
         assert "docker engine: none answers at DOCKER_HOST=tcp://127.0.0.1:1" in screen
         assert "fix: DOCKER_HOST=tcp://127.0.0.1:1 names no answering engine" in screen
+
+
+def test_a_hanging_test_is_named_with_what_to_do(tmp_path: Path, sandbox_name: str) -> None:
+    """#12: a test that hangs on the unpatched code ended exit 2 with "the tests did not
+    finish within 60s", naming neither the test nor --verifier-timeout."""
+    from cli_helpers import ooda
+
+    from ooda.agent.models.server import ReplayServer
+
+    repo = tmp_path / "hangs"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (repo / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    (repo / "tests" / "test_calc.py").write_text(
+        "import time\nfrom calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+        "def test_slow_network():\n    time.sleep(600)\n\n\ndef test_after():\n    pass\n")
+    with ReplayServer([MEDIAN.parent]) as server:
+        done = ooda("run", str(repo), "--statement", "add is wrong", "--test-cmd",
+                    "python -m pytest -q", "--model", "m", "--base-url", server.start(),
+                    "--verifier-timeout", "5", "--sandbox", sandbox_name,
+                    "--runs-dir", str(tmp_path / "runs"),
+                    env={"OPENAI_API_KEY": "ooda-local"})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "ooda: error: the test command 'python -m pytest -q' does not run on the unpatched "
+        "code: the tests did not finish within 5s (tests/test_calc.py::test_slow_network was "
+        "still running): give it more time (--verifier-timeout SECONDS; now 5), or leave that "
+        "test out (add `--deselect tests/test_calc.py::test_slow_network` to the test "
+        "command)\n")
+
+
+def test_progress_counting_and_the_listing_flags() -> None:
+    from ooda.verifiers.runners.pytest_runner import _one_id_a_line, finished_count
+
+    assert finished_count("collecting ...\n.F.s                [ 40%]\n..x") == 7
+    assert finished_count("hello world\n") == 0
+    assert _one_id_a_line(["-q", "tests"]) == ["-v"] and _one_id_a_line(["tests"]) == []
+    assert _one_id_a_line(["-vv", "x"]) == ["-q", "-q"]
