@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.stages import task_keys
 from ooda.tasks.environment import environment_of
 from ooda.tasks.fields import (
     check_keys,
@@ -186,9 +187,9 @@ def load_task(path: Path) -> Task:
         raise type_error("run_test_files", "true or false", run_test_files, where)
     if environment is not None:
         table = data.get("verifiers")
-        for key in ("ruff", "mypy", "security"):
+        for key in task_keys():  # ooda's tools are not in the task's own environment
             if not isinstance(table, dict) or key not in table:
-                setattr(verifiers, key, False)
+                verifiers.switch(key, False)
     return Task(
         id=task_id,
         statement=statement,

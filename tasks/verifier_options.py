@@ -1,12 +1,14 @@
-"""The `[verifiers]` table of task.toml: which stages run (ruff, mypy, security and its rules)
-and their timeout, checked into a `VerifierOptions`."""
+"""The `[verifiers]` table of task.toml: which stages run (an on/off key per optional stage of
+agent/contracts/stages.py: ruff, mypy, security; the security stage's rules) and their timeout,
+checked into a `VerifierOptions`."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.stages import task_keys
 from ooda.tasks.fields import check_keys, type_error
 
 
@@ -25,10 +27,25 @@ class VerifierOptions:
     secret scan)."""
     timeout_s: float = 60.0
     """Wall-clock limit for each verifier run."""
+    off: frozenset[str] = field(default_factory=frozenset)
+    """The keys of the other optional stages (agent/contracts/stages.py) turned off."""
+
+    def on(self, key: str) -> bool:
+        """Whether the optional stage with task key `key` is on."""
+        value = getattr(self, key, None)
+        return value if isinstance(value, bool) else key not in self.off
+
+    def switch(self, key: str, value: bool) -> None:
+        """Turn the optional stage with task key `key` on or off."""
+        if isinstance(getattr(self, key, None), bool):
+            setattr(self, key, value)
+        else:
+            self.off = self.off - {key} if value else self.off | {key}
 
 
-VERIFIER_KEYS = ("ruff", "mypy", "security", "security_rules", "timeout_s")
-"""Keys allowed in the `[verifiers]` table."""
+def verifier_keys() -> tuple[str, ...]:
+    """Keys allowed in the `[verifiers]` table."""
+    return (*task_keys(), "security_rules", "timeout_s")
 
 
 def verifier_options(table: object, where: str) -> VerifierOptions:
@@ -37,13 +54,13 @@ def verifier_options(table: object, where: str) -> VerifierOptions:
         return options
     if not isinstance(table, dict):
         raise type_error("verifiers", "a table", table, where)
-    check_keys(table, VERIFIER_KEYS, f"{where} [verifiers]")
-    for key in ("ruff", "mypy", "security"):
+    check_keys(table, verifier_keys(), f"{where} [verifiers]")
+    for key in task_keys():
         if key in table:
             value = table[key]
             if not isinstance(value, bool):
                 raise type_error(f"verifiers.{key}", "true or false", value, where)
-            setattr(options, key, value)
+            options.switch(key, value)
     if "timeout_s" in table:
         value = table["timeout_s"]
         if isinstance(value, bool) or not isinstance(value, int | float):

@@ -1,43 +1,53 @@
 """Run the verifiers in order, cheapest first, stopping at the first stage that does not pass.
 
-The order is ooda.agent.contracts.protocols.CASCADE_ORDER (syntax, tampering, ruff, pytest,
-security, mypy, repro), stated once; a stage that declares `after_tests = True` (security, mypy,
-repro) runs only once the tests have passed, which the task verifier (agent/verify/verifier.py)
-arranges with `split_at_tests` (and, when a second sandbox is idle, runs beside the tests
-once the HOST_FIRST stages passed: agent/verify/spare.py). A deadline shrinks each stage's timeout; a stage that raises is reported as an "error" result, except
-ooda.agent.contracts.errors.InfraError, which propagates (the sandbox itself broke).
+The stages, their order and where and when each runs are agent/contracts/stages.py's `STAGES`
+(syntax, tampering, ruff, pytest, security, mypy, repro); `build` makes the cascade from it.
+A stage that runs only after the tests (security, mypy, repro) is split off by `split_at_tests`
+and run by the task verifier (agent/verify/verifier.py) once the tests passed (and, when a
+second sandbox is idle, beside the tests once the HOST_FIRST stages passed:
+agent/verify/spare.py). A deadline shrinks each stage's timeout; a stage that raises is reported
+as an "error" result, except ooda.agent.contracts.errors.InfraError, which propagates (the
+sandbox itself broke).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import time
 import traceback
 from collections.abc import Callable, Sequence
 
+from ooda.agent.contracts import stages as registry
 from ooda.agent.contracts.errors import InfraError
-from ooda.agent.contracts.protocols import (
-    CASCADE_ORDER,
-    CheckSpec,
-    Sandbox,
-    Verifier,
-    VerifierResult,
-)
+from ooda.agent.contracts.protocols import CheckSpec, Sandbox, Verifier, VerifierResult
+from ooda.agent.contracts.stages import HOST_FIRST, Stage, runs, stage
 from ooda.verifiers import clip
-from ooda.verifiers.mypy_check import MypyVerifier
-from ooda.verifiers.repro_check import ReproVerifier
-from ooda.verifiers.ruff_check import RuffVerifier
 from ooda.verifiers.runners import TestRunner
-from ooda.verifiers.security_check import SecurityVerifier
-from ooda.verifiers.syntax import SyntaxVerifier
-from ooda.verifiers.tamper_check import TamperVerifier
-from ooda.verifiers.tests_stage import TestsVerifier
+from ooda.verifiers.settings import StageSettings
+
+__all__ = ["CONTINUE", "HOST_FIRST", "build", "default_verifiers", "make_stage", "run_cascade",
+           "split_at_tests", "split_host_first"]
 
 CONTINUE = frozenset({"passed", "skipped"})
 """Stage statuses after which the cascade goes on."""
 
 Prepare = Callable[[Verifier, CheckSpec], None]
 """Called before a stage runs, e.g. to fill check.baseline[verifier.name] lazily."""
+
+
+def make_stage(entry: Stage, settings: StageSettings) -> Verifier:
+    """The verifier of one registered stage: its module's `stage(settings)`."""
+    made: Verifier = importlib.import_module(entry.module).stage(settings)
+    return made
+
+
+def build(switched_on: Callable[[str], bool], settings: StageSettings, *,
+          blind: bool = False, stages: Sequence[Stage] | None = None) -> list[Verifier]:
+    """The cascade, in order: every stage of `stages` (default: the registry) that runs, an
+    optional one when `switched_on(its task key)`."""
+    return [make_stage(s, settings) for s in (registry.STAGES if stages is None else stages)
+            if runs(s, s.task_key is not None and switched_on(s.task_key), blind=blind)]
 
 
 def default_verifiers(
@@ -48,33 +58,25 @@ def default_verifiers(
     reproduction: bool = False,
     runner: TestRunner | None = None,
 ) -> list[Verifier]:
-    """The cascade in CASCADE_ORDER: syntax, tampering (always: nothing the candidate adds may
-    reach into the test run), ruff (optional), pytest, security (optional; ruff `S` rules
-    `security_rules`, default security_check.RULES, plus the secret scan), mypy (optional), the
-    reproduction tests (`reproduction`: a blind run's; skipped when a check carries none).
-    The tests stage runs the task's tests with `runner` (verifiers/runners/; default pytest)."""
-    stages: list[Verifier] = [SyntaxVerifier(), TamperVerifier(), TestsVerifier(runner)]
-    if reproduction:
-        stages.append(ReproVerifier())
-    if ruff:
-        stages.append(RuffVerifier())
-    if security:
-        stages.append(SecurityVerifier(security_rules))
-    if mypy:
-        stages.append(MypyVerifier())
-    return sorted(stages, key=lambda stage: CASCADE_ORDER.index(stage.name))
+    """The cascade with the optional stages named on or off (ruff, mypy, security; any other
+    optional stage on; `security_rules`: its
+    ruff `S` rules, default security_check.RULES, plus the secret scan), the reproduction tests
+    when `reproduction` (a blind run's; skipped when a check carries none), and the tests run
+    with `runner` (verifiers/runners/; default pytest)."""
+    named = {"ruff": ruff, "mypy": mypy, "security": security}
+    return build(lambda key: named.get(key, True), StageSettings(runner, security_rules),
+                 blind=reproduction)
 
 
 def split_at_tests(verifiers: Sequence[Verifier]) -> tuple[list[Verifier], list[Verifier]]:
     """(the stages before and with the tests, the stages that run only after they passed)."""
-    first = [v for v in verifiers if not v.after_tests]
-    late = [v for v in verifiers if v.after_tests]
-    return first, late
+    late = [v for v in verifiers if _after_tests(v)]
+    return [v for v in verifiers if not _after_tests(v)], late
 
 
-HOST_FIRST = frozenset({"syntax", "tampering"})
-"""The stages that judge the candidate's files on the host before any tool sees them in a
-sandbox: nothing else of the candidate's is looked at, let alone run, before they passed."""
+def _after_tests(verifier: Verifier) -> bool:
+    entry = stage(verifier.name)
+    return entry is not None and entry.after_tests
 
 
 def split_host_first(verifiers: Sequence[Verifier]) -> tuple[list[Verifier], list[Verifier]]:

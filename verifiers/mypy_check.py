@@ -40,6 +40,7 @@ from ooda.verifiers import (
     tail,
     tool_baseline,
 )
+from ooda.verifiers.settings import StageSettings
 
 CACHE_DIR = ".ooda/mypy-cache"
 """Mypy's incremental cache, relative to the workspace (.ooda/: no patch may touch it), so the
@@ -205,7 +206,6 @@ class MypyVerifier:
     """Fails when mypy finds a type error in the changed files that the base code did not have."""
 
     name = "mypy"
-    after_tests = True
     """Runs only for a candidate whose tests passed, in a reset sandbox on a fresh copy: no
     candidate code may have run where mypy looks (agent/verify/verifier.py)."""
 
@@ -250,3 +250,8 @@ class MypyVerifier:
             return VerifierResult(self.name, "skipped", duration, "", f"{note}\n{message}")
         summary = f"mypy cannot check the changed files (it can check the base):\n{message}"
         return VerifierResult(self.name, "failed", duration, tail(summary), message)
+
+
+def stage(settings: StageSettings) -> MypyVerifier:
+    """This module's stage of the cascade (agent/contracts/stages.py)."""
+    return MypyVerifier()

@@ -39,6 +39,7 @@ from ooda.agent.contracts.protocols import (
 from ooda.agent.support.fstree import remove_workspace
 from ooda.verifiers import clip, pretest, tail
 from ooda.verifiers.issue_probes import behaviour
+from ooda.verifiers.settings import StageSettings
 
 REPRO_DIR = ".ooda-repro"
 """Where the scripts are written in a workspace (emptied before each is written)."""
@@ -118,7 +119,6 @@ class ReproVerifier:
     """Runs the check's reproduction tests; passes when every required one passes."""
 
     name = "repro"
-    after_tests = True
 
     def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
         started = time.monotonic()
@@ -201,3 +201,8 @@ def _fresh_dir(workspace: Path) -> Path:
     if os.geteuid() == 0 and (info.st_uid, info.st_gid) != (0, 0):
         os.chown(directory, info.st_uid, info.st_gid)
     return directory
+
+
+def stage(settings: StageSettings) -> ReproVerifier:
+    """This module's stage of the cascade (agent/contracts/stages.py)."""
+    return ReproVerifier()

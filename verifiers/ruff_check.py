@@ -26,6 +26,7 @@ from ooda.verifiers import (
     tool_baseline,
     tool_verdict,
 )
+from ooda.verifiers.settings import StageSettings
 
 RULES = "E4,E7,E9,F"
 """Ruff's long-standing default selection: import, statement and syntax errors, pyflakes."""
@@ -85,7 +86,6 @@ class RuffVerifier:
     """Fails when ruff finds an error in the changed files that the base code did not have."""
 
     name = "ruff"
-    after_tests = False
 
     def baseline(self, sandbox: Sandbox, check: CheckSpec) -> Baseline:
         """Ruff's findings on the unpatched workspace for check.changed_files."""
@@ -105,3 +105,8 @@ def _text(sandbox: Sandbox, path: str) -> str:
         return fstree.read_regular(sandbox.workspace, path).decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def stage(settings: StageSettings) -> RuffVerifier:
+    """This module's stage of the cascade (agent/contracts/stages.py)."""
+    return RuffVerifier()

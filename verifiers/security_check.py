@@ -38,6 +38,7 @@ from ooda.verifiers import (
 )
 from ooda.verifiers.ruff_check import run_ruff
 from ooda.verifiers.security_rules import find_secret
+from ooda.verifiers.settings import StageSettings
 
 RULES: tuple[str, ...] = (
     "S102",  # exec
@@ -107,7 +108,6 @@ class SecurityVerifier:
     """Fails when the candidate adds a security finding the base code did not have."""
 
     name = "security"
-    after_tests = True
 
     def __init__(self, rules: Sequence[str] | None = None) -> None:
         self.rules: tuple[str, ...] = RULES if rules is None else tuple(rules)
@@ -129,3 +129,8 @@ class SecurityVerifier:
             )
 
         return tool_verdict(self.name, self._run, sandbox, check, note, changed_files)
+
+
+def stage(settings: StageSettings) -> SecurityVerifier:
+    """This module's stage of the cascade (agent/contracts/stages.py)."""
+    return SecurityVerifier(settings.security_rules)

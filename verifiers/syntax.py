@@ -11,6 +11,7 @@ import time
 
 from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult
 from ooda.verifiers import clip, python_files
+from ooda.verifiers.settings import StageSettings
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 
@@ -19,7 +20,6 @@ class SyntaxVerifier:
     """Fails when a changed .py/.pyi file does not parse."""
 
     name = "syntax"
-    after_tests = False
 
     def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
         start = time.monotonic()
@@ -49,3 +49,8 @@ class SyntaxVerifier:
         except (ValueError, OSError) as exc:
             return f"{path}: {type(exc).__name__}: {exc}"
         return None
+
+
+def stage(settings: StageSettings) -> SyntaxVerifier:
+    """This module's stage of the cascade (agent/contracts/stages.py)."""
+    return SyntaxVerifier()

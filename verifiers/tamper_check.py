@@ -25,6 +25,7 @@ from ooda.verifiers import (
     tool_baseline,
     tool_verdict,
 )
+from ooda.verifiers.settings import StageSettings
 from ooda.verifiers.tamper_rules import primitives
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -51,7 +52,6 @@ class TamperVerifier:
     """Fails when the change adds a tampering primitive the unpatched files did not have."""
 
     name = "tampering"
-    after_tests = False
 
     def baseline(self, sandbox: Sandbox, check: CheckSpec) -> Baseline:
         """The primitives of the unpatched files (check.changed_files)."""
@@ -82,3 +82,8 @@ def judge_files(base: dict[str, bytes], candidate: dict[str, bytes]) -> list[Dia
         for u in primitives(text, p)
     ]
     return new_diagnostics(found, baseline_from(list(candidate), base_found))
+
+
+def stage(settings: StageSettings) -> TamperVerifier:
+    """This module's stage of the cascade (agent/contracts/stages.py)."""
+    return TamperVerifier()

@@ -17,6 +17,7 @@ from ooda.verifiers.pytest_check.grade import FAILING, Graded, grade, run_log, s
 from ooda.verifiers.pytest_check.parse import TestRun
 from ooda.verifiers.pytest_check.run import PreTestFailed
 from ooda.verifiers.runners import NotGradable, TestRequest, TestRunner, runner_for
+from ooda.verifiers.settings import StageSettings
 
 HIDDEN_READ_NOTE = (
     "note: the code under test read the task's hidden test file(s) {files} while the tests "
@@ -63,7 +64,6 @@ class TestsVerifier:
 
     __test__ = False
     name = NAME
-    after_tests = False
 
     def __init__(self, runner: TestRunner | None = None) -> None:
         self.runner = runner or runner_for("pytest")
@@ -205,3 +205,8 @@ class TestsVerifier:
         return VerifierResult(
             self.name, "failed", run.duration_s, summary, run_log(run, table), details
         )
+
+
+def stage(settings: StageSettings) -> TestsVerifier:
+    """This module's stage of the cascade (agent/contracts/stages.py)."""
+    return TestsVerifier(settings.runner)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
+from ooda.agent.contracts import stages
+
 # --------------------------------------------------------------------------- model
 
 
@@ -177,8 +179,7 @@ class Verifier(Protocol):
     """One stage of the verification cascade."""
 
     name: str
-    after_tests: bool
-    """It runs only once the tests have passed, on a fresh copy (security, mypy, repro)."""
+    """Its stage's name (agent/contracts/stages.py says where and when it runs)."""
 
     def verify(self, sandbox: Sandbox, check: CheckSpec) -> VerifierResult:
         """Judge the candidate now in `sandbox.workspace`."""
@@ -302,20 +303,11 @@ class Verdict:
 
 # --------------------------------------------------------------------------- patch verifier
 
-CASCADE_ORDER: tuple[str, ...] = (
-    "syntax",
-    "tampering",
-    "ruff",
-    "pytest",
-    "security",
-    "mypy",
-    "repro",
-)
-"""The verifier stages in the order a candidate meets them: agent/verify/verifier.py runs
-syntax, tampering (static, on the host), ruff and pytest, then security, mypy and (blind runs)
-the reproduction tests only for a candidate whose tests pass; the reproduction tests last, as they run candidate code where
-security and mypy looked. The loop ranks failed attempts by how far along this order they got
-(a later stage makes a better parent)."""
+CASCADE_ORDER = stages.CASCADE_ORDER
+"""The verifier stages in the order a candidate meets them (agent/contracts/stages.py): syntax,
+tampering (static, on the host), ruff and pytest, then security, mypy and (blind runs) the
+reproduction tests only for a candidate whose tests pass. The loop ranks failed attempts by
+how far along this order they got (a later stage makes a better parent)."""
 
 
 class PatchVerifier(Protocol):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ooda.agent.contracts.protocols import CASCADE_ORDER
+from ooda.agent.contracts.stages import CASCADE_ORDER
 from ooda.agent.core.records import Attempt
 
 STAGE_RANK: dict[str, int] = {stage: n for n, stage in enumerate(CASCADE_ORDER, start=1)}

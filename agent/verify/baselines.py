@@ -256,7 +256,6 @@ class _Optimistic:
         self.inner = inner
         self.owner = owner
         self.name = inner.name
-        self.after_tests = inner.after_tests
 
     def baseline(self, sandbox: Sandbox, check: CheckSpec) -> Baseline:
         return self.inner.baseline(sandbox, check)

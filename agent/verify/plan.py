@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from ooda.agent.contracts.options import EnvironmentOptions, SandboxOptions, StageOptions
+from ooda.agent.contracts.stages import task_keys
 from ooda.agent.sandbox.environments.spec import EnvSpec
 from ooda.agent.verify.workspace import patch_paths
 from ooda.tasks.environment import environment_from_file
@@ -42,6 +43,13 @@ class Stages:
     security_rules: tuple[str, ...] | None = None
     """The ruff `S` rules the security stage checks (None: its default set)."""
     timeout_s: float = 60.0
+    off: frozenset[str] = frozenset()
+    """The task keys of the other optional stages (agent/contracts/stages.py) that are off."""
+
+    def on(self, key: str) -> bool:
+        """Whether the optional stage with task key `key` runs."""
+        value = getattr(self, key, None)
+        return value if isinstance(value, bool) else key not in self.off
 
 
 @dataclass(frozen=True)
@@ -210,6 +218,10 @@ def draft_plan(
     )
 
 
+_TYPED_KEYS = frozenset(f.name for f in fields(Stages))
+"""The optional stages with a field of their own in Stages (the others' state is `off`)."""
+
+
 def _stages(task: Task, given: StageOptions, *, tools_absent: bool) -> Stages:
     """The task's [verifiers] with the user's say on top. An environment the user chose turns
     ruff, mypy and the security stage off, as a task's own does (tasks/loader.py): ooda's
@@ -222,6 +234,8 @@ def _stages(task: Task, given: StageOptions, *, tools_absent: bool) -> Stages:
         security_rules=tuple(own.security_rules) if own.security_rules is not None else None,
         timeout_s=given.verifier_timeout if given.verifier_timeout is not None
         else own.timeout_s,
+        off=frozenset(k for k in task_keys() if k not in _TYPED_KEYS
+                      and (tools_absent or not own.on(k))),
     )
 
 

@@ -59,7 +59,7 @@ from ooda.tasks.loader import Task
 from ooda.verifiers import clip
 from ooda.verifiers.cascade import (
     CONTINUE,
-    default_verifiers,
+    build,
     run_cascade,
     split_at_tests,
     split_host_first,
@@ -68,6 +68,7 @@ from ooda.verifiers.hidden import HiddenText
 from ooda.verifiers.pytest_check import GUARD_PACKAGE, TestRun, guard_sources
 from ooda.verifiers.repro_check import ReproVerifier
 from ooda.verifiers.runners import TestRequest
+from ooda.verifiers.settings import StageSettings
 from ooda.verifiers.tests_stage import NAME as TESTS_STAGE
 
 ApplyRule = Literal["strict", "harness"]
@@ -128,10 +129,8 @@ class TaskVerifier:
         self.baselines = Baselines(self.plan, self.base_repo, backend.name, work_root, self.pool)
         stages = self.plan.stages
         self.verifiers: list[Verifier] = self.baselines.wrap(
-            default_verifiers(stages.ruff, stages.mypy, stages.security,
-                              list(stages.security_rules)
-                              if stages.security_rules is not None else None,
-                              reproduction=blind, runner=self.plan.runner)
+            build(stages.on, StageSettings(self.plan.runner, stages.security_rules),
+                  blind=blind)
         )
         self._warmer: threading.Thread | None = None
         self._closed = False

@@ -22,7 +22,7 @@ from ooda.agent.app.ci.outcome import (
     FailedTest,
     FailureReport,
 )
-from ooda.agent.contracts.protocols import CASCADE_ORDER
+from ooda.agent.contracts.stages import CASCADE_ORDER
 from ooda.agent.sandbox.image import PYTHON_VERSION
 from ooda.agent.support.textsafe import printable
 

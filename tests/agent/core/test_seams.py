@@ -1,6 +1,7 @@
-"""The plug-in seams: a new candidate source, stream check and edit format are each one small
-class and one registry line (agent/core/sources/__init__.py SOURCES, agent/core/checks/__init__.py
-CHECKS, agent/edits/formats.py EXPLICIT); the loop runs them with no other change."""
+"""The plug-in seams: a new candidate source, stream check, edit format and verifier stage are
+each one small class and one registry line (agent/core/sources/__init__.py SOURCES,
+agent/core/checks/__init__.py CHECKS, agent/edits/formats.py EXPLICIT, agent/contracts/stages.py
+STAGES); the loop and the cascade run them with no other change."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import pytest
 from loop_fakes import BUGGY, RIGHT, WRONG, FakeModel, FakeVerifier, run_loop
 
 from ooda.agent import edits
+from ooda.agent.contracts import stages
 from ooda.agent.contracts.options import LoopOptions
-from ooda.agent.contracts.protocols import Completion
+from ooda.agent.contracts.protocols import Completion, VerifierResult
+from ooda.agent.contracts.stages import Stage
 from ooda.agent.core import checks, prompts, sources
 from ooda.agent.core.checks import Stop, StreamContext
 from ooda.agent.core.loop import NO_MORE, Loop
@@ -33,6 +36,9 @@ from ooda.agent.edits import formats
 from ooda.agent.edits.base import Workspace
 from ooda.agent.edits.scan import Fence
 from ooda.tasks.loader import Task
+from ooda.tasks.verifier_options import verifier_keys, verifier_options
+from ooda.verifiers.cascade import build, default_verifiers, split_at_tests
+from ooda.verifiers.settings import StageSettings
 
 # --------------------------------------------------------------------------- a candidate source
 
@@ -227,3 +233,34 @@ def test_without_the_format_its_answer_is_prose(task: Task, tmp_path: Path) -> N
     _, lines, _, _ = run_loop(task, FakeModel({1: [answer]}), FakeVerifier(), tmp_path,
                               samples=1, rounds=1)
     assert lines[0]["status"] == "invalid_edit"
+
+
+# --------------------------------------------------------------------------- a verifier stage
+
+
+class ShortFiles:
+    """A stage that fails a candidate whose changed files are over 100 lines."""
+
+    name = "short_files"
+
+    def verify(self, sandbox: object, check: object) -> VerifierResult:
+        return VerifierResult(self.name, "passed", 0.0)
+
+
+def stage(settings: StageSettings) -> ShortFiles:
+    """What the registry line names: this module's stage."""
+    return ShortFiles()
+
+
+def test_a_new_stage_is_a_module_and_a_registry_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    new = Stage("short_files", __name__, after_tests=True, task_key="short_files")
+    at = [s.name for s in stages.STAGES].index("security")
+    monkeypatch.setattr(stages, "STAGES", (*stages.STAGES[:at], new, *stages.STAGES[at:]))
+    names = [v.name for v in default_verifiers()]
+    assert names == ["syntax", "tampering", "ruff", "pytest", "short_files", "security", "mypy"]
+    first, late = split_at_tests(default_verifiers())
+    assert [v.name for v in late] == ["short_files", "security", "mypy"]  # after the tests
+    assert "short_files" in verifier_keys()  # task.toml [verifiers] short_files = false
+    off = verifier_options({"short_files": False}, "task.toml")
+    assert not off.on("short_files") and off.on("ruff")
+    assert "short_files" not in [v.name for v in build(off.on, StageSettings())]
