@@ -4,8 +4,10 @@ candidate changes, and that pass on the unpatched code, must keep passing.
 Chosen per candidate from the files it changes, never from the task's judging lists (those
 are hidden, tasks/hidden.py): for each changed source file, the repository's test modules (by
 its own pytest patterns, testnames.py) named after it (`test_<name>.py`, `<name>_test.py`,
-`unittest_<name>.py`), nearest first, then those that import it, nearest
-and smallest first. With the candidate's patch, what its changed code is run by decides first:
+`unittest_<name>.py`, then `test_<prefix>_<name>.py`; a package's `__init__.py` by the
+package's name), nearest first, then those that import it, nearest
+and smallest first (when none does, those that import its nearest package that some test
+imports). With the candidate's patch, what its changed code is run by decides first:
 those files and the other test files beside them are run once on the unpatched code with a
 profiler (verifiers/coverage_probe.py, within the budget below), and the files whose tests
 call a function the patch changes come first, most such tests first (a file that sees the
@@ -238,14 +240,28 @@ class RegressionTests:
         tests = self._test_files()
         stem = PurePosixPath(changed).stem
         module = module_name(changed)
+        if stem == "__init__":  # a package's own code: tests named after the package
+            stem = PurePosixPath(changed).parent.name
         named = [t for t in tests if subject(t) == stem]
-        named.sort(key=lambda t: -_shared(t, changed))
-        if stem == "__init__" or module is None:
+        # then those named after it with a prefix (sphinx's test_ext_autodoc.py)
+        named += [t for t in tests if t not in named and subject(t).endswith("_" + stem)]
+        named.sort(key=lambda t: (subject(t) != stem, -_shared(t, changed)))
+        if module is None or not stem:
             return named
         pattern = import_pattern(module)
         importers = [t for t in tests if t not in named and pattern.search(self._text(t))]
         importers.sort(key=lambda t: (-_shared(t, changed), self._size(t)))
-        return named + importers
+        found = named + importers
+        parent = module
+        while not found and "." in parent:
+            # nothing names or imports the module itself: the tests that import its nearest
+            # package reach it through the package (`from astropy.io import fits` for
+            # astropy.io.fits.fitsrec, `import requests` for requests.sessions)
+            parent = parent.rsplit(".", 1)[0]
+            package = import_pattern(parent)
+            found = [t for t in tests if package.search(self._text(t))]
+            found.sort(key=lambda t: (-_shared(t, changed), self._size(t)))
+        return found
 
     def _test_files(self) -> list[str]:
         with self._lock:

@@ -32,3 +32,19 @@ def test_a_slow_file_is_cut_at_the_budget_and_left_out(tmp_path: Path) -> None:
     assert set(asked.values()) == {MAX_BASE_S}  # not the tests' 1800 s
     record = tests.record()
     assert "slower than the regression tests' budget" in str(record["tests/test_slow.py"]["left_out"])
+
+
+def test_tests_reaching_a_module_only_through_its_package_are_related(tmp_path: Path) -> None:
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    for init in ("pkg/__init__.py", "pkg/sub/__init__.py"):
+        (tmp_path / init).write_text("")
+    (tmp_path / "pkg" / "sub" / "mod.py").write_text("def f():\n    return 1\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_top.py").write_text("import pkg\n")
+    (tmp_path / "tests" / "test_near.py").write_text("from pkg import sub\n")
+    (tmp_path / "tests" / "test_ext_sub.py").write_text("x = 1\n")
+    tests = RegressionTests(tmp_path, lambda path, timeout_s: {}, timeout_s=60.0)
+    # nothing names or imports pkg.sub.mod: the nearest package some test imports
+    assert tests.related(["pkg/sub/mod.py"]) == ["tests/test_near.py"]
+    # a package's __init__.py: the tests named after the package (with a prefix too)
+    assert tests.related(["pkg/sub/__init__.py"])[0] == "tests/test_ext_sub.py"
