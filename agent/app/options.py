@@ -79,16 +79,28 @@ class RunOptions:
 
     def checked(self) -> RunOptions:
         """These options checked (UsageError, one line, for an impossible value), with
-        `--model FAST,STRONG` read as the model and the one it escalates to."""
+        `--model FAST,STRONG` read as the model and the one it escalates to, and
+        `--model mutate,FAST[,STRONG]` as a first source before them (`--first`)."""
+        from ooda.agent.core.sources import FIRST_SOURCES  # (not at start-up: ~0.1 s)
+
         options = self
         names = [n.strip() for n in self.model.name.split(",")] if self.model.name else [""]
+        if len(names) > 1 and names[0] in FIRST_SOURCES:  # mutate,FAST[,STRONG]
+            if self.escalation.first and self.escalation.first != names[0]:
+                raise UsageError(f"--model {self.model.name!r} and --first name different "
+                                 "sources")
+            options = options.replace(first=names[0], model=",".join(names[1:]))
+            names = names[1:]
+        if options.escalation.first and options.escalation.first not in FIRST_SOURCES:
+            raise UsageError(f"--first {options.escalation.first!r}: the source tried first "
+                             f"is one of {', '.join(sorted(FIRST_SOURCES))}")
         if len(names) > 2 or (len(names) == 2 and not all(names)):
             raise UsageError(f"--model {self.model.name!r}: give one model, or two as "
-                             "FAST,STRONG")
+                             "FAST,STRONG (after a first source: mutate,FAST,STRONG)")
         if len(names) == 2:
             if self.escalation.escalate_to and self.escalation.escalate_to != names[1]:
                 raise UsageError("--model FAST,STRONG and --escalate-to name different models")
-            options = self.replace(model=names[0], escalate_to=names[1])
+            options = options.replace(model=names[0], escalate_to=names[1])
         options.loop.check()
         options.sandbox.check()
         options.environment.check()

@@ -83,19 +83,24 @@ class Prestarted(Protocol):
 
 
 def schedule_for(options: RunOptions, source: CandidateSource,
-                 strong: Model | None) -> ModelSchedule:
-    """The run's sources in escalation order, with their prices."""
+                 strong: Model | None, first: CandidateSource | None = None) -> ModelSchedule:
+    """The run's sources in escalation order, with their prices (`first`: the source tried
+    before the model, `--first`; the fast tier's rounds then default to the user's)."""
     given = options.model
     fast = Tier(source, Price(given.price_prompt or 0.0, given.price_completion or 0.0))
     esc = options.escalation
-    if strong is None:
-        return ModelSchedule(fast)
+    first_tier = Tier(first, role="first") if first is not None else None
+    after = esc.escalate_after
+    if first is not None and after is None:
+        after = max(options.loop.rounds - 1, 1)
     return ModelSchedule(
         fast,
         Tier(LLMSource(strong), Price(esc.escalate_price_prompt or 0.0,
-                           esc.escalate_price_completion or 0.0), "strong"),
-        after_rounds=esc.escalate_after,
+                           esc.escalate_price_completion or 0.0), "strong")
+        if strong is not None else None,
+        after_rounds=after,
         budget_below=esc.escalate_below,
+        first=first_tier,
     )
 
 
@@ -144,6 +149,10 @@ def run_task(
         console.print(markup_safe(said), highlight=False)
     kind = source_kind(options.model.name)
     loop_options = kind.loop_options(options.loop)
+    first_kind = source_kind(options.escalation.first) if options.escalation.first else None
+    if first_kind is not None:  # its rounds (the budget ends them) before the model's
+        loop_options = dataclasses.replace(
+            loop_options, rounds=first_kind.loop_options(loop_options).rounds)
     protocol = protocol_for(loop_options.oracle, options.model.name)
     blind = verifier is None and runs_blind(task, protocol)
     if blind:  # the loop and its verifier see the visible task only; the whole one judges
@@ -208,7 +217,8 @@ def run_task(
         asked = model_of(source)  # the model the source asks, if it asks one
         if show_progress and console is not None and asked is not None:
             say_notices(asked, console)
-        schedule = schedule_for(options, source, strong)
+        first = first_kind.open(task) if first_kind is not None and first_kind.open else None
+        schedule = schedule_for(options, source, strong, first)
         progress = (RunProgress(task.id, loop_options.time_budget_s, loop_options.rounds,
                                 console, (options.model.price_prompt,
                                           options.model.price_completion))

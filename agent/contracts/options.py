@@ -303,6 +303,11 @@ class EscalationOptions:
         0.25, "--escalate-below", changes_results=True,
         help="Escalate once less than this fraction of the budget is left.",
     )
+    first: str | None = option(
+        None, "--first", changes_results=True, newer=True,
+        help="A source that needs no model tried before it: 'mutate' (until it has nothing "
+        "left or has used a third of the budget; also: --model mutate,FAST[,STRONG]).",
+    )
 
     def check(self, model: str) -> None:
         if self.escalate_to is None:

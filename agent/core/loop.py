@@ -219,10 +219,9 @@ class Loop:
                 if self.fatal is not None:
                     break
                 if all(a.reason == NO_MORE for a in batch):  # the source's turn is over
-                    if self.schedule.strong is None or self.schedule.escalated_at is not None:
+                    if not self.schedule.exhausted():
                         reason = NO_MORE
                         break
-                    self.schedule.fast_exhausted = True
                 if self.stop.is_set() and time.monotonic() >= self.work_deadline:
                     reason = "budget"
                     break
@@ -287,8 +286,12 @@ class Loop:
     def _plan_round(self, round_no: int, parents: list[Attempt | None]) -> list[Attempt]:
         batch = []
         tier = self.schedule.tier_for(round_no, self.config.rounds, self._budget_left())
-        escalating = self.schedule.escalated_at == round_no
-        told = digest([p for p in parents if p is not None]) if escalating else ""
+        escalating = self.schedule.starts_afresh(round_no)
+        if escalating:  # the tier before's best failures (from any round: the last may
+            # have had none, a source with nothing left)
+            before = [p for p in parents if p is not None] or [
+                a for a in selection.pick_parents(self.attempts) if a is not None]
+        told = digest(before) if escalating else ""
         learns = _learns(tier.source)
         if escalating or not learns:
             parents = [None]  # the strong model starts from the task, told of the failures
@@ -614,6 +617,9 @@ class Loop:
             if blind and submitted else None,
             selection=self.selection if blind else None,
             reproduction=self.repro.summary() if blind and self.repro is not None else None,
+            first=self.schedule.first.source.name if self.schedule.first else None,
+            handed_over_at_round=self.schedule.handed_over_at if self.schedule.first else None,
+            handover_reason=self.schedule.handover_reason,
             closest=near.attempt_id if near else None,
             closest_reason=near.reason.splitlines()[0][:300] if near and near.reason else None,
         )

@@ -322,6 +322,11 @@ class RunSummary:
     fail_to_pass_passing_before: list[str] = field(default_factory=list,
                                                    metadata={OMIT_EMPTY: True})
     """FAIL_TO_PASS ids that passed on the unpatched code (absent when none)."""
+    first: str | None = field(default=None, metadata={OMIT_EMPTY: True})
+    handed_over_at_round: int | None = field(default=None, metadata={OMIT_EMPTY: True})
+    handover_reason: str | None = field(default=None, metadata={OMIT_EMPTY: True})
+    """A run with a first source (`--first`, `--model mutate,FAST`): its name, the first round
+    the model answered and why (agent/core/schedule.py)."""
     closest: str | None = field(default=None, metadata={OMIT_EMPTY: True})
     closest_reason: str | None = field(default=None, metadata={OMIT_EMPTY: True})
     """A run that found nothing: the candidate that came nearest (agent/core/selection.py

@@ -50,8 +50,16 @@ class Tier:
     """"fast" or "strong": how reports name it."""
 
 
+FIRST_SHARE = 1 / 3
+"""A first tier (`--model mutate,FAST,STRONG`) answers until it has nothing left or has used
+this share of the budget."""
+
+
 class ModelSchedule:
-    """The sources of a run in escalation order (one or two tiers)."""
+    """The sources of a run in escalation order: the fast tier, optionally a strong one it
+    escalates to, and optionally a first tier before both (a source that needs no model, such
+    as mutation: it hands over to the fast tier once it has nothing left or has used
+    `FIRST_SHARE` of the budget; the fast tier's rounds then count from the hand-over)."""
 
     def __init__(
         self,
@@ -60,9 +68,18 @@ class ModelSchedule:
         *,
         after_rounds: int | None = None,
         budget_below: float = DEFAULT_BUDGET_BELOW,
+        first: Tier | None = None,
+        first_share: float = FIRST_SHARE,
     ) -> None:
         self.fast = fast
         self.strong = strong
+        self.first = first
+        self.first_share = first_share
+        self.handed_over_at: int | None = None if first is not None else 1
+        """The first round the fast tier answered (1 without a first tier; None while the
+        first tier answers)."""
+        self.handover_reason: str | None = None
+        self.first_exhausted = False
         self.after_rounds = after_rounds
         self.budget_below = budget_below
         self.escalated_at: int | None = None
@@ -78,21 +95,47 @@ class ModelSchedule:
 
     @property
     def tiers(self) -> list[Tier]:
-        return [self.fast] if self.strong is None else [self.fast, self.strong]
+        first = [self.first] if self.first is not None else []
+        return first + ([self.fast] if self.strong is None else [self.fast, self.strong])
+
+    def starts_afresh(self, round_no: int) -> bool:
+        """Whether round `round_no` is the first of a tier after another (its candidates start
+        from the task, told of the tier before's best failures)."""
+        return round_no in (self.escalated_at, self.handed_over_at) and round_no > 1
+
+    def exhausted(self) -> bool:
+        """The tier that answered the last round has no more candidates: True when a later
+        tier answers the next round, False when none is left."""
+        if self.handed_over_at is None:
+            self.first_exhausted = True
+            return True
+        if self.strong is None or self.escalated_at is not None:
+            return False
+        self.fast_exhausted = True
+        return True
 
     def tier_for(self, round_no: int, rounds: int, budget_left: float) -> Tier:
         """The tier that answers round `round_no` of `rounds`, with `budget_left` (0..1) of
         the budget left; once the strong model has answered, it answers every later round."""
+        if self.handed_over_at is None:
+            assert self.first is not None
+            if not self.first_exhausted and budget_left > 1 - self.first_share:
+                return self.first
+            self.handed_over_at = round_no
+            self.handover_reason = (
+                f"{self.first.source.name} has no more candidates" if self.first_exhausted
+                else f"{self.first.source.name} used its {self.first_share:.0%} of the budget")
         if self.strong is None:
             return self.fast
         if self.escalated_at is not None:
             return self.strong
+        fast_round = round_no - self.handed_over_at + 1
         fast_rounds = self.after_rounds if self.after_rounds is not None else max(rounds - 1, 1)
         if self.fast_exhausted:
             reason = f"{self.fast.source.name} has no more candidates"
-        elif round_no > fast_rounds:
-            reason = f"{round_no - 1} round(s) of {self.fast.source.name} without a pass"
-        elif round_no > 1 and budget_left < self.budget_below:
+        elif fast_round > fast_rounds:
+            reason = f"{fast_round - 1} round(s) of {self.fast.source.name} without a pass"
+        elif fast_round > 1 and budget_left < self.budget_below:
             reason = f"less than {self.budget_below:.0%} of the budget left"
         else:
             return self.fast

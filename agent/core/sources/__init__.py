@@ -18,7 +18,7 @@ from ooda.agent.core.sources.base import (
 )
 from ooda.agent.core.sources.llm import LLM, LLMSource
 
-__all__ = ["LLM", "SOURCES", "CandidateSource", "Exhausted", "LLMSource", "Proposal", "Request",
+__all__ = ["FIRST_SOURCES", "LLM", "SOURCES", "CandidateSource", "Exhausted", "LLMSource", "Proposal", "Request",
            "SourceKind", "as_source", "model_of", "source_kind"]
 
 SOURCES: dict[str, SourceKind] = {
@@ -28,6 +28,10 @@ SOURCES: dict[str, SourceKind] = {
     )
 }
 """Source name -> kind; the name is `--model`'s value."""
+FIRST_SOURCES = frozenset(kind.name for kind in SOURCES.values()
+                          if not kind.asks_endpoint and not kind.oracle)
+"""The sources a run may try before its model (`--first`, `--model mutate,FAST[,STRONG]`):
+those that need no model and are no oracle."""
 
 
 def source_kind(name: str | None) -> SourceKind:

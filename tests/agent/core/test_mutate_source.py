@@ -4,14 +4,17 @@ starts each from the task, and says when it has none left."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from loop_fakes import FakeVerifier, run_loop
+from loop_fakes import FakeModel, FakeVerifier, run_loop
 
 from ooda.agent.contracts.options import LoopOptions
 from ooda.agent.contracts.spectrum import BaseTrace, Spectrum, TestTrace
-from ooda.agent.core.loop import NO_MORE
-from ooda.agent.core.sources import SOURCES, source_kind
+from ooda.agent.core.loop import NO_MORE, Loop
+from ooda.agent.core.runlog import RunLog
+from ooda.agent.core.schedule import ModelSchedule, Tier
+from ooda.agent.core.sources import SOURCES, LLMSource, source_kind
 from ooda.agent.core.sources.mutate import TEST_TIME_FLOOR, MutationSource, time_limit
 from ooda.tasks.loader import Task
 
@@ -86,3 +89,51 @@ def test_a_mutants_tests_get_a_few_times_what_the_traced_tests_took() -> None:
               TestTrace("c", "timeout", duration_s=2.0))
     assert time_limit(Spectrum(traces)) == 15.0
     assert time_limit(Spectrum()) == TEST_TIME_FLOOR
+
+
+# --------------------------------------------------------------------------- a first tier
+
+SUMMED = "calc.py\n<<<<<<< SEARCH\n    return a - b\n=======\n    return sum((a, b))\n>>>>>>> REPLACE\n"
+
+
+class OnlySum(TracingVerifier):
+    """Passes only the model's fix (`sum((a, b))`), which no mutant makes."""
+
+    def verify(self, patch: str, **kwargs: object):  # type: ignore[no-untyped-def]
+        verdict = super().verify(patch)
+        verdict.status = "passed" if "sum((a, b))" in patch else "failed"
+        return verdict
+
+
+def test_a_first_tier_hands_over_to_the_model_when_it_has_nothing_left(
+    task: Task, tmp_path: Path
+) -> None:
+    model = FakeModel({1: [SUMMED]})
+    schedule = ModelSchedule(Tier(LLMSource(model)), first=Tier(MutationSource(task),
+                                                                role="first"))
+    log = RunLog(tmp_path / "runs", "run1")
+    loop = Loop(task, LLMSource(model), OnlySum(), log, LoopOptions(samples=2, rounds=1000),
+                schedule=schedule)
+    result = loop.run()
+    assert result.status == "passed" and result.winner.model == "fake"
+    assert schedule.first_exhausted and schedule.handed_over_at is not None
+    assert schedule.handover_reason == "mutate has no more candidates"
+    first_llm = [a for a in result.attempts if a.model == "fake"][0]
+    assert first_llm.parent is None and "sum((a, b))" in first_llm.patch
+    assert "A faster model tried this task first" in first_llm.messages[-1]["content"]
+    summary = json.loads((log.dir / "run.json").read_text())
+    assert summary["models"]["mutate"]["role"] == "first" and summary["first"] == "mutate"
+    assert summary["handover_reason"] == "mutate has no more candidates"
+    assert summary["handed_over_at_round"] == schedule.handed_over_at
+
+
+def test_a_first_tier_hands_over_after_its_share_of_the_budget() -> None:
+    first, fast, strong = (Tier(LLMSource(FakeModel({1: ["x"]}))) for _ in range(3))
+    schedule = ModelSchedule(fast, strong, first=first, after_rounds=2)
+    assert schedule.tier_for(1, 100, 1.0) is first
+    assert schedule.tier_for(5, 100, 0.7) is first
+    assert schedule.tier_for(6, 100, 0.6) is fast and schedule.handed_over_at == 6
+    assert schedule.starts_afresh(6) and not schedule.starts_afresh(7)
+    assert schedule.tier_for(7, 100, 0.5) is fast
+    assert schedule.tier_for(8, 100, 0.5) is strong and schedule.escalated_at == 8
+    assert schedule.tiers == [first, fast, strong]
