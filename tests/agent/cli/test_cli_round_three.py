@@ -230,3 +230,26 @@ def test_progress_counting_and_the_listing_flags() -> None:
     assert finished_count("hello world\n") == 0
     assert _one_id_a_line(["-q", "tests"]) == ["-v"] and _one_id_a_line(["tests"]) == []
     assert _one_id_a_line(["-vv", "x"]) == ["-q", "-q"]
+
+
+def test_docs_ci_says_what_ooda_ci_does(tmp_path: Path) -> None:
+    """#14: docs/CI.md said a non-pytest --test-cmd is graded by its exit status (it is refused)
+    and gave an --out default that `ooda ci -h` contradicts; every option it lists exists."""
+    import re
+
+    from cli_helpers import ooda
+
+    doc = (ROOT / "docs" / "CI.md").read_text()
+    helped = re.sub(r"(\w)- (\w)", r"\1-\2", " ".join(ooda("ci", "-h").stdout.split()))
+    for option in sorted(set(re.findall(r"`(--[a-z][a-z-]+)", doc))):
+        assert option in helped, f"docs/CI.md names {option}, which `ooda ci -h` lacks"
+    out_row = next(line for line in doc.splitlines() if line.startswith("| `--out DIR`"))
+    assert "$RUNNER_TEMP/ooda-ci-out" in out_row and "ooda-ci-out-REPO" in out_row
+    assert "$RUNNER_TEMP/ooda-ci-out" in helped and "ooda-ci-out-REPO" in helped
+    assert "graded by its exit status" not in doc and "grades candidates by its exit" not in doc
+    (tmp_path / "repo").mkdir()
+    refused = ooda("ci", "--repo", str(tmp_path / "repo"), "--test-cmd", "make test",
+                   "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+                   "--out", str(tmp_path / "out"))
+    assert refused.returncode == 2 and "is not a plain pytest invocation" in refused.stderr
+    assert "is refused (exit 2)" in doc
