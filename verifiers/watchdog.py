@@ -38,8 +38,9 @@ from ooda.verifiers.security_rules import (
     selected,
 )
 
-PY_LANGS = frozenset({"", "python", "py", "python3", "py3", "pycon", "ipython"})
-"""Fence languages read as Python when the edit names no file."""
+PY_LANGS = frozenset({"", "python", "py", "python3", "py3"})
+"""Fence languages read as Python when the edit names no file (those agent/edits/code_blocks.py
+takes as code: a `pycon` transcript is never an edit)."""
 MAX_STATEMENT_LINES = 60
 MAX_STATEMENT_CHARS = 12_000
 """A statement longer than this is judged as it stands and its lines let go (a runaway
