@@ -13,7 +13,7 @@ Two sources, both baseline-relative (only findings the unpatched code did not ha
   assigned to a name like `secret_key`. detect-secrets was evaluated and not chosen
   (docs/ESCALATION.md).
 
-The stream watchdog (watchdog.py) anticipates a subset of these findings while an answer
+The stream watchdog (watchdog/) anticipates a subset of these findings while an answer
 streams, from the same rules (security_rules.py); this stage stays the complete check.
 
 A finding fails the candidate: it runs after the tests (`after_tests`), so a candidate that

@@ -1,5 +1,5 @@
 """The security findings ooda knows, as data: the secret formats the security stage scans text
-for, and the line rules the stream watchdog (verifiers/watchdog.py) halts an answer on.
+for, and the line rules the stream watchdog (verifiers/watchdog/) halts an answer on.
 
 Both checks share them so that they agree: the security stage (security_check.py: ruff's `S`
 rules and the secret scan, after the tests) is the complete check; the watchdog is the fast

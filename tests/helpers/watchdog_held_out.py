@@ -4,7 +4,7 @@ Other APIs and shapes for the same classes, and safe code that looks like them."
 
 from __future__ import annotations
 
-from watchdog_labelled import FORMATS, Change
+from watchdog_labelled import FORMATS, Change, _swap
 
 ORDERS = '''\
 import psycopg2
@@ -106,11 +106,6 @@ def render(template_dir, name, **context):
     )
     return env.get_template(name).render(**context)
 '''
-
-
-def _swap(base: str, old: str, new: str) -> str:
-    assert old in base, old
-    return base.replace(old, new, 1)
 
 
 HELD_OUT: tuple[Change, ...] = (

@@ -245,6 +245,7 @@ def format_table(rows, columns):
 
 
 def _swap(base: str, old: str, new: str) -> str:
+    """`base` with its one `old` replaced by `new`."""
     assert old in base, old
     return base.replace(old, new, 1)
 

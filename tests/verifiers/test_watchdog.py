@@ -1,4 +1,4 @@
-"""The security watchdog (verifiers/watchdog.py): it halts every vulnerable answer of the
+"""The security watchdog (verifiers/watchdog/): it halts every vulnerable answer of the
 labelled sets at its vulnerable line, in every edit format, and never a safe one, code the base
 already has, or a recorded answer; the security stage agrees with every label (a halted answer
 is one the stage would fail)."""

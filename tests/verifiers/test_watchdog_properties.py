@@ -1,4 +1,4 @@
-"""Property tests of the security watchdog (verifiers/watchdog.py), which runs on the model
+"""Property tests of the security watchdog (verifiers/watchdog/), which runs on the model
 client's thread for every chunk: any text, random or markup-heavy or made of long runs of the
 rules' own keywords, is read without an exception within a generous bound, and the finding
 does not depend on how the text was cut into chunks."""

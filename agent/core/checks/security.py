@@ -1,5 +1,5 @@
 """Stream check: the security watchdog. Halts an answer at the first security finding in a
-line it adds (verifiers/watchdog.py) and asks for the candidate to be corrected at once: the
+line it adds (verifiers/watchdog/) and asks for the candidate to be corrected at once: the
 stop carries the answer up to that line (`resume`) and the finding (rule, line, why, the safe
 alternative) as the next user turn, so the same candidate answers again in the same round
 (agent/core/sources/llm.py) instead of streaming to its end and failing the security stage

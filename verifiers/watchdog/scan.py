@@ -1,30 +1,13 @@
-"""The security watchdog: reads an answer as it streams and names the first security finding
-in a line the answer adds, so that the stream can be halted there and corrected at once.
-
-Pure and cheap (no network, no sandbox, no parse of the whole answer): `Watchdog.observe(text)`
-looks only at the lines completed since its last call. Each line an edit adds
-(agent/edits/stream_lines.py: REPLACE parts, `+` lines, code blocks; never prose, SEARCH parts
-or `-` lines) is checked by
-
-- the secret scan of the security stage (verifiers/security_rules.find_secret), in any file;
-- in Python files, the call rules (security_rules.CALL_RULES), on whole statements: a tiny
-  lexer follows strings (docstrings too), comments and brackets, so a rule sees a call across
-  its lines, never the inside of a string or comment, and `yaml.load(` waits for its `Loader=`.
-
-Baseline-relative, like the security stage: a finding whose added lines are all code the
-repository already has (`BaseCode`: the same line, stripped, in the file the edit names; for a
-code block that names no readable file, in any of the repository's Python files) is no finding,
-and neither is one that replaces a line with the same finding the answer quotes from the same
-file (a SEARCH part's or a `-` line's). Such code is the base's, and the stage would not charge
-it either.
-"""
+"""The scan of one streaming answer: `Watchdog.observe(text)` reads the lines completed since
+its last call (agent/edits/stream_lines.py), follows each edit's statements (lexer.py) and
+returns the first finding in a line the answer adds that the base does not already have
+(base_code.py), with the rule, the line, why, and the safe alternative."""
 
 from __future__ import annotations
 
-import ast
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ooda.agent.edits.stream_lines import AnswerLine, AnswerLines
@@ -37,6 +20,8 @@ from ooda.verifiers.security_rules import (
     looks_like_sql,
     selected,
 )
+from ooda.verifiers.watchdog.base_code import BaseCode
+from ooda.verifiers.watchdog.lexer import Lexer
 
 PY_LANGS = frozenset({"", "python", "py", "python3", "py3"})
 """Fence languages read as Python when the edit names no file (those agent/edits/code_blocks.py
@@ -82,214 +67,6 @@ class Finding:
                 "Write your whole answer again, with the same fix and without this problem.")
 
 
-class BaseCode:
-    """Lines the repository already has, stripped, per file; read once per file, lazily.
-
-    `read(path)` gives a file of the unpatched repository (None: absent); `python_files()`
-    lists the repository's Python files, read all at once only the first time a code block
-    that names no file of the repository needs them. One may serve the answers of a run from
-    several threads (what it caches is only ever added, the same for every thread)."""
-
-    def __init__(self, read: Callable[[str], str | None],
-                 python_files: Callable[[], Iterable[str]] | None = None) -> None:
-        self._read = read
-        self._python_files = python_files
-        self._files: dict[str, frozenset[str] | None] = {}
-        self._texts: dict[str, list[str] | None] = {}
-        self._starts: dict[str, list[int]] = {}
-        self._everywhere: frozenset[str] | None = None
-
-    def read(self, path: str) -> str | None:
-        return self._read(path)
-
-    def text_lines(self, path: str) -> list[str] | None:
-        """The file's lines, in order (None: absent)."""
-        if path not in self._texts:
-            text = self._read(path)
-            self._texts[path] = None if text is None else text.splitlines()
-        return self._texts[path]
-
-    def statement_start(self, path: str, index: int) -> int:
-        """The first line (from 0) of the innermost statement of the file that holds line
-        `index`: where a call that an edit enters in its middle begins. `index` itself when
-        the file does not parse."""
-        if path not in self._starts:
-            self._starts[path] = _statement_starts(self.read(path) or "")
-        starts = self._starts[path]
-        return starts[index] if 0 <= index < len(starts) else index
-
-    def locate(self, path: str, line: str) -> int | None:
-        """The index of the one line of the file equal to `line` (stripped); None when there
-        is none or more than one."""
-        lines = self.text_lines(path)
-        if lines is None:
-            return None
-        text = line.strip()
-        found = [i for i, ln in enumerate(lines) if ln.strip() == text]
-        return found[0] if len(found) == 1 else None
-
-    def lines_of(self, path: str) -> frozenset[str] | None:
-        if path not in self._files:
-            text = self._read(path)
-            self._files[path] = (None if text is None
-                                 else frozenset(ln.strip() for ln in text.splitlines()))
-        return self._files[path]
-
-    def has(self, paths: tuple[str, ...], line: str, anywhere: bool) -> bool:
-        """Whether `line` (stripped) is in one of `paths`, or with `anywhere` (a code block)
-        when none of them is a file of the repository, in any of its Python files."""
-        text = line.strip()
-        readable = False
-        for path in paths:
-            lines = self.lines_of(path)
-            if lines is not None:
-                readable = True
-                if text in lines:
-                    return True
-        return anywhere and not readable and text in self._all_lines()
-
-    def likeliest(self, lines: list[str]) -> str | None:
-        """The Python file of the repository holding most of `lines` (stripped, blank ones
-        left out); None when none holds any or two hold as many."""
-        wanted = {ln for ln in lines if ln}
-        self._all_lines()
-        files = list(self._files.items())  # a snapshot: other answers' threads add files
-        scores = sorted(((len(wanted & found), path) for path, found in files
-                         if found and path.endswith(".py")), reverse=True)
-        if not scores or scores[0][0] == 0 or (len(scores) > 1 and scores[1][0] == scores[0][0]):
-            return None
-        return scores[0][1]
-
-    def _all_lines(self) -> frozenset[str]:
-        if self._everywhere is None:
-            found: set[str] = set()
-            for path in self._python_files() if self._python_files else ():
-                lines = self.lines_of(path)
-                if lines:
-                    found |= lines
-            self._everywhere = frozenset(found)
-        return self._everywhere
-
-
-def _statement_starts(source: str) -> list[int]:
-    """For each line of `source` (from 0), the first line of the innermost statement holding
-    it (the line itself where no statement spans it, or the source does not parse)."""
-    count = len(source.splitlines())
-    starts = list(range(count))
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return starts
-    spans = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.stmt):
-            last = (node.end_lineno or node.lineno) - 1
-            body = getattr(node, "body", None)
-            if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
-                last = max(node.lineno - 1, body[0].lineno - 2)  # a compound's header only
-            spans.append((node.lineno - 1, last))
-    for first, last in sorted(spans, key=lambda span: span[0] - span[1]):  # outermost first
-        for index in range(first, min(last, count - 1) + 1):
-            starts[index] = first
-    return starts
-
-
-# --------------------------------------------------------------------------- the lexer
-
-_CODE_STOP = re.compile(r"[\"'#\\]")
-_PREFIX_CHARS = "rRbBuUfFtT"
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
-
-
-class _Lexer:
-    """Python's strings, comments and brackets, one physical line at a time (state carried
-    across lines: an open triple-quoted string, open brackets, a backslash continuation)."""
-
-    def __init__(self) -> None:
-        self.quote = ""
-        self.fstring = False
-        self.content: list[str] = []
-        self.depth = 0
-        self.continued = False
-
-    @property
-    def inside(self) -> bool:
-        """Whether the statement goes on past the last line lexed."""
-        return bool(self.quote) or self.depth > 0 or self.continued
-
-    def line(self, text: str) -> tuple[str, list[str]]:
-        """The line's code with each string that ends on it as `""` (`"^"`: an f-string
-        with a placeholder) and comments dropped; and the literal text of those
-        strings (an f-string's placeholders left out)."""
-        code: list[str] = []
-        strings: list[str] = []
-        self.continued = False
-        i, n = 0, len(text)
-        while i < n:
-            if self.quote:
-                i = self._in_string(text, i, code, strings)
-                continue
-            match = _CODE_STOP.search(text, i)
-            stop = n if match is None else match.start()
-            chunk = text[i:stop]
-            self.depth += sum(chunk.count(c) for c in "([{") - sum(chunk.count(c) for c in ")]}")
-            self.depth = max(self.depth, 0)
-            code.append(chunk)
-            if match is None:
-                break
-            char = text[stop]
-            if char == "#":
-                break
-            if char == "\\":
-                if stop == n - 1:
-                    self.continued = True
-                i = stop + 2
-                continue
-            triple = text.startswith(char * 3, stop)
-            self.quote = char * 3 if triple else char
-            prefix = text[max(stop - 2, 0):stop]
-            prefix = prefix[len(prefix.rstrip(_PREFIX_CHARS)):]
-            self.fstring = "f" in prefix.lower()
-            self.content = []
-            i = stop + len(self.quote)
-        if self.quote and len(self.quote) == 1:  # a one-line string left open: end it
-            if not self.continued and not text.endswith("\\"):
-                self._close(code, strings)
-        elif self.quote:
-            self.content.append("\n")
-        return "".join(code), strings
-
-    def _in_string(self, text: str, i: int, code: list[str], strings: list[str]) -> int:
-        quote = self.quote
-        j = i
-        while True:
-            k = text.find(quote, j)
-            b = text.find("\\", j)
-            if b != -1 and (k == -1 or b < k):
-                j = b + 2
-                if j >= len(text):
-                    self.content.append(text[i:])
-                    return len(text)
-                continue
-            if k == -1:
-                self.content.append(text[i:])
-                return len(text)
-            self.content.append(text[i:k])
-            self._close(code, strings)
-            return k + len(quote)
-
-    def _close(self, code: list[str], strings: list[str]) -> None:
-        literal = "".join(self.content)
-        placeholder = False
-        if self.fstring:
-            placeholder = any(m.group() not in ("{{", "}}") for m in _PLACEHOLDER.finditer(literal))
-            literal = _PLACEHOLDER.sub("", literal)
-        code.append('"^"' if placeholder else '""')
-        strings.append(literal)
-        self.quote = ""
-        self.content = []
-
-
 # --------------------------------------------------------------------------- statements
 
 
@@ -304,7 +81,7 @@ class _Statement:
     """The lines of one statement so far, on one side of an edit (what it writes or what it
     quotes)."""
 
-    lexer: _Lexer = field(default_factory=_Lexer)
+    lexer: Lexer = field(default_factory=Lexer)
     lines: list[_Physical] = field(default_factory=list)
     strings: list[str] = field(default_factory=list)
     triggered: list[CallRule] = field(default_factory=list)
