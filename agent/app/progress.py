@@ -25,6 +25,7 @@ from ooda.agent.support.textsafe import printable
 
 STATE_STYLE = {
     "generating": "cyan",
+    "queued": "dim yellow",
     "verifying": "yellow",
     "passed": "bold green",
     "failed": "red",
@@ -37,12 +38,24 @@ FINAL = ("passed", "failed", "invalid_edit", "timeout", "error")
 # streamed text is counted at CHARS_PER_TOKEN until the endpoint's count arrives at its end
 
 
-def tokens_phrase(sent: int, received: int, cost: float | None, estimated: bool = False) -> str:
+def _shown_state(attempt: Attempt, state: str) -> str:
+    """The state the display shows: an answer that has finished arriving is no longer
+    "generating" while it waits for a verification slot ("queued")."""
+    if state == "generating" and attempt.t_generated is not None:
+        return "queued"
+    return state
+
+
+def tokens_phrase(sent: int, received: int, cost: float | None, estimated: bool = False,
+                  counted: bool = False) -> str:
     """`tokens 6.7k sent, 611 received, cost $0.0034` (the cost only when priced; `tokens ~6.7k
-    sent, ~611 received (estimated)` when the endpoint counted none)."""
+    sent, ~611 received (estimated: ...)` when some counts are estimates: all of them when
+    the endpoint counted none, else only the answers it never finished)."""
     about = "~" if estimated else ""
     text = f"tokens {about}{human_tokens(sent)} sent, {about}{human_tokens(received)} received"
-    text += " (estimated: the endpoint sent no counts)" if estimated else ""
+    if estimated:
+        text += (" (partly estimated: the answers cut short came without counts)" if counted
+                 else " (estimated: no answer came with the endpoint's counts)")
     return text + (f", cost {money(cost)}" if cost is not None else "")
 
 
@@ -125,8 +138,9 @@ class RunProgress:
 
     def _render(self) -> Group:
         with self._lock:
-            counts = Counter(self.states.values())
-            streaming = [a for i, a in self.attempts.items() if self.states.get(i) == "generating"]
+            shown = {i: _shown_state(self.attempts[i], state) for i, state in self.states.items()}
+            counts = Counter(shown.values())
+            streaming = [a for i, a in self.attempts.items() if shown.get(i) == "generating"]
         elapsed = time.monotonic() - self.started
         crop = self.console.is_terminal  # a terminal's status lines fit its width
         status = Text(f"{self.task_id}  round {self.round}/{self.rounds}  ", no_wrap=crop,

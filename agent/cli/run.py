@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -210,6 +211,7 @@ def _print_run_result(
     from rich.syntax import Syntax
 
     from ooda.agent.app.progress import tokens_phrase
+    from ooda.agent.cli.console import make_console
 
     style = {"passed": "bold green", "failed": "bold red"}.get(summary.status, "bold yellow")
     console.print(
@@ -218,10 +220,15 @@ def _print_run_result(
         f"{summary.attempts} attempts, {summary.rounds_used} round(s), "
         f"{summary.wall_s:.1f}s, "
         + tokens_phrase(summary.tokens.prompt, summary.tokens.completion, dollars,
-                        summary.tokens.estimated)
+                        summary.tokens.estimated, summary.tokens.counted)
     )
-    if patch:
-        console.print(Syntax(printable(patch), "diff", theme="ansi_dark"))
+    if patch:  # the diff on stdout, as `git diff` prints it: `ooda run ... > fix.diff` works
+        out = make_console(stderr=False)
+        if out.is_terminal:
+            out.print(Syntax(printable(patch), "diff", theme="ansi_dark"))
+        else:
+            sys.stdout.write(patch if patch.endswith("\n") else patch + "\n")
+            sys.stdout.flush()
         console.print(f"final.diff: {run_dir / 'final.diff'}")
     elif summary.closest:
         console.print(

@@ -17,6 +17,8 @@ class Budget:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.estimated = False
+        self.counted = False
+        """The endpoint counted at least one answer's tokens itself."""
         """Some of the counts are estimates (an endpoint that sends no usage)."""
         self._lock = threading.Lock()
 
@@ -40,6 +42,7 @@ class Budget:
             self.prompt_tokens += prompt
             self.completion_tokens += completion
             self.estimated = self.estimated or (estimated and prompt + completion > 0)
+            self.counted = self.counted or (not estimated and prompt + completion > 0)
 
     def tokens_exhausted(self) -> bool:
         if self.token_budget is None:

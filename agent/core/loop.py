@@ -599,7 +599,7 @@ class Loop:
             halted=dict(Counter(rule for a in self.attempts for rule in a.halted_by)),
             chars_saved=sum(a.chars_saved for a in self.attempts),
             tokens=Tokens(self.budget.prompt_tokens, self.budget.completion_tokens,
-                          self.budget.estimated),
+                          self.budget.estimated, self.budget.counted),
             time_to_first_pass_s=self.budget.since_start(winner.t_verified) if winner else None,
             endpoint=self._endpoint(),
             sandbox=self.sandbox,

@@ -137,7 +137,10 @@ class Tokens:
     prompt: int = 0
     completion: int = 0
     estimated: bool = False
-    """Some of the counts are estimates (an endpoint that sends no usage)."""
+    """Some of the counts are estimates (an endpoint that sends no usage, an answer cut
+    short)."""
+    counted: bool = False
+    """The endpoint counted at least one answer itself (so `estimated` is only in part)."""
 
     def to_json(self) -> dict[str, Any]:
         return _to_json(self)
@@ -147,7 +150,7 @@ class Tokens:
         if not isinstance(data, Mapping):
             return cls()
         return cls(int(data.get("prompt") or 0), int(data.get("completion") or 0),
-                   bool(data.get("estimated")))
+                   bool(data.get("estimated")), bool(data.get("counted")))
 
 
 @dataclass(frozen=True)

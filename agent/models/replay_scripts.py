@@ -12,6 +12,8 @@ Read and checked here, once, with one clear line for each bad line (UsageError).
 from __future__ import annotations
 
 import json
+import sys
+import threading
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,3 +99,45 @@ def load_scripts(paths: list[Path]) -> dict[str, list[Script]]:
             for script in _load_file(file):
                 by_task.setdefault(script.task, []).append(script)
     return by_task
+
+
+class ScriptFiles:
+    """The scripts of `paths`, read again when a replay.jsonl among them changed, appeared or
+    went away (`ooda serve` keeps serving what the files say now, as a dev server reloads). A
+    file that no longer reads is said on stderr; the scripts read last stay served."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.paths = paths
+        self._stamp = self._stamp_now()
+        self.scripts = load_scripts(paths)
+        self._lock = threading.Lock()
+
+    def current(self) -> dict[str, list[Script]]:
+        """The scripts as the files say now (a few stat calls when nothing changed)."""
+        stamp = self._stamp_now()
+        with self._lock:
+            if stamp != self._stamp:
+                self._stamp = stamp
+                try:
+                    self.scripts = load_scripts(self.paths)
+                except UsageError as exc:
+                    print(f"ooda serve: {exc}; still serving the scripts read before",
+                          file=sys.stderr, flush=True)
+                else:
+                    print("ooda serve: a replay script changed: read again", file=sys.stderr,
+                          flush=True)
+            return self.scripts
+
+    def _stamp_now(self) -> list[tuple[str, int, int]]:
+        files: list[Path] = []
+        for path in self.paths:
+            files += sorted(path.rglob("replay.jsonl")) if path.is_dir() else [path]
+        stamp = []
+        for file in files:
+            try:
+                info = file.stat()
+            except OSError:
+                stamp.append((str(file), -1, -1))
+                continue
+            stamp.append((str(file), info.st_mtime_ns, info.st_size))
+        return stamp

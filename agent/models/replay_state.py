@@ -25,7 +25,7 @@ from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.protocols import CRITIC_REQUEST_LINE, REPRO_REQUEST_LINE
 from ooda.agent.models.answer_styles import restyle
 from ooda.agent.models.replay_behaviour import Behaviour
-from ooda.agent.models.replay_scripts import Script
+from ooda.agent.models.replay_scripts import Script, ScriptFiles
 
 TASK_ID_RE = re.compile(r"^\s*Task id:\s*(\S+)\s*$", re.MULTILINE | re.IGNORECASE)
 FAULTS = ("ok", "429", "500", "drop", "hang")
@@ -102,8 +102,11 @@ class ReplayState:
         behaviour: Behaviour | None = None,
         request_log: Path | None = None,
         strict_models: bool = False,
+        script_files: ScriptFiles | None = None,
     ) -> None:
         self.scripts = scripts
+        self.script_files = script_files
+        """Where `scripts` came from, read again when they change (None: fixed)."""
         self.strict_models = strict_models
         """A request for a model not listed is HTTP 404 model_not_found (OpenAI's, vLLM's
         and Ollama's answer); otherwise any name is served (llama.cpp's)."""
@@ -177,6 +180,8 @@ class ReplayState:
 
     def pick_answer(self, messages: list[dict[str, Any]], model: str = "") -> tuple[str, str]:
         """(task id, answer) for a request's messages, sent to `model`."""
+        if self.script_files is not None:
+            self.scripts = self.script_files.current()
         task = None
         for message in messages:
             if message.get("role") in ("system", "user", "developer"):

@@ -31,7 +31,7 @@ from ooda.agent.contracts.errors import UsageError
 from ooda.agent.models.answer_styles import STYLES
 from ooda.agent.models.replay_behaviour import Behaviour
 from ooda.agent.models.replay_http import HttpServer
-from ooda.agent.models.replay_scripts import Script, load_scripts
+from ooda.agent.models.replay_scripts import Script, ScriptFiles, load_scripts
 from ooda.agent.models.replay_state import ReplayState, ServedModel, parse_fault, parse_served
 
 __all__ = [
@@ -90,8 +90,10 @@ class ReplayServer:
             raise UsageError("fault rates must be between 0 and 1")
         self.host = host
         self.port = port
+        files = ScriptFiles(scripts)
         self._state = ReplayState(
-            load_scripts(scripts),
+            files.scripts,
+            script_files=files,
             tokens_per_s=tokens_per_s,
             ttft_s=ttft_s,
             faults=[parse_fault(f) for f in faults or []],

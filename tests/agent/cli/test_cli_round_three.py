@@ -253,3 +253,85 @@ def test_docs_ci_says_what_ooda_ci_does(tmp_path: Path) -> None:
                    "--out", str(tmp_path / "out"))
     assert refused.returncode == 2 and "is not a plain pytest invocation" in refused.stderr
     assert "is refused (exit 2)" in doc
+
+
+def test_token_counts_say_what_was_estimated() -> None:
+    """#15: "the endpoint sent no counts" was said when it had (only cut answers were
+    estimated)."""
+    from ooda.agent.app.progress import tokens_phrase
+    from ooda.agent.core.budget import Budget
+
+    budget = Budget(60)
+    budget.add_tokens(100, 20)  # counted by the endpoint
+    budget.add_tokens(90, 5, estimated=True)  # a stream cut short
+    assert budget.estimated and budget.counted
+    assert tokens_phrase(190, 25, None, budget.estimated, budget.counted) == (
+        "tokens ~190 sent, ~25 received (partly estimated: the answers cut short came without "
+        "counts)")
+    assert tokens_phrase(190, 25, None, True, False).endswith(
+        "(estimated: no answer came with the endpoint's counts)")
+
+
+def test_a_finished_answer_waiting_for_verification_is_not_generating() -> None:
+    """#15: answers that had finished arriving were shown as "generating" while they waited
+    for a verification slot."""
+    import io
+
+    from rich.console import Console
+
+    from ooda.agent.app.progress import RunProgress
+    from ooda.agent.core.records import Attempt
+
+    console = Console(file=io.StringIO(), width=200)
+    progress = RunProgress("t", 60, 1, console)
+    waiting, streaming = Attempt("r1c1", 1, None, []), Attempt("r1c2", 1, None, [])
+    waiting.t_generated = 1.0
+    progress(waiting, "generating")
+    progress(streaming, "generating")
+    console.print(progress._render())
+    shown = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "generating 1" in shown and "queued 1" in shown
+    assert "r1c1" not in shown and "r1c2" in shown
+
+
+def test_the_final_diff_goes_to_stdout_like_git_diff(tmp_path: Path) -> None:
+    """#15: the diff went to stderr with everything else; `ooda run ... > fix.diff` now
+    writes an applicable diff, the rest staying on stderr."""
+    from cli_helpers import ooda
+
+    done = ooda("run", str(MEDIAN), "--model", "gold", "--runs-dir", str(tmp_path / "runs"))
+    assert done.returncode == 0, done.stderr
+    [run_dir] = [d for d in (tmp_path / "runs").iterdir() if (d / "final.diff").exists()]
+    assert done.stdout == (run_dir / "final.diff").read_text()
+    assert "PASSED" in done.stderr and "diff --git" not in done.stderr
+    repo = tmp_path / "repo"
+    shutil.copytree(MEDIAN / "repo", repo)
+    (tmp_path / "fix.diff").write_text(done.stdout)
+    subprocess.run(["git", "apply", "--check", str(tmp_path / "fix.diff")], cwd=repo,
+                   check=True)
+
+
+def test_serve_reads_a_changed_replay_file_again(tmp_path: Path) -> None:
+    """#15: `ooda serve` kept serving a replay file after it changed."""
+    import json
+
+    import httpx2 as httpx  # noqa: F401  (the project's HTTP client is openai's)
+    from openai import OpenAI
+
+    from ooda.agent.models.server import ReplayServer
+
+    script = tmp_path / "t1" / "replay.jsonl"
+    script.parent.mkdir()
+    script.write_text(json.dumps({"answer": "first"}) + "\n")
+
+    def ask(url: str) -> str:
+        client = OpenAI(base_url=url, api_key="x")
+        done = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "Task id: t1\nfix it"}])
+        return done.choices[0].message.content or ""
+
+    with ReplayServer([tmp_path]) as server:
+        url = server.start()
+        assert ask(url) == "first"
+        script.write_text(json.dumps({"answer": "second, longer"}) + "\n")
+        assert ask(url) == "second, longer"

@@ -31,7 +31,8 @@ def test_old_and_new_keys_and_empty_optional_fields(tmp_path: Path) -> None:
     assert old.tokens == Tokens() and old.models == {} and old.fail_to_pass == []
     written = RunSummary("r", "t", "passed").to_json()
     assert "environment" not in written and "fail_to_pass_passing_before" not in written
-    assert written["tokens"] == {"prompt": 0, "completion": 0, "estimated": False}
+    assert written["tokens"] == {"prompt": 0, "completion": 0, "estimated": False,
+                                 "counted": False}
     attempt = AttemptRecord.from_json({"attempt_id": "r1c1", "verifiers": [{"name": "ruff",
                                                                           "status": "passed"}]})
     assert attempt.verifiers == [StageRecord("ruff", "passed")]
