@@ -207,6 +207,23 @@ def test_a_block_replacing_a_finding_with_the_same_finding_is_the_base() -> None
     assert stream(watchdog_for(base), second) is not None
 
 
+def test_a_kept_finding_makes_no_room_for_a_new_one() -> None:
+    """A diff's context line with the base's eval stays in the file: an added eval is new
+    (the stage counts two against the base's one), unlike one that replaces a removed line."""
+    base = {"tool.py": "def f(x):\n    return eval(x)\n"}
+    added = ("```diff\n--- a/tool.py\n+++ b/tool.py\n@@ -1,2 +1,4 @@\n def f(x):\n"
+             "     return eval(x)\n+def g(y):\n+    return eval(y)\n```\n")
+    assert stream(watchdog_for(base), added) is not None
+    replaced = ("```diff\n--- a/tool.py\n+++ b/tool.py\n@@ -1,2 +1,2 @@\n def f(x):\n"
+                "-    return eval(x)\n+    return eval(x, {})\n```\n")
+    assert stream(watchdog_for(base), replaced) is None
+    key = "AKIA" + "Q7RT2ZXW4PLM9NBV"
+    secret_base = {"c.py": f'A = "{key}"\n'}
+    kept_secret = ("```diff\n--- a/c.py\n+++ b/c.py\n@@ -1 +1,2 @@\n"
+                   f' A = "{key}"\n+B = "{key[:-1]}X"\n```\n')
+    assert stream(watchdog_for(secret_base), kept_secret) is not None
+
+
 def test_a_multiline_call_is_judged_whole() -> None:
     base = {"conf.py": "import yaml\n"}
     safe = ("```python\ndef load(f):\n    return yaml.load(\n        f,\n"

@@ -193,7 +193,8 @@ class Watchdog:
             return None
         kind, start, end = hit
         if line.kind != "added":
-            self._replaced[(path, kind)] += 1
+            if line.kind == "quoted":  # a removed line makes room for one; a kept one does not
+                self._replaced[(path, kind)] += 1
             return None
         if self._is_base([line], line, path, kind):
             return None
@@ -208,7 +209,9 @@ class Watchdog:
                    quoted: bool) -> Finding | None:
         for rule, span in self._advance(stmt, line):
             if quoted:
-                self._replaced[(path, rule.name)] += 1
+                # it leaves the file only if one of its lines is removed (not only kept)
+                if any(p.line.kind == "quoted" for p in span):
+                    self._replaced[(path, rule.name)] += 1
             elif not self._is_base(span, line, path, rule.name):
                 shown = next((p.line.text for p in span if p.line.kind == "added"), line.text)
                 return Finding(rule.codes[0], rule.name, path, _clip(shown), rule.why,
