@@ -45,7 +45,7 @@ def start(context: StreamContext) -> SecurityWatch | None:
     return SecurityWatch(Watchdog(_base(context.read_base, context.task.repo), rules))
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=4)
 def _base(read_base: ReadFile, repo: Path) -> BaseCode:
     """The unpatched repository's lines, read once per run and shared by its answers (a run's
     `read_base` is one object's bound method: equal for all of its requests)."""
