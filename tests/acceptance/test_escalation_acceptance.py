@@ -109,9 +109,13 @@ def single(tmp_path: Path) -> Iterator[ReplayServer]:
 
 
 def security_run(server: ReplayServer, median: Path, runs: Path, model: str, rounds: int) -> Any:
+    """The after-tests security stage at work: the watchdog, which would halt these answers
+    while they stream and have them corrected at once, is off (tests/acceptance/
+    test_watchdog_acceptance.py tests it)."""
     proc = ooda(
         "run", str(median), "--model", model, "--base-url", server.base_url, "-n", "2",
         "--rounds", str(rounds), "--runs-dir", str(runs), "--json", "--select", "best",
+        "--no-watchdog",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
