@@ -385,6 +385,10 @@ class Loop:
         attempt.messages = proposal.messages
         attempt.halted_by = [h.by for h in proposal.halts]
         attempt.chars_saved = sum(h.saved for h in proposal.halts)
+        for number, halt in enumerate(proposal.halts, start=1):  # the halted answers, kept
+            self.log.write_attempt_file(attempt.attempt_id, f"halted-{number}.md",
+                                        f"{halt.answer}\n\n---\nHalted ({halt.by}); the model "
+                                        f"was told:\n\n{halt.told}\n")
         self._keep_answer(attempt, completion.text, completion)
         invalid = proposal.invalid
         if completion.stopped_early and invalid is not None:  # a stream check stopped it

@@ -84,6 +84,10 @@ class Halt:
     saved: int = 0
     """Characters it did not stream, estimated as the corrected answer's length (the same
     candidate's whole answer, written again) minus `streamed`."""
+    answer: str = ""
+    """The halted answer as it had streamed (kept in the run directory, never lost)."""
+    told: str = ""
+    """What the model was told (the finding: rule, line, why, the safe alternative)."""
 
 
 @dataclass(frozen=True)

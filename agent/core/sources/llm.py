@@ -54,8 +54,8 @@ class LLMSource:
             messages = [*messages, {"role": "assistant", "content": stop.resume},
                         {"role": "user", "content": stop.told}]
         completion = _with_halted(completion, [c for _, c in halted])
-        halts = tuple(Halt(stop.by, len(c.text), max(0, len(completion.text) - len(c.text)))
-                      for stop, c in halted)
+        halts = tuple(Halt(stop.by, len(c.text), max(0, len(completion.text) - len(c.text)),
+                           c.text, stop.told) for stop, c in halted)
         if completion.stopped_early:
             proposal = Proposal(completion, messages, invalid=watch.stopped)
         else:

@@ -43,10 +43,12 @@ class Scripted:
 def test_a_halted_answer_is_corrected_in_the_same_candidate(task: Task,
                                                             tmp_path: Path) -> None:
     model = Scripted(EVAL, RIGHT)
-    result, lines, summary, _ = run_loop(task, model, FakeVerifier(), tmp_path,  # type: ignore[arg-type]
-                                         samples=1, rounds=1)
+    result, lines, summary, log = run_loop(task, model, FakeVerifier(), tmp_path,  # type: ignore[arg-type]
+                                           samples=1, rounds=1)
     assert result.status == "passed" and len(lines) == 1
     assert summary["halted"] == {"S307 eval": 1}  # run.json counts them too
+    kept = (log.attempt_dir("r1c1") / "halted-1.md").read_text()  # the halted answer, kept
+    assert "return eval(f'{a} + {b}')" in kept and "S307 eval" in kept
     (line,) = lines
     assert line["status"] == "passed" and line["halted_by"] == ["S307 eval"]
     assert line["completion_tokens"] > len(RIGHT) // 4  # the halted answer's tokens count
