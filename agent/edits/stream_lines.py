@@ -4,7 +4,8 @@ A stream check that judges what an answer adds (agent/core/checks/security.py) m
 each completed line, whether it is a line the answer adds to a file, one it quotes from the
 file, or prose: the REPLACE part of a SEARCH/REPLACE block adds, its SEARCH part quotes; a
 diff's `+` lines add, its `-` lines quote and its context lines keep; every line of a fenced
-code block (a whole file, or definitions) adds; prose adds nothing. `AnswerLines` reads the
+code block (a whole file, or definitions) adds; prose, and a leading <think> block, add
+nothing. `AnswerLines` reads the
 answer once, line by line, as it grows: each call looks only at the lines completed since the
 last one, with the same markers the parsers accept (agent/edits/scan.py), so its cost is linear
 in the answer's length.
@@ -85,6 +86,8 @@ class AnswerLines:
         self._block_path: str | None = None
         self._diff_path: str | None = None
         self._old_line = 0
+        self._thinking: bool | None = None
+        """None until the first non-blank line: True inside a leading <think> block."""
 
     def feed(self, text: str) -> list[AnswerLine]:
         end = text.rfind("\n") + 1
@@ -103,6 +106,10 @@ class AnswerLines:
     # ------------------------------------------------------------------ one line
 
     def _line(self, line: str, end: int, out: list[AnswerLine]) -> None:
+        if self._thinking is not False:
+            line = self._think(line)
+            if self._thinking:
+                return
         mode = self._mode
         if mode == "search":
             self._in_search(line, end, out)
@@ -117,6 +124,22 @@ class AnswerLines:
         self._recent.append(line)
         if len(self._recent) > _LOOK_BEHIND:
             del self._recent[0]
+
+    def _think(self, line: str) -> str:
+        """A reasoning model's leading <think> block is not the answer (as
+        agent/edits.prose_before_edits reads it): its lines add nothing. The rest of the line
+        that closes it is read as the answer's."""
+        if self._thinking is None:
+            if not line.strip():
+                return line
+            self._thinking = line.lstrip().startswith("<think>")
+            if not self._thinking:
+                return line
+        close = line.find("</think>")
+        if close < 0:
+            return line
+        self._thinking = False
+        return line[close + len("</think>"):]
 
     def _start_block(self, line: str) -> None:
         lines = [*self._recent, line]

@@ -182,6 +182,9 @@ def test_an_unfinished_line_waits_for_its_newline() -> None:
     # SQL with parameters; SQL words in a plain message
     "```python\ndef f(cur, x):\n    cur.execute('SELECT a FROM t WHERE b = %s', (x,))\n"
     "    print('select one item from the menu')\n```\n",
+    # a reasoning model's thinking, before its answer
+    "<think>\nCould I just call eval(text)?\n```python\nx = eval(text)\n```\nNo.\n</think>\n"
+    "```python\ndef f(text):\n    return int(text)\n```\n",
     # code that is not Python
     "```bash\neval \"$(ssh-agent -s)\"\n```\n\nnotes.md\n<<<<<<< SEARCH\n=======\n"
     "Use `yaml.load(f)` never.\n>>>>>>> REPLACE\n",
@@ -267,3 +270,10 @@ def test_what_only_the_stage_catches(tmp_path: Path, name: str) -> None:
     answer = f"mod.py\n```python\n{after}```\n"
     assert stream(watchdog_for({"mod.py": base}), answer) is None
     test_the_security_stage_agrees_with_each_label(tmp_path, change)
+
+
+def test_the_answer_after_a_thinking_block_is_watched() -> None:
+    answer = ("<think>\nplan</think>The fix:\n```python\ndef f(text):\n    return eval(text)\n"
+              "```\n")
+    found = stream(watchdog_for({}), answer)
+    assert found is not None and found.name == "eval"
