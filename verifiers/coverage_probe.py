@@ -5,10 +5,12 @@ chooses its regression tests by (agent/verify/regression.py).
 ranges of the innermost functions (and methods) its hunks touch on the base side. `script`
 is a standalone Python script (3.5 and later: SWE-bench's environments run old Pythons) that
 runs given test files on the unpatched code with a profiler on (`sys.setprofile`: calls only,
-cheap) and prints, per test, whether it called one of those functions: through pytest when the
+cheap) and prints, per test, the functions of the changed files it called (their first lines),
+so that one run serves every candidate changing those files: through pytest when the
 environment has it (a plugin object around each test's call), else by importing each file and
 calling its `test_*` functions, as sympy's own runner does. Test ids are pytest's node ids, or
-`FILE::function` without pytest. `covered` reads the script's output. Nothing here judges a
+`FILE::function` without pytest. `calls` reads the script's output, `covering` says which tests call a candidate's changed
+functions. Nothing here judges a
 candidate: the script runs the repository's tests on its own code, before any candidate.
 """
 
@@ -29,8 +31,8 @@ MARK = %(mark)r
 ROOT = os.getcwd()
 sys.path.insert(0, ROOT)
 wanted = {}
-for rel, ranges in TARGETS.items():
-    wanted[os.path.realpath(os.path.join(ROOT, rel))] = ranges
+for rel in TARGETS:
+    wanted[os.path.realpath(os.path.join(ROOT, rel))] = rel
 hits = {}
 current = [None]
 paths = {}
@@ -43,26 +45,21 @@ def profile(frame, event, arg):
     name = code.co_filename
     real = paths.get(name)
     if real is None:
-        real = paths[name] = os.path.realpath(name) if name in wanted or not name.startswith(
-            "<") else ""
-    ranges = wanted.get(real)
-    if ranges:
-        line = code.co_firstlineno
-        for start, end in ranges:
-            if start <= line <= end:
-                hits[current[0]] = True
-                return
+        real = paths[name] = os.path.realpath(name) if not name.startswith("<") else ""
+    rel = wanted.get(real)
+    if rel is not None:
+        hits[current[0]].setdefault(rel, set()).add(code.co_firstlineno)
 
 
-def traced(test_id, call):
+def begin(test_id):
     current[0] = test_id
-    hits.setdefault(test_id, False)
+    hits.setdefault(test_id, {})
     sys.setprofile(profile)
-    try:
-        return call()
-    finally:
-        sys.setprofile(None)
-        current[0] = None
+
+
+def end():
+    sys.setprofile(None)
+    current[0] = None
 
 
 started = time.time()
@@ -74,14 +71,11 @@ if pytest is not None:
     class Tracer(object):
         @pytest.hookimpl(hookwrapper=True)
         def pytest_runtest_call(self, item):
-            current[0] = item.nodeid
-            hits.setdefault(item.nodeid, False)
-            sys.setprofile(profile)
+            begin(item.nodeid)
             try:
                 yield
             finally:
-                sys.setprofile(None)
-                current[0] = None
+                end()
     pytest.main(["-q", "-p", "no:cacheprovider", "-o", "addopts="] + list(FILES),
                 plugins=[Tracer()])
 else:
@@ -97,11 +91,16 @@ else:
         for name in sorted(vars(module)):
             value = getattr(module, name)
             if name.startswith("test_") and callable(value):
+                begin(rel + "::" + name)
                 try:
-                    traced(rel + "::" + name, value)
+                    value()
                 except BaseException:
                     pass
-sys.stdout.write("\\n" + MARK + json.dumps({"hits": hits, "seconds": time.time() - started})
+                finally:
+                    end()
+result = dict((t, dict((f, sorted(lines)) for f, lines in files.items()))
+              for t, files in hits.items())
+sys.stdout.write("\\n" + MARK + json.dumps({"calls": result, "seconds": time.time() - started})
                  + "\\n")
 sys.stdout.flush()
 '''
@@ -120,7 +119,8 @@ def changed_functions(base: Path, patch_files: dict[str, list[int]]) -> Ranges:
         except (OSError, SyntaxError, ValueError):
             continue
         spans = sorted(
-            ((node.lineno, node.end_lineno or node.lineno) for node in ast.walk(tree)
+            ((min([node.lineno] + [d.lineno for d in node.decorator_list]),
+              node.end_lineno or node.lineno) for node in ast.walk(tree)
              if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)),
             key=lambda span: span[1] - span[0])
         found = []
@@ -163,20 +163,35 @@ def patch_lines(patch: str) -> dict[str, list[int]]:
     return out
 
 
-def script(files: list[str], targets: Ranges) -> str:
-    """The coverage script for `files` (repo-relative test files) and `targets`."""
-    data = {rel: [[a, b] for a, b in spans] for rel, spans in sorted(targets.items())}
-    return SCRIPT % {"files": list(files), "targets": data, "mark": MARK}
+def script(files: list[str], target_files: list[str]) -> str:
+    """The coverage script for `files` (repo-relative test files): per test, the first lines
+    of the functions of `target_files` it called."""
+    return SCRIPT % {"files": list(files), "targets": sorted(target_files), "mark": MARK}
 
 
-def covered(output: str) -> dict[str, bool] | None:
-    """test id -> whether it called a target, from the script's output (None: no result)."""
+Calls = dict[str, dict[str, list[int]]]
+"""test id -> target file -> first lines of the functions of it the test called."""
+
+
+def calls(output: str) -> Calls | None:
+    """The script's result (None: it left none: it failed or ran out of time)."""
     index = output.rfind(MARK)
     if index < 0:
         return None
     line = output[index + len(MARK):].split("\n", 1)[0]
     try:
-        hits = json.loads(line).get("hits")
+        found = json.loads(line).get("calls")
     except ValueError:
         return None
-    return {str(k): bool(v) for k, v in hits.items()} if isinstance(hits, dict) else None
+    if not isinstance(found, dict):
+        return None
+    return {str(t): {str(f): [int(x) for x in lines] for f, lines in files.items()}
+            for t, files in found.items() if isinstance(files, dict)}
+
+
+def covering(found: Calls, targets: Ranges) -> dict[str, bool]:
+    """test id -> whether it called one of `targets` (a function whose first line, its def or
+    first decorator, lies in a target range)."""
+    return {test: any(start <= line <= end for rel, lines in files.items()
+                      for line in lines for start, end in targets.get(rel, ()))
+            for test, files in found.items()}

@@ -22,7 +22,6 @@ from ooda.agent.verify.repro_suite import ReproSuite
 from ooda.agent.verify.watched import Watched
 from ooda.agent.verify.workspace import PatchError, patch_paths
 from ooda.verifiers import coverage_probe
-from ooda.verifiers.coverage_probe import Ranges
 from ooda.verifiers.repro_check import SCRIPT_TIMEOUT_S, ScriptRun, run_script
 from ooda.verifiers.runners import TestRequest, TestRunner, base_run
 
@@ -83,9 +82,9 @@ class BlindChecks:
         finally:
             self.pool.release(sandbox)
 
-    def _cover(self, files: list[str], targets: Ranges, timeout_s: float
-               ) -> dict[str, bool] | None:
-        """Which tests of `files` call the `targets` on the unpatched code
+    def _cover(self, files: list[str], targets: list[str], timeout_s: float
+               ) -> coverage_probe.Calls | None:
+        """The functions of `targets` each test of `files` calls on the unpatched code
         (verifiers/coverage_probe.py), in a sandbox of the pool."""
         test = ReproTest("ooda_coverage", coverage_probe.script(files, targets), False)
         sandbox, _ = self.pool.acquire(self.fill_base)
@@ -93,7 +92,7 @@ class BlindChecks:
             run = run_script(Watched(sandbox), test, timeout_s, list(self.pre_test))
         finally:
             self.pool.release(sandbox)
-        return coverage_probe.covered(run.output)
+        return coverage_probe.calls(run.output)
 
     def _run_scripts(self, tests: list[ReproTest], deadline: float) -> list[ScriptRun]:
         """Each script on the unpatched code, one after the other, in one sandbox."""

@@ -9,7 +9,8 @@ package's name), nearest first, then those that import it, nearest
 and smallest first (when none does, those that import its nearest package that some test
 imports). With the candidate's patch, what its changed code is run by decides first:
 those files and the other test files beside them are run once on the unpatched code with a
-profiler (verifiers/coverage_probe.py, within the budget below), and the files whose tests
+profiler (verifiers/coverage_probe.py, within twice the budget below, once per changed files),
+and the files whose tests
 call a function the patch changes come first, most such tests first (a file that sees the
 change beats one that is merely named after it). At most `max_files` in all, and no more base
 run time than
@@ -32,7 +33,7 @@ from pathlib import Path, PurePosixPath
 
 from ooda.agent.support import fstree
 from ooda.agent.verify.testnames import collected_patterns, is_test_module, subject
-from ooda.verifiers.coverage_probe import Ranges, changed_functions, patch_lines
+from ooda.verifiers.coverage_probe import Calls, Ranges, changed_functions, covering, patch_lines
 
 MAX_FILES = 3
 """Test files a candidate's regression run holds at most."""
@@ -45,12 +46,13 @@ SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", "venv", "node_modules", "
 SOURCE_ROOTS = ("src/", "lib/")
 """Leading directories that are not part of a module's dotted name."""
 
-COVERAGE_POOL = 6
+COVERAGE_POOL = 3
 """Related test files traced for coverage (and as many more beside them)."""
 
-Cover = Callable[[list[str], Ranges, float], dict[str, bool] | None]
-"""Runs test files on the unpatched code with a profiler within a timeout: test id (pytest's,
-or FILE::function) -> whether it called one of the target functions; None: no result."""
+Cover = Callable[[list[str], list[str], float], Calls | None]
+"""Runs test files on the unpatched code with a profiler within a timeout: per test id
+(pytest's, or FILE::function), the functions of the given source files it called; None: no
+result."""
 
 RunFile = Callable[[str, float], dict[str, str]]
 """Runs one test file whole on the unpatched code within a timeout: test id -> outcome;
@@ -87,8 +89,9 @@ class RegressionTests:
         self.timeout_s = timeout_s
         self.max_files = max_files
         self.cover = cover
-        self._coverage: dict[tuple[tuple[str, ...], str], dict[str, int] | None] = {}
-        self._coverage_locks: dict[tuple[tuple[str, ...], str], threading.Lock] = {}
+        self._coverage: dict[tuple[tuple[str, ...], tuple[str, ...]], Calls | None] = {}
+        self._coverage_locks: dict[tuple[tuple[str, ...], tuple[str, ...]], threading.Lock] = {}
+        self._covering: list[dict[str, object]] = []
         self._index: list[str] | None = None
         self._traced: list[dict[str, object]] = []
         self._texts: dict[str, str] = {}
@@ -125,27 +128,37 @@ class RegressionTests:
 
     def by_coverage(self, ordered: list[str], targets: Ranges) -> list[str]:
         """`ordered` with the files whose tests call one of `targets` (the changed functions,
-        on the unpatched code) first, most such tests first; the pool traced is the first
-        COVERAGE_POOL related files and the other test files beside them, within the
-        regression budget (once per pool and targets). Unchanged when nothing was traced."""
+        on the unpatched code) first, most such tests first. The pool traced is the first
+        COVERAGE_POOL related files and test files beside them (2 x COVERAGE_POOL at most),
+        once per pool and changed files (every candidate changing those files shares the
+        trace), within twice the regression budget. Unchanged when nothing was traced."""
         if not targets or not ordered:
             return ordered
         pool = self._pool(ordered)
-        key = (tuple(pool), repr(sorted(targets.items())))
+        key = (tuple(pool), tuple(sorted(targets)))
         with self._lock:
             lock = self._coverage_locks.setdefault(key, threading.Lock())
         with lock:
             with self._lock:
                 done = key in self._coverage
-                counts = self._coverage.get(key)
+                found = self._coverage.get(key)
             if not done:
-                counts = self._trace(pool, targets)
+                found = self._trace(pool, sorted(targets))
                 with self._lock:
-                    self._coverage[key] = counts
-        if not counts:
+                    self._coverage[key] = found
+        if not found:
             return ordered
-        hit = sorted((f for f in pool if counts.get(f)), key=lambda f: -counts[f])
-        return hit + [f for f in ordered if f not in hit]
+        counts: dict[str, int] = {}
+        for test_id, hit in covering(found, targets).items():
+            if hit:
+                path = test_id.split("::", 1)[0]
+                counts[path] = counts.get(path, 0) + 1
+        hit_files = sorted((f for f in pool if counts.get(f)), key=lambda f: -counts[f])
+        with self._lock:
+            self._covering.append({"targets": {k: [list(r) for r in v]
+                                               for k, v in sorted(targets.items())},
+                                   "covering": counts})
+        return hit_files + [f for f in ordered if f not in hit_files]
 
     def _pool(self, ordered: list[str]) -> list[str]:
         pool = ordered[:COVERAGE_POOL]
@@ -157,25 +170,18 @@ class RegressionTests:
                 pool.append(test)
         return pool
 
-    def _trace(self, pool: list[str], targets: Ranges) -> dict[str, int] | None:
+    def _trace(self, pool: list[str], files: list[str]) -> Calls | None:
         assert self.cover is not None
         started = time.monotonic()
         try:
-            hits = self.cover(pool, targets, self.budget_s())
+            found = self.cover(pool, files, 2 * self.budget_s())
         except Exception:  # no coverage: the files stay in their order
-            hits = None
-        counts: dict[str, int] | None = None
-        if hits is not None:
-            counts = {}
-            for test_id, hit in hits.items():
-                path = test_id.split("::", 1)[0]
-                if hit:
-                    counts[path] = counts.get(path, 0) + 1
+            found = None
         with self._lock:
-            self._traced.append({"files": len(pool), "targets": sorted(targets),
+            self._traced.append({"files": pool, "changed": files,
                                  "seconds": round(time.monotonic() - started, 3),
-                                 "covering": counts if counts is not None else "no result"})
-        return counts
+                                 "tests": len(found) if found is not None else "no result"})
+        return found
 
     def related(self, changed: Sequence[str]) -> list[str]:
         """Test files that exercise the changed source files, best first (round robin over
@@ -228,11 +234,11 @@ class RegressionTests:
                        **({"left_out": r.problem} if r.problem else {})}
                 for path, r in runs.items()}
 
-    def coverage_record(self) -> list[dict[str, object]]:
-        """Each coverage run: files traced, changed files targeted, seconds, covering tests
-        per file."""
+    def coverage_record(self) -> dict[str, list[dict[str, object]]]:
+        """Each coverage run (files traced, changed files, seconds, tests traced) and each
+        candidate's changed functions with the tests per file that call them."""
         with self._lock:
-            return list(self._traced)
+            return {"runs": list(self._traced), "candidates": list(self._covering)}
 
     # ------------------------------------------------------------------ choosing files
 

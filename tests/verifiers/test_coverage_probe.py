@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ooda.agent.verify.regression import RegressionTests
-from ooda.verifiers.coverage_probe import changed_functions, covered, patch_lines, script
+from ooda.verifiers.coverage_probe import calls, changed_functions, covering, patch_lines, script
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
 TESTS = ("from calc import add, sub\n\n\ndef test_add():\n    assert add(1, 1) == 0\n\n\n"
@@ -39,8 +39,7 @@ def test_the_changed_functions_are_read_from_the_patch_on_the_base(repo: Path) -
 def test_the_script_says_which_tests_call_the_changed_functions(
     repo: Path, tmp_path_factory: pytest.TempPathFactory, without_pytest: bool
 ) -> None:
-    source = script(["tests/test_calc.py", "tests/test_other.py"],
-                    changed_functions(repo, patch_lines(PATCH)))
+    source = script(["tests/test_calc.py", "tests/test_other.py"], ["calc.py"])
     (repo / "cover.py").write_text(source)
     env = {"PATH": "/usr/bin:/bin"}
     if without_pytest:
@@ -49,11 +48,14 @@ def test_the_script_says_which_tests_call_the_changed_functions(
         env["PYTHONPATH"] = str(blocker)
     done = subprocess.run([sys.executable, "cover.py"], cwd=repo, capture_output=True,
                           text=True, timeout=120, env=env)
-    hits = covered(done.stdout)
-    assert hits is not None, done.stdout + done.stderr
-    assert hits == {"tests/test_calc.py::test_add": True, "tests/test_calc.py::test_sub": False,
-                    "tests/test_other.py::test_nothing": False}
-    assert covered("no result") is None
+    found = calls(done.stdout)
+    assert found is not None, done.stdout + done.stderr
+    assert found["tests/test_calc.py::test_add"] == {"calc.py": [1]}
+    assert found["tests/test_calc.py::test_sub"] == {"calc.py": [5]}
+    assert covering(found, changed_functions(repo, patch_lines(PATCH))) == {
+        "tests/test_calc.py::test_add": True, "tests/test_calc.py::test_sub": False,
+        "tests/test_other.py::test_nothing": False}
+    assert calls("no result") is None
 
 
 def test_files_whose_tests_call_the_change_come_first(repo: Path) -> None:
@@ -62,12 +64,17 @@ def test_files_whose_tests_call_the_change_come_first(repo: Path) -> None:
     def run_file(path: str, timeout_s: float) -> dict[str, str]:
         return {f"{path}::test_x": "passed"}
 
-    def cover(files: list[str], targets: object, timeout_s: float) -> dict[str, bool]:
+    def cover(files: list[str], targets: list[str], timeout_s: float
+              ) -> dict[str, dict[str, list[int]]]:
         assert "tests/test_zeta.py" in files and "tests/test_other.py" in files  # beside
-        return {"tests/test_zeta.py::test_a": True, "tests/test_calc.py::test_add": False}
+        assert targets == ["calc.py"]
+        return {"tests/test_zeta.py::test_a": {"calc.py": [1]},
+                "tests/test_calc.py::test_add": {"calc.py": [5]}}
 
     traced = RegressionTests(repo, run_file, 60.0, max_files=1, cover=cover)
     assert traced.for_change(["calc.py"], PATCH).files == ("tests/test_zeta.py",)
-    assert traced.coverage_record()[0]["covering"] == {"tests/test_zeta.py": 1}
+    record = traced.coverage_record()
+    assert record["candidates"][0]["covering"] == {"tests/test_zeta.py": 1}
+    assert record["runs"][0]["tests"] == 2
     plain = RegressionTests(repo, run_file, 60.0, max_files=1)
     assert plain.for_change(["calc.py"], PATCH).files == ("tests/test_calc.py",)
