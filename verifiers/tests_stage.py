@@ -27,6 +27,11 @@ NAME = "pytest"
 """The stage's name in records (kept from when pytest was its only runner)."""
 
 
+def tests_timeout(check: CheckSpec) -> float:
+    """How long the tests may run: their own limit when one is set, else the stages'."""
+    return min(check.timeout_s, check.tests_timeout_s or check.timeout_s)
+
+
 def request_of(check: CheckSpec) -> TestRequest:
     """What the runner is asked to run for a candidate."""
     return TestRequest(
@@ -35,7 +40,7 @@ def request_of(check: CheckSpec) -> TestRequest:
         runner_cmd=check.runner_cmd,
         test_files=tuple(check.test_files),
         whole_files=check.whole_files,
-        timeout_s=check.timeout_s,
+        timeout_s=tests_timeout(check),
         pre_test=tuple(check.pre_test),
         changed_files=tuple(check.changed_files),
         # no feedback needed: stop at the first failure (the fail_to_pass tests run first)
@@ -81,7 +86,7 @@ class TestsVerifier:
             return VerifierResult(self.name, "error", 0.0, clip(str(exc), SUMMARY_LIMIT), str(exc))
         note = _quiet(run)
         early = (self._over_limit(run) or self._untrusted(run)
-                 or self._no_report(run, check.timeout_s))
+                 or self._no_report(run, tests_timeout(check)))
         if early:
             return early
         if request.ids:

@@ -258,6 +258,9 @@ class CheckSpec:
     test_cmd: str | None = None
     """A shell test command (plain repositories); pytest node ids are preferred."""
     timeout_s: float = 60.0
+    tests_timeout_s: float | None = None
+    """The tests' own limit when it is less than `timeout_s` (a source whose candidates often
+    loop: `TracesBase.limit_test_time`); the other stages keep `timeout_s`."""
     baseline: dict[str, object] = field(default_factory=dict)
     """Per-verifier baseline diagnostics of the unpatched code, keyed by verifier name."""
     verdict_only: bool = False

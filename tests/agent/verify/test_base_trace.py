@@ -57,6 +57,8 @@ def test_a_test_time_limit_stops_a_looping_candidate_early(tmp_path: Path) -> No
     loops = make_patch({"median.py": looping}, lambda path: source)
     try:
         verifier.limit_test_time(3)
+        check = verifier._check(["median.py"])  # the tests' own limit; the other stages keep theirs
+        assert check.tests_timeout_s == 3 and check.timeout_s == verifier.plan.stages.timeout_s
         started = time.monotonic()
         verdict = verifier.verify(loops, verdict_only=True)
     finally:
