@@ -122,20 +122,29 @@ def _call(names: str) -> str:
     return rf"(?<![\w.])(?:{names})\s*\("
 
 
+_SHELL_WHY = ("a command run through the shell (shell=True): text from the input becomes shell "
+              "syntax, so `; rm -rf ~` in a file name runs")
+_SHELL_INSTEAD = ("pass the command as a list of arguments without shell=True: "
+                  "subprocess.run([\"git\", \"log\", path], check=True); shlex.split a fixed "
+                  "command")
+
 CALL_RULES: tuple[CallRule, ...] = (
     CallRule(
-        "shell-true", ("S602", "S604"),
-        re.compile(r"\bshell\s*=\s*True\b"),
-        re.compile(r"\bshell\s*=\s*True\b"),
-        "a command run through the shell (shell=True): text from the input becomes shell "
-        "syntax, so `; rm -rf ~` in a file name runs",
-        "pass the command as a list of arguments without shell=True: "
-        "subprocess.run([\"git\", \"log\", path], check=True); shlex.split a fixed command",
+        "shell-true", ("S602",),
+        re.compile(r"\bshell\s*=\s*(?:True|[1-9])"),
+        re.compile(r"\bshell\s*=\s*(?:True|[1-9][0-9]*)\b"),  # a truthy literal, as ruff
+        _SHELL_WHY, _SHELL_INSTEAD,
+        call=re.compile(_call(r"subprocess\.\w+"))),
+    CallRule(
+        "shell-true-call", ("S604",),  # any other call with a shell
+        re.compile(r"\bshell\s*=\s*(?:True|[1-9])"),
+        re.compile(r"\bshell\s*=\s*(?:True|[1-9][0-9]*)\b"),
+        _SHELL_WHY, _SHELL_INSTEAD,
         call=re.compile(r"\A(?!\s*(?:async\s+)?def\b)[^(]*\(")),
     CallRule(
         "os-system", ("S605",),
         re.compile(r"\bos\.(?:system|popen)|\bgetoutput|\bgetstatusoutput"),
-        re.compile(_call(r"os\.system|os\.popen|subprocess\.getoutput|"
+        re.compile(_call(r"os\.system|os\.popen[234]?|subprocess\.getoutput|"
                          r"subprocess\.getstatusoutput")),
         "a command started through the shell (os.system / os.popen / getoutput): input in it "
         "becomes shell syntax",

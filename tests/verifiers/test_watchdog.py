@@ -240,8 +240,9 @@ def test_a_multiline_call_is_judged_whole() -> None:
 def test_per_task_rules_select_the_call_rules() -> None:
     assert {r.name for r in rules_for(None, RULES)} >= {"eval", "sql-format", "shell-true"}
     assert [r.name for r in rules_for(["S506"], RULES)] == ["yaml-load"]
-    assert {r.name for r in rules_for(["S6"], RULES)} == {"shell-true", "os-system",
-                                                          "sql-format"}
+    assert {r.name for r in rules_for(["S6"], RULES)} == {"shell-true", "shell-true-call",
+                                                          "os-system", "sql-format"}
+    assert [r.name for r in rules_for(["S602"], RULES)] == ["shell-true"]
     assert rules_for([], RULES) == ()
     watchdog = watchdog_for({"tool.py": SHELL_BASE}, call_rules=rules_for(["S506"], RULES))
     assert stream(watchdog, SHELL_ANSWER) is None
@@ -277,3 +278,23 @@ def test_the_answer_after_a_thinking_block_is_watched() -> None:
               "```\n")
     found = stream(watchdog_for({}), answer)
     assert found is not None and found.name == "eval"
+
+
+@pytest.mark.parametrize(("line", "rule"), [
+    ("subprocess.Popen(cmd, shell=1)", "shell-true"),  # ruff: a truthy shell
+    ("os.popen2(cmd)", "os-system"),
+    ("yaml.load(s, yaml.Loader)", "yaml-load"),
+])
+def test_shapes_ruff_reports_are_halted(line: str, rule: str) -> None:
+    found = stream(watchdog_for({}), f"```python\ndef f(s, cmd):\n    {line}\n```\n")
+    assert found is not None and found.name == rule
+
+
+@pytest.mark.parametrize("line", [
+    "yaml.unsafe_load(s)",  # ruff does not report these: neither does the watchdog
+    "yaml.full_load(s)",
+    "subprocess.run(cmd, shell=bool(s))",
+    "requests.get(s, verify=0)",
+])
+def test_shapes_ruff_does_not_report_are_not_halted(line: str) -> None:
+    assert stream(watchdog_for({}), f"```python\ndef f(s, cmd):\n    {line}\n```\n") is None
