@@ -17,7 +17,8 @@ two operands, two elements of a tuple, two subscripts, a conditional's branches)
 constant loop condition replaced by a variable, `v is None or ...`, `... or not v`); slice (a bound
 dropped, a sequence argument sliced from 1); call (replaced by its argument; any/all, min/max);
 constant (True/False; `[]` as `[[]]` or `[v]`); return_value (`return` of another name in
-scope); variable (a name read, or a call, replaced by a variable in scope); attribute (another
+scope); variable (a name read, a call or an integer constant replaced by a variable in scope);
+attribute (another
 attribute name the file uses); statement (deleted, or duplicated); clamp (`x = e` as
 `x = max(x, e)`, `min(x, e)`, `max(0, e)`).
 """
@@ -369,6 +370,8 @@ class _Collector(cst.CSTVisitor):
         for new in (value + 1, value - 1) if value else (1, -1):
             if new >= 0:
                 self._replace(node, cst.Integer(str(new)), "off_by_one")
+        for name in self._others(node, ""):  # a constant where a variable belongs
+            self._add(node, "variable", name, f"`{node.value}` -> `{name}`")
 
     def visit_Name(self, node: cst.Name) -> None:
         if not self._on_target(node):

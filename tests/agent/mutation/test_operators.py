@@ -76,6 +76,7 @@ def test_slices_returns_statements_and_constants() -> None:
     assert "pass" in line7["statement"]
     line8 = mutated_lines(SOURCE, 8)
     assert "total = 1" in line8["off_by_one"]
+    assert "total = start" in line8["variable"]  # a constant where a variable belongs
     deleted_or_doubled = [apply(SOURCE, [m.change]) for m in mutations("m.py", SOURCE, [10])
                           if m.operator == "statement"]
     assert any("        total += item\n        total += item\n" in t for t in deleted_or_doubled)
