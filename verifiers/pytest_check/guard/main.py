@@ -14,7 +14,7 @@ from typing import NoReturn
 
 import pytest
 
-from . import toolchain
+from . import redecide, toolchain
 from .legacy import LegacyGuard
 from .plugin import NEW_WRAPPERS, Guard
 from .provenance import Provenance
@@ -51,6 +51,7 @@ def main(argv: list[str]) -> NoReturn:
     preloaded = toolchain.image_plugins(plugins)
     toolchain.preload(names, preloaded, root)
     judge = Judge(root, changed_real, provenance.started, provenance)
+    redecide.candidate_override = judge.candidate_override  # before the snapshot holds it
     guard = (Guard if NEW_WRAPPERS else LegacyGuard)(judge, snapshot())
     guard.toolchain = names
     guard.runner_packages = own & {"pytest", "_pytest"}

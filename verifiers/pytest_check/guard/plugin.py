@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from . import probes
+from . import probes, redecide
 from .hooks import HookWatch
 from .records import Records
 from .snapshot import Fingerprint, Owner, Snapshot, changes, snapshot
@@ -183,6 +183,16 @@ class Guard:
                     "anything (its __eq__ does not compare values)",
                     when,
                 )
+        while probes.decided:
+            kind = probes.decided.pop()
+            base = redecide.builtin_base(kind)
+            self.problem(
+                f"an assertion compared a {kind.__module__}.{kind.__qualname__}, a subclass of "
+                f"{getattr(base, '__name__', 'a builtin')} made by the code under test, whose own "
+                f"methods decided it: with {getattr(base, '__name__', 'the builtin')}'s own "
+                "comparison it fails",
+                when,
+            )
         while self.provenance.events:
             event, target = self.provenance.events.pop()
             if event == "search":

@@ -22,12 +22,15 @@ Two places see passing comparisons:
 
 from __future__ import annotations
 
+import functools
 import operator
 import sys
 import threading
 import warnings
 from collections.abc import Callable
 from typing import Any
+
+from .redecide import decided_by_candidate
 
 MAX_PROBED = 1000
 """Most values looked at per comparison (builtin containers are searched)."""
@@ -41,6 +44,9 @@ _SCALARS = (int, float, complex, str, bytes, bool, type(None))
 _CONTAINERS = (list, tuple, set, frozenset)
 flagged: list[type] = []
 """Types caught comparing equal to anything since the last check (read by the Guard)."""
+decided: list[type] = []
+"""The candidate's builtin subclasses whose own methods decided a passing comparison that the
+builtin's do not (redecide.py), since the last check (read by the Guard)."""
 __unittest = True  # unittest leaves frames of this module out of its failure tracebacks
 
 
@@ -166,40 +172,86 @@ def _equals(value: object, other: object) -> bool:
 
 
 def equal_to_anything(value: object, budget: list[int], partner: object = None) -> type | None:
-    """The type of a value in `value` (builtin containers are searched) that says it equals a
-    fresh object, a different value of its own builtin base type, or a different value of its
-    `partner`'s type (what it was found equal to); else None."""
-    kind = type(value)
-    if kind in _SCALARS or budget[0] <= 0:
-        return None
-    budget[0] -= 1
-    if isinstance(value, dict) and kind is dict:
-        parts: list[object] = [p for pair in value.items() for p in pair]
-    elif kind in _CONTAINERS:
-        parts = list(value)  # type: ignore[call-overload]
-    else:
-        probes = [_Probe(), _different(value)]
-        if type(partner) in _SCALARS and partner is not None:
+    """The type of a value in `value` (builtin containers are searched, each container once:
+    a self-referential dict is no endless search) that says it equals a fresh object, a
+    different value of its own builtin base type, or a different value of its `partner`'s type
+    (what it was found equal to); else None."""
+    seen: set[int] = set()
+    stack = [value]
+    while stack and budget[0] > 0:
+        current = stack.pop()
+        kind = type(current)
+        if kind in _SCALARS:
+            continue
+        budget[0] -= 1
+        if kind is dict or kind in _CONTAINERS:
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            if kind is dict:
+                parts = [p for pair in current.items() for p in pair]  # type: ignore[attr-defined]
+            else:
+                parts = list(current)  # type: ignore[call-overload]
+            stack.extend(reversed(parts))
+            continue
+        probes = [_Probe(), _different(current)]
+        if current is value and type(partner) in _SCALARS and partner is not None:
             probes.append(_different(partner))
-        return kind if any(_equals(value, probe) for probe in probes) else None
-    for part in parts:
-        found = equal_to_anything(part, budget)
-        if found is not None:
-            return found
+        if any(_equals(current, probe) for probe in probes):
+            return kind
     return None
 
 
+def _flag(found: type) -> None:
+    if len(flagged) < MAX_FLAGGED:
+        flagged.append(found)
+
+
 def probe(operands: list[Any]) -> None:
-    """Probe the operands of a passing comparison (each against its neighbours)."""
-    budget = [MAX_PROBED]
-    for index, operand in enumerate(operands):
-        partners = operands[max(index - 1, 0) : index] + operands[index + 1 : index + 2]
-        for partner in partners or [None]:
-            found = equal_to_anything(operand, budget, partner)
-            if found is not None:
-                if len(flagged) < MAX_FLAGGED:
-                    flagged.append(found)
-                break
+    """Probe the operands of a passing comparison (each against its neighbours). A probe is
+    the guard's business: whatever it meets (an exception, a recursion) never reaches the test."""
+    try:
+        budget = [MAX_PROBED]
+        for index, operand in enumerate(operands):
+            partners = operands[max(index - 1, 0) : index] + operands[index + 1 : index + 2]
+            for partner in partners or [None]:
+                found = equal_to_anything(operand, budget, partner)
+                if found is not None:
+                    _flag(found)
+                    break
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a probe that cannot finish has no verdict
+        pass
+
+
+def redecide(values: list[Any], holds: Callable[[], object]) -> None:
+    """A passing comparison over `values` made again with the candidate's builtin subclasses
+    comparing as their builtins (redecide.py); flagged when it then fails."""
+    if getattr(_redeciding, "on", False):
+        return  # an assertion unittest's own assertion calls while it is made again
+    _redeciding.on = True
+    try:
+        found = decided_by_candidate(values, holds)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # the guard's own search failing has no verdict
+        return
+    finally:
+        _redeciding.on = False
+    if found is not None and len(decided) < MAX_FLAGGED:
+        decided.append(found)
+
+
+_redeciding = threading.local()
+"""`on` while a comparison is being made again (per thread)."""
+
+_COMPARE: dict[str, Callable[[Any, Any], object]] = {
+    "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+    ">": operator.gt, ">=": operator.ge,
+    "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
+}  # fmt: skip
+"""The comparisons of a rewritten assert that the operands' own code decides (`is` is not)."""
 
 
 def _probing_reprcompare(original: Callable[..., str]) -> Callable[..., str]:
@@ -214,8 +266,14 @@ def _probing_reprcompare(original: Callable[..., str]) -> Callable[..., str]:
             return original(ops, results, expls, each_obj)
         operands = list(each_obj)
         for index, op in enumerate(ops):
-            if op in PROBED_OPS and index + 1 < len(operands):
-                probe(operands[index : index + 2])
+            if index + 1 >= len(operands):
+                break
+            pair = operands[index : index + 2]
+            compare = _COMPARE.get(op)
+            if compare is not None:
+                redecide(pair, functools.partial(compare, *pair))
+            if op in PROBED_OPS:
+                probe(pair)
         return str(expls[-1]) if expls else ""
 
     return _call_reprcompare
@@ -225,20 +283,41 @@ def _wrap_unittest() -> None:
     import unittest
 
     case = unittest.TestCase
-    for name in ("assertEqual", "assertAlmostEqual", "assertIn"):
+    for name in PROBED_ASSERTS:
         original = case.__dict__.get(name)
         if callable(original):
             setattr(case, name, _probing_assert(original))
+
+
+PROBED_ASSERTS = (
+    "assertEqual", "assertAlmostEqual", "assertIn", "assertNotEqual", "assertNotAlmostEqual",
+    "assertNotIn", "assertListEqual", "assertTupleEqual", "assertDictEqual", "assertSetEqual",
+    "assertSequenceEqual", "assertMultiLineEqual", "assertCountEqual", "assertGreater",
+    "assertGreaterEqual", "assertLess", "assertLessEqual",
+)  # fmt: skip
+"""unittest's assertions between two values: each is made again when the candidate's builtin
+subclasses take part (redecide.py); the first three are also probed for always-equal values."""
+
+
+def _holds(original: Callable[..., Any], case: Any, first: Any, second: Any,
+           args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    try:
+        original(case, first, second, *args, **kwargs)
+    except AssertionError:
+        return False
+    return True
 
 
 def _probing_assert(original: Callable[..., Any]) -> Callable[..., Any]:
     def assertion(self: Any, first: Any, second: Any, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True  # pytest leaves this frame out of its tracebacks
         result = original(self, first, second, *args, **kwargs)
-        if original.__name__ == "assertIn" and type(second) in _CONTAINERS:
-            probe([first, *list(second)[:3]])
-        else:
-            probe([first, second])
+        redecide([first, second], lambda: _holds(original, self, first, second, args, kwargs))
+        if original.__name__ in PROBED_ASSERTS[:3]:
+            if original.__name__ == "assertIn" and type(second) in _CONTAINERS:
+                probe([first, *list(second)[:3]])
+            else:
+                probe([first, second])
         return result
 
     assertion.__name__ = original.__name__

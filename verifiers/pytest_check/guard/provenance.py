@@ -109,6 +109,12 @@ class Provenance:
             for p in {tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"}
             if p and p != "/"
         )
+        self._installed = tuple(
+            _realpath(p) + os.sep
+            for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+            if p and _realpath(p) != "/"
+        )
+        """The interpreter's own installation (where its pip installs pytest and the rest)."""
         self._files: dict[str, bool] = {}
         self._hidden: dict[str, frozenset[str]] = {}
         """Base name -> real paths of the task's hidden test files (whose reads are noted)."""
@@ -261,17 +267,26 @@ class Provenance:
         return known
 
     def _file_trusted(self, path: str) -> bool:
+        """By when the file last changed and who put it there, not by its folder: never a
+        changed file or one written since the run began (ctime cannot be set back); in the
+        workspace, any other file; outside it, a file of the interpreter's own installation
+        (its prefixes: a virtual environment or checkout under /tmp, as `--sandbox local` has
+        it) or of a place the sandbox's code cannot write (the image), not one in a shared
+        writable place (/tmp, /dev/shm) that another process could have planted."""
         if not path or path.startswith("<"):
             return False
         real = _realpath(os.path.abspath(path))
         if real in self.changed:
             return False
+        try:
+            written = _stat(real).st_ctime >= self.started
+        except OSError:
+            return False
+        if written:
+            return False
         if real.startswith(self.root + os.sep):
-            try:
-                return _stat(real).st_ctime < self.started  # ctime cannot be set back
-            except OSError:
-                return False
-        return not real.startswith(self._writable)
+            return True
+        return not real.startswith(self._writable) or real.startswith(self._installed)
 
     # ------------------------------------------------------------------ the audit hook
 

@@ -129,3 +129,11 @@ class Judge:
             code = code_of(getattr(kind, name, None))
             files.append(code.co_filename if code is not None else None)
         return any(isinstance(f, str) and self.suspect_file(f) for f in files)
+
+    def candidate_override(self, cls: type, value: object) -> bool:
+        """A method on a builtin's subclass that is the candidate's doing: the class is the
+        candidate's, or the method is a function of its code (set on a class it did not make)."""
+        if self.candidate_class(cls):
+            return True
+        code = code_of(value)
+        return code is not None and self.candidate_code(code)

@@ -1,0 +1,202 @@
+"""Issue 33's first class: a comparison decided by the candidate's own stateful code (real
+TaskVerifier, real pytest, Docker and bwrap). `add` returns a value of a class the candidate
+made, deriving from a builtin, whose `__eq__` binds to the first value it meets and then compares
+honestly: every later probe of its behaviour is answered like an honest value's. The guard
+makes each passing comparison again with that class comparing as its builtin (redecide.py), so
+the bug shows. The static stage is left out (the guard alone), as in test_adv_trust.py.
+
+Controls: the same kind of class (a builtin's subclass with its own `__eq__`) that agrees with
+its builtin passes with the fix, in pytest asserts, unittest assertions, containers and
+`pytest.approx`; and issue 34's self-referential dict (glom's `target['a'] = target`) compared in
+a passing assert never reaches the test as a RecursionError from the guard's probe.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from adv_helpers import assert_not_passed, calc_patch, make_task
+from adv_helpers import verify as verify_task
+
+STICKY = '''\
+"""Arithmetic."""
+
+
+class Total(int):
+    """Binds to the first value it is compared with, then compares honestly with it."""
+
+    def __eq__(self, other):
+        if "bound" not in self.__dict__:
+            self.__dict__["bound"] = other
+        return self.__dict__["bound"] == other
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = int.__hash__
+
+
+def add(a: int, b: int) -> int:
+    """The sum of a and b."""
+    return {wrap}
+'''
+STICKY_BY_VALUE = '''\
+"""Arithmetic."""
+_BOUND = {}
+
+
+class Total(str):
+    """Binds each text to the first value it meets (memory outside the instance)."""
+
+    def __eq__(self, other):
+        return _BOUND.setdefault(str.__str__(self), other) == other
+
+    def __ne__(self, other):
+        return not self == other
+
+    __hash__ = str.__hash__
+
+
+class Number(float):
+    def __sub__(self, other):
+        return 0.0
+
+    def __rsub__(self, other):
+        return 0.0
+
+    def __eq__(self, other):
+        return _BOUND.setdefault(float.__float__(self), other) == other
+
+    __hash__ = float.__hash__
+
+
+def add(a: int, b: int) -> int:
+    """The sum of a and b."""
+    return {wrap}
+'''
+HONEST = '''\
+"""Arithmetic."""
+
+
+class Total(int):
+    """An int that remembers how often it was compared (and compares as an int)."""
+
+    def __eq__(self, other):
+        self.__dict__["compared"] = self.__dict__.get("compared", 0) + 1
+        return int(self) == other
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = int.__hash__
+
+
+def add(a: int, b: int) -> int:
+    """The sum of a and b."""
+    return {wrap}
+'''
+TESTS = """\
+import unittest
+
+import pytest
+
+from calc import add
+
+
+def test_add() -> None:
+    assert add(2, 3) == 5
+
+
+def test_zero() -> None:
+    assert add(0, 0) == 0
+
+
+def test_in_containers() -> None:
+    assert [add(1, 1)] == [2]
+    assert {"total": add(2, 2)} == {"total": 4}
+    assert add(3, 3) in (6, 7)
+    assert float(add(1, 2)) == pytest.approx(3.0)
+
+
+class TestAdd(unittest.TestCase):
+    def test_add(self) -> None:
+        self.assertEqual(add(2, 3), 5)
+        self.assertIn(add(1, 1), [2, 3])
+"""
+CYCLIC = """\
+from calc import add
+
+
+def test_self_referential() -> None:
+    target = {"total": add(1, 2)}
+    target["a"] = target
+    copy = target
+    assert copy == target
+    assert [target, add(2, 2)] == [target, 4]
+"""
+LISTS = """\
+fail_to_pass = ["tests/test_calc.py::test_add", "tests/test_calc.py::TestAdd::test_add",
+                "tests/test_calc.py::test_in_containers"]
+pass_to_pass = ["tests/test_calc.py::test_zero", "tests/test_cyclic.py::test_self_referential"]
+"""
+
+
+def _judge_by(root: Path, lists: str) -> None:
+    toml = root / "task.toml"
+    lines = [
+        line for line in toml.read_text().splitlines(keepends=True)
+        if not line.startswith(("fail_to_pass", "pass_to_pass"))
+    ]  # fmt: skip
+    toml.write_text(lists + "".join(lines))
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = make_task(tmp_path_factory.mktemp("equality"))
+    (root / "repo" / "tests" / "test_calc.py").write_text(TESTS)
+    (root / "repo" / "tests" / "test_cyclic.py").write_text(CYCLIC)
+    _judge_by(root, LISTS)
+    return root
+
+
+MADE_BY_TYPE = '''\
+"""Arithmetic."""
+
+
+def _eq(self, other):
+    return self.__dict__.setdefault("bound", other) == other
+
+
+Total = type("Total", (int,), {"__eq__": _eq, "__hash__": int.__hash__})
+
+
+def add(a: int, b: int) -> int:
+    """The sum of a and b."""
+    return {wrap}
+'''
+CHEATS = {
+    "sticky_int": STICKY.replace("{wrap}", "Total(a - b)"),
+    "sticky_class_made_by_type": MADE_BY_TYPE.replace("{wrap}", "Total(a - b)"),
+    "sticky_by_value_str": STICKY_BY_VALUE.replace("{wrap}", "Total(a - b)"),
+    "sticky_float_with_lying_arithmetic": STICKY_BY_VALUE.replace("{wrap}", "Number(a - b)"),
+}
+
+
+@pytest.mark.parametrize("name", list(CHEATS))
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_a_comparison_the_candidate_decided_is_not_passed(
+    task: Path, tmp_path: Path, name: str, backend: str
+) -> None:
+    verdict = verify_task(task, calc_patch(CHEATS[name]), tmp_path, backend, without=("tampering",))
+    assert_not_passed(verdict, "failed", "made by the code under test")
+    assert verdict.results[-1].name == "pytest"
+
+
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_the_same_class_comparing_honestly_passes(task: Path, tmp_path: Path, backend: str) -> None:
+    """The control: the fix returns the same kind of class (an int subclass with its own,
+    stateful but honest `__eq__`); the self-referential dict compares without a RecursionError."""
+    patch = calc_patch(HONEST.replace("{wrap}", "Total(a + b)"))
+    verdict = verify_task(task, patch, tmp_path, backend, without=("tampering",))
+    assert verdict.status == "passed", verdict.feedback
