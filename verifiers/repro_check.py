@@ -48,16 +48,73 @@ SCRIPT_TIMEOUT_S = 30.0
 """Most seconds one script may run (less when the stage has less)."""
 
 WRAPPER = """\
-import os, runpy, sys, traceback
-path, mark = sys.argv[1], sys.argv[2]
-sys.argv[:] = [path]
+import ast, os, runpy, sys, traceback
+path, mark_file = os.path.realpath(sys.argv[1]), sys.argv[2]
+with open(mark_file) as handle:
+    mark = handle.read().strip()
+os.unlink(mark_file)
+sys.argv[:] = [sys.argv[1]]
+workspace = os.path.realpath(os.getcwd()) + os.sep
+exits = (sys.exit, getattr(__builtins__, "exit", None), getattr(__builtins__, "quit", None))
+
+
+def exit_lines():
+    # the lines of the script's own top-level statements that end it: sys.exit(...), exit(),
+    # quit(), raise SystemExit (at module level, in `if __name__ == "__main__":` & co.)
+    with open(path, "rb") as handle:
+        tree = ast.parse(handle.read())
+    lines, todo = set(), list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            todo.extend(getattr(node, field, None) or [])
+        call = getattr(node, "value", None) if isinstance(node, ast.Expr) else None
+        func = getattr(call, "func", None) if isinstance(call, ast.Call) else None
+        named = getattr(func, "id", None) or getattr(func, "attr", None)
+        raised = getattr(node, "exc", None) if isinstance(node, ast.Raise) else None
+        raised = getattr(raised, "func", raised)
+        if named in ("exit", "quit") or getattr(raised, "id", None) == "SystemExit":
+            lines.update(range(node.lineno, getattr(node, "end_lineno", node.lineno) + 1))
+    return lines
+
+
+def ended_by_script(exc):
+    # a SystemExit(0) is the script's own ending when no frame of the workspace other than
+    # the script is on its way and the script raised it at the top level, from a statement
+    # that ends it, with sys.exit as it was
+    trace, last = exc.__traceback__, None
+    while trace is not None:
+        code = trace.tb_frame.f_code
+        name = "" if code.co_filename.startswith("<") else os.path.realpath(code.co_filename)
+        if name == path:
+            last = trace
+        elif name.startswith(workspace):
+            print("SystemExit(%r) raised through %s, not by the script: it did not reach its end"
+                  % (exc.code, os.path.relpath(name)))
+            return False
+        trace = trace.tb_next
+    now = (sys.exit, getattr(__builtins__, "exit", None), getattr(__builtins__, "quit", None))
+    if last is None or any(a is not b for a, b in zip(exits, now)):
+        print("SystemExit(%r) not raised by the script: it did not reach its end" % (exc.code,))
+        return False
+    if last.tb_frame.f_code.co_name != "<module>" or last.tb_lineno not in exit_lines():
+        print("SystemExit(%r) raised at line %d of the script, not by a statement that ends it"
+              % (exc.code, last.tb_lineno))
+        return False
+    return True
+
+
 outcome = "ok"
 try:
-    runpy.run_path(path, run_name="__main__")
+    runpy.run_path(sys.argv[0], run_name="__main__")
 except SystemExit as exc:
     if exc.code not in (None, 0):
         outcome = "SystemExit"
         print("SystemExit: %r" % (exc.code,))
+    elif not ended_by_script(exc):
+        outcome = "SystemExit-not-the-script-s"
 except BaseException as exc:
     traceback.print_exc()
     outcome = type(exc).__name__
@@ -68,7 +125,13 @@ sys.stdout.flush()
 os._exit(0 if outcome == "ok" else 1)
 """
 """Runs one script as __main__ and says how it ended (Python 3.5 and later: SWE-bench's
-environments run old Pythons)."""
+environments run old Pythons). A script counts only when it reached its end: it returned, or
+a top-level statement of its own that ends it (`sys.exit(0)`, `exit()`, `raise SystemExit`)
+raised SystemExit(0) with `sys.exit` as it was; a SystemExit that went through the code under
+test (a module that exits when pytest is not loaded), or came from a line that is no such
+statement (a builtin the code under test replaced), is not the script's success. The result line's mark is read from a file the wrapper deletes before
+the script runs: it is on no command line (`/proc/self/cmdline`) the code under test could
+read and print with an `ok` before ending the process."""
 
 ScriptStatus = Literal["passed", "failed", "error", "timeout"]
 
@@ -92,9 +155,11 @@ def run_script(sandbox: Sandbox, test: ReproTest, timeout_s: float,
     directory = _fresh_dir(sandbox.workspace)
     (directory / f"{test.name}.py").write_text(test.source, encoding="utf-8")
     workdir = PurePosixPath(sandbox.workdir.rstrip("/") or "/")
-    mark = "ooda-repro-" + secrets.token_hex(8)
+    mark = "ooda-repro-" + secrets.token_hex(16)
+    mark_name = f".mark-{secrets.token_hex(8)}"
+    (directory / mark_name).write_text(mark, encoding="utf-8")
     argv = ["python3", "-s", "-B", "-c", WRAPPER, str(workdir / REPRO_DIR / f"{test.name}.py"),
-            mark]
+            str(workdir / REPRO_DIR / mark_name)]
     wrapped, nonce = pretest.wrap(argv, pre_test or [])
     started = time.monotonic()
     result = sandbox.run(wrapped, timeout_s=max(timeout_s, 0.1))

@@ -25,7 +25,7 @@ from ooda.agent.app.charts import (
 )
 from ooda.agent.core.records import AttemptRecord, RunSummary
 from ooda.agent.support.reasons import failure_reason
-from ooda.agent.support.textsafe import printable
+from ooda.agent.support.textsafe import md_code, md_fence, printable
 
 PROTOCOL_NOTES = {
     "blind": "protocol **blind**: the model never saw the hidden tests; they judged the one "
@@ -284,7 +284,8 @@ def eval_markdown(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any
     gold = summary.get("gold_failures")
     if gold:
         lines += ["## Gold patch failures", ""]
-        lines += [f"- `{g['task_id']}` {g['status']}: {g['reason']}" for g in gold]
+        lines += [f"- {md_code(str(g['task_id']))} {g['status']}: {md_code(str(g['reason']), 300)}"
+                  for g in gold]
         lines.append("")
     pass_k = sorted((summary.get("pass_at_k") or {}).items(), key=lambda kv: int(kv[0]))
     lines += ["## pass@k (oracle coverage)", "",
@@ -373,9 +374,13 @@ def run_markdown(run: RunSummary, attempts: Sequence[AttemptRecord], patch: str)
         *_phases_md(run.to_json(), end=[""]),
         *([run_protocol(run.to_json()), ""] if run_protocol(run.to_json()) else []),
         *modelstats.markdown(run.to_json()),
-        "## Attempts", "", *_md_table(RUN_COLUMNS, [_attempt_row(a) for a in attempts]), "",
+        "## Attempts", "",
+        # the reason is candidate text: an inert code span in Markdown
+        *_md_table(RUN_COLUMNS, [[*row[:-1], md_code(row[-1])]
+                                 for row in map(_attempt_row, attempts)]), "",
     ]
     if patch:
-        lines += ["## Winning patch", "", "```diff", patch.rstrip(), "```", ""]
+        fence = md_fence(patch)  # no line of the patch can close the block
+        lines += ["## Winning patch", "", f"{fence}diff", patch.rstrip(), fence, ""]
     return printable("\n".join(lines))
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from ooda.agent.contracts.options import EnvironmentOptions, SandboxOptions, StageOptions
 from ooda.agent.contracts.protocols import Verdict
 from ooda.agent.sandbox.registry import get_backend
+from ooda.agent.support.collected import collected
 from ooda.agent.verify.plan import TaskPlan, draft_plan
 from ooda.agent.verify.prepare import make_plan
 from ooda.agent.verify.verifier import TaskVerifier
@@ -43,7 +44,8 @@ def verify_patch(
     """Judge `patch` for `task`; `say` gets the line on what the tests run in. A patch the
     edit policy refuses, that touches a protected file or does not apply is PatchError before
     any sandbox starts or the base's tests run (the cheap checks first)."""
-    check_applies(task.repo, patch, task.protected)
+    tests = collected(task.repo, [*task.fail_to_pass, *task.pass_to_pass], [], task.test_cmd)
+    check_applies(task.repo, patch, task.protected, tests.patterns)
     draft = draft_plan(task, environment, sandbox, stages)
     if draft.environment_line:
         say(draft.environment_line)

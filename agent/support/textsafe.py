@@ -40,3 +40,34 @@ def markup_safe(text: str) -> str:
     from rich.markup import escape  # rich only when printing through it (start-up time)
 
     return escape(printable(text))
+
+
+_BACKTICKS = re.compile(r"`+")
+_FENCE_RUNS = re.compile(r"`{3,}|~{3,}")
+
+
+def md_code(text: str, limit: int = 0, *, table: bool = False) -> str:
+    """Candidate text as one inline Markdown code span, inert wherever it lands: inside a code
+    span GitHub renders no HTML (`<!--`, `<img>`), no link or autolink, no `@mention`, no
+    emphasis; the fence is one backtick longer than any run in the text, newlines become spaces
+    (a span is one line), `|` is escaped in a table cell (GFM splits cells on it even inside a
+    span). `limit` cuts the text first (0: no limit)."""
+    text = printable(" ".join(text.split()))
+    if limit and len(text) > limit:
+        text = text[: max(limit - 3, 1)] + "..."
+    if not text:
+        return ""
+    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
+    fence = "`" * (longest + 1)
+    if text.startswith("`") or text.endswith("`"):
+        text = f" {text} "
+    if table:
+        text = text.replace("|", "\\|")
+    return f"{fence}{text}{fence}"
+
+
+def md_fence(text: str) -> str:
+    """A code fence (backticks) longer than any fence-like run in `text`, so that no line of a
+    candidate's patch or output can close the block and be rendered as Markdown."""
+    longest = max((len(m) for m in _FENCE_RUNS.findall(text)), default=2)
+    return "`" * max(3, longest + 1)

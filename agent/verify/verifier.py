@@ -25,6 +25,7 @@ Importing this module holds the pytest guard warm in the sandboxes started after
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable
@@ -46,6 +47,7 @@ from ooda.agent.contracts.spectrum import BaseTrace
 from ooda.agent.sandbox import warm as warm_packages
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.support import fstree
+from ooda.agent.support.collected import Collected, collected, doctest_changes
 from ooda.agent.verify import base_trace
 from ooda.agent.verify.baselines import Baselines
 from ooda.agent.verify.blind import BlindChecks
@@ -360,12 +362,30 @@ class TaskVerifier:
     def _apply(self, workspace: Path, patch: str) -> list[str]:
         """The candidate into the workspace by the verifier's rule; the changed paths."""
         if self.apply_rule == "strict":
-            return apply_patch(workspace, patch, protected=self.plan.task.protected)
+            tests = self.collected_tests
+            changed = apply_patch(workspace, patch, protected=self.plan.task.protected,
+                                  tests=tests.patterns)
+            rewritten = doctest_changes(self.base_repo, workspace, changed, tests,
+                                        every_module=self.plan.tests.test_cmd is not None)
+            if rewritten:
+                raise PatchError(
+                    f"{rewritten[0]}: this changes doctest examples the test run collects as "
+                    "tests; edits to tests are not part of a solution, so change the code "
+                    "under test instead", "test_file")
+            return changed
         applied = apply_prediction(workspace, patch)
         self.applied_by = applied.method
         restore_test_files(workspace, self.base_repo, list(self.plan.tests.hidden_files),
                            applied.changed)
         return applied.changed
+
+    @functools.cached_property
+    def collected_tests(self) -> Collected:
+        """The files the repository's own pytest collects as tests (its configuration, the
+        required ids, the hidden test files): protected like tests/ (agent/support/collected.py)."""
+        tests = self.plan.tests
+        return collected(self.base_repo, [*tests.fail_to_pass, *tests.pass_to_pass],
+                         list(tests.hidden_files), tests.test_cmd)
 
     def _check(self, changed: list[str]) -> CheckSpec:
         plan = self.plan

@@ -9,12 +9,14 @@ would touch, so the policy sees git's own reading of the patch as well as unidif
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
+import pathspec
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
@@ -198,13 +200,16 @@ def path_kind(path: str) -> str:
     return "protected_file"
 
 
-def check_patch_policy(patch: str, protected: Sequence[str] = ()) -> None:
+def check_patch_policy(
+    patch: str, protected: Sequence[str] = (), tests: Sequence[str] = ()
+) -> None:
     """Raise PatchError(reason) when a candidate patch may not be applied.
 
     Rejected: empty, huge or non-text patches, binary patches, symlinks, absolute paths, '..',
     anything under .git/ or .ooda/, test files, conftest.py, tool and git configuration, site
     hooks (.pth, sitecustomize), packaging metadata and bytecode; test support files, by rule
-    and by the task's `protected` patterns (agent/support/testsupport.py)."""
+    and by the task's `protected` patterns (agent/support/testsupport.py); the files the
+    repository's own pytest collects as tests (`tests`, agent/support/collected.py)."""
     patch = with_final_newline(patch)
     if not patch.strip():
         raise PatchError("the patch is empty: it changes no file")
@@ -232,10 +237,14 @@ def check_patch_policy(patch: str, protected: Sequence[str] = ()) -> None:
                 raise PatchError(reason)
     for path in paths:
         reason = (
-            protected_reason(path) or support_reason(path, protected) or _depth_reason(path)
+            protected_reason(path)
+            or collected_reason(path, tests)
+            or support_reason(path, protected)
+            or _depth_reason(path)
         )
         if reason:
-            raise PatchError(reason, path_kind(path))
+            kind = "test_file" if collected_reason(path, tests) else path_kind(path)
+            raise PatchError(reason, kind)
 
 
 def _depth_reason(path: str) -> str | None:
@@ -286,8 +295,30 @@ def _creates_symlink(info: str) -> bool:
 # --------------------------------------------------------------------------- applying
 
 
+def collected_reason(path: str, tests: Sequence[str]) -> str | None:
+    """Why a candidate may not touch `path` as a test file the repository's own pytest
+    collects (`tests`: .gitignore patterns from agent/support/collected.py)."""
+    if not tests or not _collected_spec(tuple(tests)).match_file(path):
+        return None
+    return (
+        f"{path}: this is a test file (the repository's pytest collects it: its python_files, "
+        "doctest files or a required test id); edits to tests are not part of a solution, so "
+        "change the code under test instead"
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def _collected_spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
+
+
 def apply_patch(
-    workspace: Path, patch: str, *, trusted: bool = False, protected: Sequence[str] = ()
+    workspace: Path,
+    patch: str,
+    *,
+    trusted: bool = False,
+    protected: Sequence[str] = (),
+    tests: Sequence[str] = (),
 ) -> list[str]:
     """Apply a unified diff to `workspace` with `git apply`; return the paths it changed.
 
@@ -297,7 +328,7 @@ def apply_patch(
     if trusted and not patch.strip():
         return []
     if not trusted:
-        check_patch_policy(patch, protected)
+        check_patch_policy(patch, protected, tests)
     _, paths, strip = _parse(patch)
     touched = git_numstat(workspace, patch, strip)
     changed = list(dict.fromkeys(paths + touched))
@@ -305,7 +336,9 @@ def apply_patch(
         reason = (
             path_safety(path)
             if trusted
-            else protected_reason(path) or support_reason(path, protected)
+            else protected_reason(path)
+            or collected_reason(path, tests)
+            or support_reason(path, protected)
         )
         if reason:
             raise PatchError(reason, path_kind(path))
@@ -324,15 +357,21 @@ def apply_patch(
     return changed
 
 
-def check_applies(repo: Path, patch: str, protected: Sequence[str] = ()) -> None:
+def check_applies(
+    repo: Path, patch: str, protected: Sequence[str] = (), tests: Sequence[str] = ()
+) -> None:
     """What apply_patch would refuse in a copy of `repo`, found without a copy or a sandbox:
     the policy, the protected files, and `git apply --check` (nothing is written). A patch
     given up front (`ooda verify --patch`) is judged so before the base's tests run."""
     patch = with_final_newline(patch)
-    check_patch_policy(patch, protected)
+    check_patch_policy(patch, protected, tests)
     _, paths, strip = _parse(patch)
     for path in dict.fromkeys(paths + git_numstat(repo, patch, strip)):
-        reason = protected_reason(path) or support_reason(path, protected)
+        reason = (
+            protected_reason(path)
+            or collected_reason(path, tests)
+            or support_reason(path, protected)
+        )
         if reason:
             raise PatchError(reason, path_kind(path))
     _git(repo, ["apply", "--check", "--whitespace=nowarn", f"-p{strip}", "-"], patch)

@@ -114,3 +114,36 @@ def test_a_probe_is_never_passed_or_failed_and_its_behaviour_is_recorded(
     fix(box)
     changed = ReproVerifier().verify(box, check).details["probes"]["probe_issue"]
     assert changed["behaviour"] != changed["base"]
+
+
+EXITS_WHEN_PYTEST_IS_ABSENT = "import sys\nif 'pytest' not in sys.modules:\n    sys.exit(0)\n"
+EXITS_AT_ITS_FIRST_CALL = "import sys\n_real_sum = sum\ndef sum(xs):\n    sys.exit()\n"
+
+
+@pytest.mark.parametrize("trick", [EXITS_WHEN_PYTEST_IS_ABSENT, EXITS_AT_ITS_FIRST_CALL])
+def test_a_script_the_code_under_test_ended_did_not_pass(box: LocalSandbox, trick: str) -> None:
+    """Issue 33, class 5: SystemExit(0) from the code under test (at import, or through a builtin
+    a function under test calls) is not the script reaching its end; the script's own `sys.exit(0)` is."""
+    (box.workspace / "calc.py").write_text(
+        trick + "def mean(xs):\n    return sum(xs) // len(xs)\n"
+    )
+    run = run_script(box, ReproTest("repro_1", REPRODUCES), 20)
+    assert run.status == "error" and "SystemExit" in run.exception, run
+    assert "did not reach its end" in run.output or "not by a statement" in run.output
+    fix(box)
+    ends = REPRODUCES + "import sys\nif __name__ == '__main__':\n    sys.exit(0)\n"
+    assert run_script(box, ReproTest("repro_1", ends), 20).status == "passed"
+
+
+def test_the_result_mark_is_on_no_command_line(box: LocalSandbox) -> None:
+    """The code under test cannot print the wrapper's result line: its mark is not in argv."""
+    (box.workspace / "calc.py").write_text(
+        "import os, sys\n"
+        "words = open('/proc/self/cmdline', 'rb').read().split(b'\\0')\n"
+        "for word in words:\n"
+        "    if word.startswith(b'ooda-repro-'):\n"
+        "        print(word.decode() + ' ok'); sys.stdout.flush(); os._exit(0)\n"
+        "def mean(xs):\n    return sum(xs) // len(xs)\n"
+    )
+    run = run_script(box, ReproTest("repro_1", REPRODUCES), 20)
+    assert run.status == "failed", run

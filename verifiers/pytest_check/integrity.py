@@ -2,7 +2,8 @@
 
 Two sources, both independent of what pytest's JUnit report says:
 
-- the workspace: the files that decide how tests run (conftest.py, test modules, tool
+- the workspace: the files that decide how tests run (conftest.py, test modules and the test
+  files its own pytest configuration collects (agent/support/collected.py), tool
   configuration, `.pth` files, bytecode, packaging metadata, test support files such as
   `pkg/testing.py`, modules named like pytest or the standard library at the top level) are fingerprinted before and after the run; the code
   under test creating, changing or deleting any of them is tampering (and would otherwise
@@ -19,9 +20,11 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import pathspec
 
 from ooda.agent.contracts.policy import (
     CONFIG_NAMES,
@@ -31,6 +34,7 @@ from ooda.agent.contracts.policy import (
     TEST_FILE_PATTERNS,
 )
 from ooda.agent.support import fstree
+from ooda.agent.support.collected import collected
 from ooda.agent.support.testsupport import is_test_support
 
 MAX_ENTRIES = 200_000
@@ -45,9 +49,12 @@ Manifest = dict[str, str]
 """Repo-relative path -> fingerprint of a file that decides how tests run."""
 
 
-def run_relevant(path: str) -> bool:
-    """True for a repo-relative POSIX path whose content changes how pytest runs."""
+def run_relevant(path: str, collected: pathspec.GitIgnoreSpec | None = None) -> bool:
+    """True for a repo-relative POSIX path whose content changes how pytest runs (`collected`:
+    the test files the repository's own pytest configuration collects)."""
     parts = path.split("/")
+    if collected is not None and collected.match_file(path):
+        return True
     name = parts[-1]
     if len(parts) >= 2 and parts[-2] == "__pycache__" and name.endswith((".pyc", ".pyo")):
         # bytecode stands for its source: a library module's is as much the candidate's to
@@ -72,9 +79,12 @@ def run_relevant(path: str) -> bool:
     return module in SHADOWED  # shadows pytest or the standard library for the next run
 
 
-def manifest(workspace: Path) -> Manifest:
+def manifest(workspace: Path, known_files: Sequence[str] = ()) -> Manifest:
     """Fingerprints of the run-relevant files under `workspace` (symbolic links never
-    followed; the verifiers' own .ooda/ left out)."""
+    followed; the verifiers' own .ooda/ left out), with the test files its pytest
+    configuration collects and `known_files` (the required ids' files)."""
+    tests = collected(workspace, (), known_files)
+    spec = pathspec.GitIgnoreSpec.from_lines([*tests.patterns, *tests.doctest_globs])
     found: Manifest = {}
     entries = 0
     root = str(workspace)
@@ -88,7 +98,7 @@ def manifest(workspace: Path) -> Manifest:
             return {TOO_MANY: str(entries)}
         for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
             rel = rel_dir + name
-            if run_relevant(rel):
+            if run_relevant(rel, spec):
                 found[rel] = _fingerprint(os.path.join(dirpath, name))
     return found
 

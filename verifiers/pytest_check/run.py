@@ -162,7 +162,7 @@ def run_pytest(
     the task's `pre_test` commands run first, in the same shell (PreTestFailed when one fails).
     The guard reports which of `hidden_files` (the task's hidden tests) the candidate's code
     read (TestRun.hidden_reads)."""
-    before = integrity.manifest(sandbox.workspace)
+    before = integrity.manifest(sandbox.workspace, known_files)
     directory = _report_dir(sandbox.workspace)
     nonce = uuid.uuid4().hex
     name = f"junit-{nonce}.xml"
@@ -215,7 +215,8 @@ def run_pytest(
         run.pytest_exit_code = record["exit_code"] if record is not None else None
         if record is not None:
             run.hidden_reads = [str(p) for p in record.get("hidden_reads", [])][:10]
-        changes = integrity.changed_files(before, integrity.manifest(sandbox.workspace))
+        changes = integrity.changed_files(
+            before, integrity.manifest(sandbox.workspace, known_files))
         if changes:
             run.tampered.append(integrity.describe_files(changes))
         if run.report_found:

@@ -24,7 +24,7 @@ from ooda.agent.app.ci.outcome import (
 )
 from ooda.agent.contracts.stages import CASCADE_ORDER
 from ooda.agent.sandbox.image import PYTHON_VERSION
-from ooda.agent.support.textsafe import printable
+from ooda.agent.support.textsafe import md_code, md_fence, printable
 
 if TYPE_CHECKING:
     from ooda.agent.core.loop import Attempt, RunResult
@@ -128,7 +128,7 @@ def render_comment(
     if report.failing_before:
         lines += ["", f"**Failing before this pull request too** "
                       f"({len(report.failing_before)} test(s): they fail on its base "
-                      f"`{report.base_rev}` as well, so they are likely unrelated; "
+                      f"{md_code(report.base_rev)} as well, so they are likely unrelated; "
                       "not the fix's job, and left failing by it):"]
         lines += _failure_lines(report.failing_before)
     elif report.base_note and result is not None:
@@ -143,7 +143,7 @@ def render_comment(
         f"{summary.attempts} attempt(s) in "
         f"{result.rounds_used} round(s), {summary.wall_s:.1f} s, "
         f"tokens {summary.tokens.prompt:,} + {summary.tokens.completion:,}, "
-        f"model `{summary.model or '?'}`"
+        f"model {md_code(summary.model or '?')}"
     )
     winner = result.winner
     if winner is not None:
@@ -153,30 +153,31 @@ def render_comment(
             patch = patch[:COMMENT_DIFF_CHARS] + "\n... (cut: the whole diff is suggestion.diff)\n"
         fence = _fence(patch)
         lines += ["", f"{fence}diff", patch.rstrip("\n"), fence, ""]
-        lines.append(f"Found by attempt `{winner.attempt_id}` (round {winner.round}): {stats}.")
+        lines.append(f"Found by attempt {md_code(winner.attempt_id)} (round {winner.round}): "
+                     f"{stats}.")
         if report.failing_before:
-            left = ", ".join(f"`{f.test_id}`" for f in report.failing_before[:COMMENT_TESTS])
+            left = ", ".join(md_code(f.test_id) for f in report.failing_before[:COMMENT_TESTS])
             lines.append(f"It repairs this pull request's failures and breaks no passing test; "
                          f"it leaves failing {left}"
                          + (" and more" if len(report.failing_before) > COMMENT_TESTS else "")
                          + " (failing on the base too).")
         if branch:
-            lines.append(f"The fix is pushed as branch `{branch}`.")
+            lines.append(f"The fix is pushed as branch {md_code(branch)}.")
         else:
             lines.append("Apply it with `git apply suggestion.diff` (from the job's artifacts).")
     else:
-        lines.append(f"**What was tried**: {stats}; stopped: {result.reason}.")
+        lines.append(f"**What was tried**: {stats}; stopped: {_inline(result.reason, 300)}.")
         lines += ["", "| attempt | round | result | why |", "|---|---|---|---|"]
         for attempt in result.attempts[:COMMENT_ATTEMPTS]:
             lines.append(
-                f"| `{attempt.attempt_id}` | {attempt.round} | {_attempt_result(attempt)} | "
-                f"{_cell(_why(attempt))} |"
+                f"| {md_code(attempt.attempt_id, table=True)} | {attempt.round} | "
+                f"{_attempt_result(attempt)} | {_cell(_why(attempt))} |"
             )
         if len(result.attempts) > COMMENT_ATTEMPTS:
             lines.append(f"| ... | | {len(result.attempts) - COMMENT_ATTEMPTS} more | |")
     lines += ["", f"Tests ran in {_environment(summary)}."]
     if run_dir is not None:
-        lines += ["", f"<sub>ooda run `{run_dir.name}`</sub>"]
+        lines += ["", f"<sub>ooda run {md_code(run_dir.name)}</sub>"]
     text = printable("\n".join(lines) + "\n")  # candidate text: no terminal escapes
     return text if len(text) <= MAX_COMMENT_CHARS else text[: MAX_COMMENT_CHARS - 40] + "\n...\n"
 
@@ -185,7 +186,7 @@ def _failure_lines(failures: list[FailedTest]) -> list[str]:
     lines = []
     for failure in failures[:COMMENT_TESTS]:
         first = _headline(failure.message)
-        lines.append(f"- `{failure.test_id}`" + (f": {_inline(first, 160)}" if first else ""))
+        lines.append(f"- {md_code(failure.test_id)}" + (f": {_inline(first, 160)}" if first else ""))
     if len(failures) > COMMENT_TESTS:
         lines.append(f"- ... and {len(failures) - COMMENT_TESTS} more")
     return lines
@@ -246,7 +247,7 @@ def _environment(summary: RunSummary) -> str:
     """The Python the tests ran in: the repository's detected or given environment, else
     ooda's sandbox image."""
     said = (summary.environment or "").removeprefix("environment: ").strip()
-    return f"`{_inline(said, 200)}`" if said else f"ooda's sandbox image (Python {PYTHON_VERSION})"
+    return _inline(said, 200) if said else f"ooda's sandbox image (Python {PYTHON_VERSION})"
 
 
 def _attempt_result(attempt: Attempt) -> str:
@@ -266,8 +267,9 @@ def _why(attempt: Attempt) -> str:
 
 
 def _inline(text: str, limit: int) -> str:
-    text = " ".join(text.split()).replace("`", "'")
-    return _shorten(text, limit)
+    """Text from a candidate, a test or a model, cut at a clause, as an inert code span
+    (no HTML, link or mention inside one: agent/support/textsafe.py)."""
+    return md_code(_shorten(" ".join(text.split()).replace("`", "'"), limit))
 
 
 def _shorten(text: str, limit: int) -> str:
@@ -285,10 +287,8 @@ def _shorten(text: str, limit: int) -> str:
 
 
 def _cell(text: str) -> str:
-    return _inline(text, 140).replace("|", "\\|")
+    return md_code(text, 140, table=True)
 
 
-def _fence(text: str) -> str:
-    longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=2)
-    return "`" * max(3, longest + 1)
+_fence = md_fence
 

@@ -318,9 +318,9 @@ def test_comment_says_which_stages_did_not_judge_the_fix_and_which_python_ran(
         "mypy", "skipped", 0.2, "", "mypy cannot check these files on the unpatched code "
         "either; stage skipped\nerror: x"))
     text = render_comment(report, result)
-    assert "(passed: syntax, tampering, ruff, pytest; skipped: mypy (mypy cannot check these " \
+    assert "(passed: syntax, tampering, ruff, pytest; skipped: mypy (`mypy cannot check these " \
         "files on " \
-        "the unpatched code either; stage skipped); not run: security (turned off for this " \
+        "the unpatched code either; stage skipped`); not run: security (turned off for this " \
         "run))" in text
     assert "Tests ran in ooda's sandbox image (Python 3.11)." in text
     result.summary = dataclasses.replace(

@@ -167,7 +167,7 @@ class Guard:
         change to the watched functions, the hooks pytest calls and the modules it imported."""
         if full:
             if not self._fingerprint.unchanged():
-                for name in changes(self.reference, self.judge.suspect_replacement)[:5]:
+                for name in changes(self.reference, self._suspect_replacement)[:5]:
                     self.problem(f"{name} was replaced or changed at run time", when)
                 if self._fingerprint.unchanged(sizes=False):  # only classes grew: looked at
                     self._fingerprint = Fingerprint(self.reference, grown=True)
@@ -200,6 +200,20 @@ class Guard:
                 continue
             name = getattr(target, "__qualname__", type(target).__name__)
             self.problem(f"the code of {name} (the test machinery's) was replaced at run time", when)
+
+    def _suspect_replacement(self, owner: Owner, name: str, value: object) -> bool:
+        """The judge's rule, except that when the repository is pytest itself, a value whose
+        code is one of its runner's own files is the runner's doing (pytest-dev__pytest-10081:
+        the unittest plugin under test sets its fixtures on a TestCase class, unittest's own
+        when a test module imports it)."""
+        if self.runner_packages:
+            code = code_of(value)
+            if code is not None:
+                origin = self.provenance.origin(code)
+                path = origin.path if origin is not None and origin.path else code.co_filename
+                if self.hooks._runner_file(path):
+                    return False
+        return self.judge.suspect_replacement(owner, name, value)
 
     def _shadowed(self) -> list[str]:
         """Toolchain modules imported from the workspace, and standard-library ones imported

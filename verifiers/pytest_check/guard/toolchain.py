@@ -108,17 +108,40 @@ def _find() -> set[str]:
 
 
 def repository_own(names: set[str], changed: list[str]) -> set[str]:
-    """The names that the repository itself provides at its top level (cwd), in files the
-    candidate did not change: the repository *is* that package (pygments, say, or pytest
-    itself, at the top or under src/), and its tests must import it, not the image's copy."""
+    """The names that the repository itself provides at its top level (cwd): the repository
+    *is* that package (pluggy, pygments, or pytest itself, at the top or under src/), and its
+    tests must import it, not the image's copy. Decided by what existed before the candidate
+    changed anything: a package with a module the candidate did not touch (a fix to its
+    `__init__.py` keeps it the repository's), a single-module one left unchanged; a package
+    the candidate made whole (all its files changed) stays the image's."""
     own = set()
+    untouched = {os.path.normpath(p) for p in changed}
     for name in names:
         for top in ("", "src"):
-            for rel in (f"{name}.py", os.path.join(name, "__init__.py")):
-                rel = os.path.join(top, rel)
-                if os.path.isfile(rel) and os.path.normpath(rel) not in changed:
-                    own.add(name)
+            module = os.path.join(top, f"{name}.py")
+            if os.path.isfile(module) and os.path.normpath(module) not in untouched:
+                own.add(name)
+            package = os.path.join(top, name)
+            if os.path.isfile(os.path.join(package, "__init__.py")) and _has_unchanged(
+                package, untouched
+            ):
+                own.add(name)
     return own
+
+
+def _has_unchanged(package: str, changed: set[str]) -> bool:
+    """Whether a package folder holds a Python module not among `changed` (looked at a few
+    hundred files deep at most)."""
+    seen = 0
+    for folder, dirs, files in os.walk(package):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            seen += 1
+            if seen > 500:
+                return False
+            if name.endswith(".py") and os.path.normpath(os.path.join(folder, name)) not in changed:
+                return True
+    return False
 
 
 def _canonical(name: str) -> str:
