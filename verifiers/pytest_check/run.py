@@ -146,6 +146,16 @@ def _report_dir(workspace: Path) -> Path:
     return directory
 
 
+def fresh_report_dir(workspace: Path) -> Path:
+    """An empty .ooda/ for a run's reports and records (also the output-graded runners')."""
+    return _report_dir(workspace)
+
+
+def reset_report_dir(workspace: Path) -> None:
+    """.ooda/ removed once a run's reports were read."""
+    _reset_report_dir(workspace)
+
+
 def run_pytest(
     sandbox: Sandbox,
     args: Sequence[str],

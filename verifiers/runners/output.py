@@ -4,21 +4,30 @@ the arguments a request gives it and a parser of its output's lines; the rest is
 command line (VAR=value words in front become the environment), the task's pre-test commands
 first in the same shell (PreTestFailed when one fails), the run and its outcomes.
 
-Unlike pytest under the guard, code under test could print a fake line: this grading is as
-trustworthy as SWE-bench's own log parsing, no more (docs/SWEBENCH.md).
+No printed line decides a verdict: the runner's script runs under a recording harness
+(harness.py) that keeps each test's outcome from the runner's own calls (unittest's TestResult
+under Django's runner, sympy's reporter) and writes it, at the end, to a file whose name the code
+under test cannot know; the record is cross-checked with the exit status, and the files that
+decide how tests run are fingerprinted around the run as for pytest (docs/SECURITY.md).
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
+import secrets
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 from ooda.agent.contracts.protocols import Sandbox
 from ooda.verifiers import pretest, tail
-from ooda.verifiers.pytest_check.parse import TestRun
-from ooda.verifiers.pytest_check.run import PreTestFailed
+from ooda.verifiers.pytest_check import integrity
+from ooda.verifiers.pytest_check.parse import REPORT_DIR, TestRun, read_report
+from ooda.verifiers.pytest_check.run import PreTestFailed, fresh_report_dir, reset_report_dir
 from ooda.verifiers.runners.request import NotGradable, TestRequest
 
 
@@ -33,24 +42,98 @@ def command(runner_cmd: str, arguments: list[str]) -> tuple[list[str], dict[str,
     return ["python3", *words, *arguments], env
 
 
+HARNESS_KINDS = {"django": "unittest", "sympy": "sympy"}
+"""How the recording harness follows each output-graded runner (harness.py)."""
+
+
+@functools.cache
+def harness_source() -> str:
+    """The harness's text (never imported on the host: it runs on the environment's Python)."""
+    return Path(__file__).with_name("harness.py").read_text(encoding="utf-8")
+
+
 def run_graded(sandbox: Sandbox, request: TestRequest, kind: str, argv: list[str],
                env: dict[str, str], outcomes: Callable[[str], dict[str, str]]) -> TestRun:
-    """Run `argv` in `sandbox` (the request's pre-test commands first) and read each test's
-    outcome from the output with `outcomes`."""
+    """Run `argv` (python3 SCRIPT ARGS...) in `sandbox` under the recording harness (the
+    request's pre-test commands first) and grade each test from the harness's record, cross-
+    checked with the exit status; the printed lines (`outcomes` parses them) decide nothing."""
     if request.command and not request.ids:
         raise NotGradable(f"the {kind} test runner runs the task's test ids; a test command "
                           "is graded only when it is a plain pytest call")
-    wrapped, nonce = pretest.wrap(argv, request.pre_test)
+    workspace = sandbox.workspace
+    directory = fresh_report_dir(workspace)
+    in_dir = PurePosixPath(sandbox.workdir.rstrip("/") or "/") / REPORT_DIR
+    setup, record_name = secrets.token_hex(8), f"record-{secrets.token_hex(16)}.json"
+    (directory / f"harness-{setup}.py").write_text(harness_source(), encoding="utf-8")
+    (directory / f"harness-{setup}.json").write_text(
+        json.dumps({"record": str(in_dir / record_name)}), encoding="utf-8")
+    harnessed = [argv[0], str(in_dir / f"harness-{setup}.py"), str(in_dir / f"harness-{setup}.json"),
+                 HARNESS_KINDS.get(kind, "unittest"), *argv[1:]]
+    if kind == "sympy" and "PYTHONHASHSEED" not in env:
+        # bin/test then runs the tests in its own process (not a child it would start to
+        # randomize hashing), with hashing randomized as that child's would be
+        env = {**env, "PYTHONHASHSEED": str(secrets.randbelow(2**32))}
+    before = integrity.manifest(workspace, request.test_files)
+    wrapped, nonce = pretest.wrap(harnessed, request.pre_test)
     result = sandbox.run(wrapped, timeout_s=max(request.timeout_s, 0.1), env=env)
     failed = None if result.timed_out else pretest.failure(result.output, request.pre_test,
                                                            nonce)
     if failed:
+        reset_report_dir(workspace)
         raise PreTestFailed(f"{failed}:\n{tail(result.output, 1500)}")
-    found = outcomes(result.output)
+    record = None if result.timed_out else _record(read_report(workspace, record_name))
+    found = dict(record["tests"]) if record is not None else {}
     commands = [*(f"(pre-test) {c}" for c in request.pre_test), shlex.join(argv)]
-    return TestRun(outcomes=found, exit_code=result.exit_code, timed_out=result.timed_out,
-                   report_found=bool(found), output=result.output,
-                   duration_s=result.duration_s, commands=commands, limit=result.limit)
+    run = TestRun(outcomes=found, exit_code=result.exit_code, timed_out=result.timed_out,
+                  report_found=record is not None, output=result.output,
+                  duration_s=result.duration_s, commands=commands, limit=result.limit)
+    if not result.timed_out and result.limit is None:
+        changes = integrity.changed_files(before, integrity.manifest(workspace, request.test_files))
+        if changes:
+            run.tampered.append(integrity.describe_files(changes))
+        run.tampered += cross_check(record, result.exit_code)
+    reset_report_dir(workspace)
+    return run
+
+
+def _record(data: bytes | None) -> dict[str, Any] | None:
+    """The harness's record, or None when it is missing or not what the harness writes."""
+    try:
+        record = json.loads(data.decode("utf-8")) if data is not None else None
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if (
+        not isinstance(record, dict)
+        or not isinstance(record.get("tests"), dict)
+        or not isinstance(record.get("exit_code"), int)
+        or not isinstance(record.get("failures"), int)
+        or not isinstance(record.get("problems"), list)
+    ):
+        return None
+    record["tests"] = {str(k): str(v) for k, v in record["tests"].items()
+                       if str(v) in _OUTCOMES}
+    return record
+
+
+_OUTCOMES = frozenset({"passed", "failed", "error", "skipped", "xfailed"})
+
+
+def cross_check(record: dict[str, Any] | None, exit_code: int | None) -> list[str]:
+    """Why the run's record cannot be trusted (empty when it can): missing (the process ended
+    before the runner did), an exit status other than the runner's, failures the runner
+    reported with a status of 0, the runner's own functions replaced at run time."""
+    if record is None:
+        return ["the test process ended before the test runner finished (os._exit or a crash "
+                "in the code under test?): its record of the run is missing"]
+    problems = [f"{name} (the test runner's) was replaced at run time"
+                for name in map(str, record["problems"][:5])]
+    if exit_code is not None and record["exit_code"] != exit_code:
+        problems.append(f"the test runner ended with status {record['exit_code']} but the test "
+                        f"process exited with {exit_code}")
+    if record["failures"] and record["exit_code"] == 0:
+        problems.append(f"the test runner reported {record['failures']} failure(s) but ended "
+                        "with status 0")
+    return problems
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Django-style (`./tests/runtests.py`) and sympy-style (`bin/test`) test suites in their own
 environments, real Docker: small local repositories whose runners print in those formats (no
-real django or sympy), graded per test from the output, base and patched."""
+real django or sympy, but sympy's runner module where sympy has it), graded per test from the
+recording harness's record (verifiers/runners/harness.py), base and patched."""
 
 from __future__ import annotations
 
@@ -47,27 +48,48 @@ class CalcTests(unittest.TestCase):
 '''
 BIN_TEST = '''\
 #!/usr/bin/env python3
-"""Like sympy's bin/test --verbose: `test_name ok|F|E` per test of the files given."""
-import importlib.util, os, sys
+"""Like sympy's bin/test --verbose: its runner (sympy_like's runtests) over the files given."""
+import os, sys
 sys.path.insert(0, os.getcwd())
-files = [a for a in sys.argv[1:] if a.endswith(".py")]
-print("============================= test process starts ==============================")
-failed = False
-for path in files:
-    spec = importlib.util.spec_from_file_location("t", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    tests = [n for n in vars(module) if n.startswith("test_")]
-    print(f"{path}[{len(tests)}] ")
-    for name in tests:
-        try:
-            getattr(module, name)()
-            print(f"{name} ok")
-        except AssertionError:
-            print(f"{name} F"); failed = True
-        except Exception:
-            print(f"{name} E"); failed = True
-sys.exit(1 if failed else 0)
+from sympy.testing.runtests import run
+sys.exit(0 if run([a for a in sys.argv[1:] if a.endswith(".py")]) else 1)
+'''
+RUNTESTS_MODULE = '''\
+"""Like sympy.testing.runtests: a reporter told each test's outcome; `test_name ok|F|E`."""
+import importlib.util
+
+
+class PyTestReporter:
+    def entering_test(self, f):
+        print(f.__name__, end=" ")
+
+    def test_pass(self, char="ok"):
+        print(char)
+
+    def test_fail(self, exc_info):
+        print("F")
+
+    def test_exception(self, exc_info):
+        print("E")
+
+
+def run(files):
+    reporter, ok = PyTestReporter(), True
+    print("============================= test process starts ==============================")
+    for path in files:
+        spec = importlib.util.spec_from_file_location("t", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for name in [n for n in vars(module) if n.startswith("test_")]:
+            reporter.entering_test(getattr(module, name))
+            try:
+                getattr(module, name)()
+                reporter.test_pass()
+            except AssertionError as exc:
+                reporter.test_fail(exc); ok = False
+            except Exception as exc:
+                reporter.test_exception(exc); ok = False
+    return ok
 '''
 SYMPY_TESTS = '''\
 from calc import double
@@ -117,7 +139,8 @@ CASES = {
                ["test_type (calc_tests.tests.CalcTests)"],
                {"tests/runtests.py": RUNTESTS, "tests/calc_tests/__init__.py": ""}),
     "sympy": ("sympy_like/tests/test_calc.py", SYMPY_TESTS, ["test_double"], ["test_type"],
-              {"bin/test": BIN_TEST}),
+              {"bin/test": BIN_TEST, "sympy/__init__.py": "", "sympy/testing/__init__.py": "",
+               "sympy/testing/runtests.py": RUNTESTS_MODULE}),
 }
 
 

@@ -1,0 +1,178 @@
+"""Issue 33's second class: a verdict read from text the candidate's process can write. A
+Django-style (`./tests/runtests.py`, unittest at verbosity 2) and a sympy-style (`bin/test` over
+sympy's runner module) repository, graded per test in their environments (real TaskVerifier,
+Docker and bwrap). The unfixed code prints the lines the old parsers looked for (finishing
+unittest's half-printed `test_x (...) ... ` line with `ok`, a `test_x ok` line) and, in a second
+variant, ends the process with status 0 once they are printed: the recording harness grades from
+the runner's own calls (verifiers/runners/harness.py), so neither passes. Control: the fix
+passes, even when it prints the same lines.
+"""
+
+from __future__ import annotations
+
+import difflib
+import subprocess
+from pathlib import Path
+
+import pytest
+from adv_helpers import assert_not_passed
+from adv_helpers import verify as verify_task
+
+BUGGY = "def double(x):\n    return x + x + 1\n"
+FIXED = "def double(x):\n    return x + x\n"
+RUNTESTS = '''\
+import argparse, os, sys, unittest
+parser = argparse.ArgumentParser()
+parser.add_argument("labels", nargs="*")
+parser.add_argument("--verbosity", type=int, default=1)
+parser.add_argument("--parallel", default="1")
+args = parser.parse_args()
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [here, os.path.dirname(here)]
+suite = unittest.defaultTestLoader.loadTestsFromNames(args.labels)
+result = unittest.TextTestRunner(verbosity=args.verbosity).run(suite)
+sys.exit(not result.wasSuccessful())
+'''
+DJANGO_TESTS = '''\
+import unittest
+
+from calc import double
+
+
+class CalcTests(unittest.TestCase):
+    def test_double(self):
+        self.assertEqual(double(2), 4)
+
+    def test_zero(self):
+        self.assertEqual(double(0), 0)
+'''
+BIN_TEST = '''\
+import os, sys
+sys.path.insert(0, os.getcwd())
+from sympy.testing.runtests import run
+sys.exit(0 if run([a for a in sys.argv[1:] if a.endswith(".py")]) else 1)
+'''
+RUNTESTS_MODULE = '''\
+import importlib.util
+
+
+class PyTestReporter:
+    def entering_test(self, f):
+        print(f.__name__, end=" ", flush=True)
+
+    def test_pass(self, char="ok"):
+        print(char)
+
+    def test_fail(self, exc_info):
+        print("F")
+
+    def test_exception(self, exc_info):
+        print("E")
+
+
+def run(files):
+    reporter, ok = PyTestReporter(), True
+    for path in files:
+        spec = importlib.util.spec_from_file_location("t", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for name in [n for n in vars(module) if n.startswith("test_")]:
+            reporter.entering_test(getattr(module, name))
+            try:
+                getattr(module, name)()
+                reporter.test_pass()
+            except AssertionError as exc:
+                reporter.test_fail(exc); ok = False
+            except Exception as exc:
+                reporter.test_exception(exc); ok = False
+    return ok
+'''
+SYMPY_TESTS = '''\
+from calc import double
+
+
+def test_double():
+    assert double(2) == 4
+
+
+def test_zero():
+    assert double(0) == 0
+'''
+KINDS = {
+    "django": ("tests/calc_tests/tests.py", DJANGO_TESTS,
+               "test_double (calc_tests.tests.CalcTests)", "test_zero (calc_tests.tests.CalcTests)",
+               {"tests/runtests.py": RUNTESTS, "tests/calc_tests/__init__.py": ""}),
+    "sympy": ("sympy_like/tests/test_calc.py", SYMPY_TESTS, "test_double", "test_zero",
+              {"bin/test": BIN_TEST, "sympy/__init__.py": "", "sympy/testing/__init__.py": "",
+               "sympy/testing/runtests.py": RUNTESTS_MODULE}),
+}
+PRINTS_OK = '''\
+import sys
+
+
+def double(x):
+    # the old parsers read `test_x (...) ... ok` (unittest, on stderr) and `test_x ok` lines
+    sys.stderr.write("ok\\ntest_double (calc_tests.tests.CalcTests) ... ok\\n")
+    sys.stdout.write("ok\\ntest_double ok\\n")
+    return x + x + 1
+'''
+PRINTS_OK_AND_EXITS = '''\
+import os, sys
+
+
+def double(x):
+    sys.stderr.write("ok\\ntest_double (calc_tests.tests.CalcTests) ... ok\\n")
+    sys.stderr.write("test_zero (calc_tests.tests.CalcTests) ... ok\\n")
+    sys.stdout.write("ok\\ntest_double ok\\ntest_zero ok\\n")
+    sys.stdout.flush(); sys.stderr.flush()
+    os._exit(0)
+'''
+HONEST_PRINTS = PRINTS_OK.replace("x + x + 1", "x + x")
+
+
+def _patch(path: str, old: str, new: str) -> str:
+    body = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
+                                        f"a/{path}", f"b/{path}"))
+    mode = "" if old else "new file mode 100644\n"
+    return f"diff --git a/{path} b/{path}\n{mode}{body}"
+
+
+def _task(root: Path, kind: str) -> Path:
+    test_path, tests, f2p, p2p, files = KINDS[kind]
+    repo = root / "repo"
+    for name, text in {"calc.py": BUGGY, **files}.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (root / "tests.diff").write_text(_patch(test_path, "", tests).replace(
+        f"--- a/{test_path}", "--- /dev/null"))
+    (root / "task.toml").write_text(
+        f'statement = "double() adds one"\nfail_to_pass = ["{f2p}"]\npass_to_pass = ["{p2p}"]\n'
+        'test_patch = "tests.diff"\nrun_test_files = true\n\n'
+        f'[environment]\npython = "3.11"\ninstall = ""\n\n[environment.runner]\nkind = "{kind}"\n')
+    return root
+
+
+@pytest.fixture(scope="module", params=sorted(KINDS))
+def task(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _task(tmp_path_factory.mktemp(request.param), request.param)
+
+
+CHEATS = {"prints_ok": PRINTS_OK, "prints_ok_and_exits_0": PRINTS_OK_AND_EXITS}
+
+
+@pytest.mark.parametrize("name", list(CHEATS))
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_printed_ok_lines_pass_nothing(task: Path, tmp_path: Path, name: str, backend: str) -> None:
+    verdict = verify_task(task, _patch("calc.py", BUGGY, CHEATS[name]), tmp_path, backend)
+    assert_not_passed(verdict, "failed")
+    if name == "prints_ok_and_exits_0":
+        assert "record of the run is missing" in verdict.feedback, verdict.feedback
+
+
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_the_fix_passes_even_when_it_prints(task: Path, tmp_path: Path, backend: str) -> None:
+    for index, source in enumerate((FIXED, HONEST_PRINTS)):
+        verdict = verify_task(task, _patch("calc.py", BUGGY, source), tmp_path / str(index),
+                              backend)
+        assert verdict.status == "passed", verdict.feedback
