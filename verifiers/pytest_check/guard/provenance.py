@@ -116,19 +116,29 @@ class Provenance:
         )
         """The interpreter's own installation (where its pip installs pytest and the rest)."""
         self._files: dict[str, bool] = {}
-        self._hidden: dict[str, frozenset[str]] = {}
-        """Base name -> real paths of the task's hidden test files (whose reads are noted)."""
+        self._hidden: dict[tuple[int, int], str] = {}
+        """(device, inode) -> relative path of the task's hidden test files (reads noted)."""
+        self._hidden_names: frozenset[str] = frozenset()
+        """Their file names without `.py`, looked for in the commands the candidate starts."""
         self.hidden_reads: list[str] = []
         self._busy = False
         """Hidden test files the candidate's code opened, as given (relative to the root)."""
 
     def watch_reads(self, paths: Iterable[str]) -> None:
-        """Note when the candidate's code opens one of `paths` (the task's hidden tests)."""
-        found: dict[str, set[str]] = {}
+        """Note when the candidate's code opens one of `paths` (the task's hidden tests): known
+        by the file's identity (device, inode), however it is named or reached."""
+        found: dict[tuple[int, int], str] = {}
+        names: set[str] = set()
         for path in paths:
             real = _realpath(os.path.join(self.root, path))
-            found.setdefault(os.path.basename(real), set()).add(real)
-        self._hidden = {name: frozenset(reals) for name, reals in found.items()}
+            try:
+                info = _stat(real)
+            except OSError:
+                continue
+            found[(info.st_dev, info.st_ino)] = os.path.relpath(real, self.root)
+            names.add(os.path.splitext(os.path.basename(real))[0])
+        self._hidden = found
+        self._hidden_names = frozenset(n for n in names if len(n) >= 6)
 
     # ------------------------------------------------------------------ set-up
 
@@ -296,6 +306,9 @@ class Provenance:
         if event == "open":
             if self._hidden and args:
                 self._on_open(args[0])
+        elif event in _SPAWNS:
+            if self._hidden_names and args:
+                self._on_spawn(args)
         elif event == "exec":
             code = args[0] if args else None
             if isinstance(code, types.CodeType) and id(code) not in self.origins:
@@ -343,19 +356,63 @@ class Provenance:
 
     def _on_open(self, path: object) -> None:
         """A hidden test file opened with the candidate's code the innermost untrusted frame
-        on the stack (directly, or through pathlib, linecache, inspect...)."""
-        if isinstance(path, bytes):
-            path = os.fsdecode(path)
-        if not isinstance(path, str):
+        on the stack (directly, or through pathlib, linecache, inspect...), known by identity:
+        a name relative to the current directory (after a chdir), a link under another name,
+        or, for a name no directory here resolves, one relative to a directory the process
+        holds open (`dir_fd`, whose value the audit event does not carry)."""
+        if isinstance(path, int):
+            return  # an open descriptor: opened (and judged) before
+        try:
+            name = os.fsdecode(path)  # type: ignore[arg-type]
+        except TypeError:
             return
-        reals = self._hidden.get(os.path.basename(path))
-        if reals is None or _realpath(os.path.join(self.root, path)) not in reals:
-            return
-        frame = self.first_untrusted(_getframe(2))
-        if frame is not None and self.trusted(frame.f_code) is False:
-            relative = os.path.relpath(_realpath(os.path.join(self.root, path)), self.root)
-            if relative not in self.hidden_reads:
-                self.hidden_reads.append(relative)
+        try:
+            info = _stat(name)
+            hit = self._hidden.get((info.st_dev, info.st_ino))
+            if hit is None:
+                return
+        except (OSError, ValueError):
+            if os.path.isabs(name) or not self._untrusted_caller():
+                return
+            hit = self._held_dirs_resolve(name)
+            if hit is None:
+                return
+        if self._untrusted_caller() and hit not in self.hidden_reads:
+            self.hidden_reads.append(hit)
+
+    def _untrusted_caller(self) -> bool:
+        frame = self.first_untrusted(_getframe(3))
+        return frame is not None and self.trusted(frame.f_code) is False
+
+    def _held_dirs_resolve(self, name: str) -> str | None:
+        """The hidden file `name` names relative to a directory the process holds open."""
+        try:
+            fds = os.listdir("/proc/self/fd")
+        except OSError:
+            return None
+        for fd in fds[:4096]:
+            try:
+                info = _stat(name, dir_fd=int(fd))
+            except (OSError, ValueError):
+                continue
+            hit = self._hidden.get((info.st_dev, info.st_ino))
+            if hit is not None:
+                return hit
+        return None
+
+    def _on_spawn(self, args: tuple[Any, ...]) -> None:
+        """A command started by the candidate's code that names a hidden test file (`cat`,
+        `python -c "open(...)"`): what that process reads escapes the audit hook."""
+        text = " ".join(os.fsdecode(a) if isinstance(a, (str, bytes)) else
+                        " ".join(os.fsdecode(x) for x in a if isinstance(x, (str, bytes)))
+                        if isinstance(a, (list, tuple)) else "" for a in args)
+        for name in self._hidden_names:
+            if name in text and self._untrusted_caller():
+                for hit in self._hidden.values():
+                    if os.path.splitext(os.path.basename(hit))[0] == name and (
+                        hit not in self.hidden_reads
+                    ):
+                        self.hidden_reads.append(hit)
 
     def _on_made(self, code: types.CodeType, caller: types.FrameType) -> None:
         if self.stack_trusted(caller):
@@ -431,6 +488,9 @@ _SEARCHES = frozenset(
 )  # fmt: skip
 """Events that, called straight from the candidate's code, can only be a search for the test
 run's objects (the runner, the guard) or a hook of its own on the process."""
+_SPAWNS = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn"})
+"""Events of a command started from the process (its reads escape the audit hook)."""
 _EVENTS = frozenset(
-    {"exec", "function.__new__", "object.__setattr__", "open", "sys._getframe", *_SEARCHES}
+    {"exec", "function.__new__", "object.__setattr__", "open", "sys._getframe", *_SEARCHES,
+     *_SPAWNS}
 )
