@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ooda.tasks.hidden import hidden_tests
 from ooda.tasks.loader import load_task
+from ooda.verifiers import hidden as hidden_module
 from ooda.verifiers.hidden import MARKER, HiddenText, _norm
 
 SHUFFLED = "".join(random.Random(33).sample(string.ascii_lowercase, 26))
@@ -60,7 +61,10 @@ TRANSFORMS: dict[str, Callable[[str], str]] = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dirs", nargs="+", type=Path)
+    parser.add_argument("--iso-chars", type=int, default=hidden_module.ISO_MIN_CHARS)
+    parser.add_argument("--iso-repeats", type=int, default=hidden_module.ISO_MIN_REPEATS)
     args = parser.parse_args()
+    hidden_module.ISO_MIN_CHARS, hidden_module.ISO_MIN_REPEATS = args.iso_chars, args.iso_repeats
     lines_seen = withheld = exact = tasks = hidden_total = 0
     caught: Counter[str] = Counter()
     examples: list[str] = []
