@@ -128,7 +128,7 @@ def render_comment(
     if report.failing_before:
         lines += ["", f"**Failing before this pull request too** "
                       f"({len(report.failing_before)} test(s): they fail on its base "
-                      f"{md_code(report.base_rev)} as well, so they are likely unrelated; "
+                      f"{md_code(report.base_rev or '')} as well, so they are likely unrelated; "
                       "not the fix's job, and left failing by it):"]
         lines += _failure_lines(report.failing_before)
     elif report.base_note and result is not None:
