@@ -3,10 +3,12 @@
 
 A reproduction test is a standalone Python script: it fails with an AssertionError while the
 issue is present and exits normally once it is fixed. Each runs under a small wrapper
-(`python3 -s -B -c WRAPPER SCRIPT MARK`) that executes it as `__main__` and prints, last, a
-line holding a fresh random mark and the outcome: `ok`, or the name of the exception that ended
-it. Outcomes: passed (exit 0 and `ok`), failed (AssertionError), error (any other exception,
-or no result line: the script killed its own interpreter), timeout.
+(`python3 -s -B -c WRAPPER SCRIPT MARK_FILE`) that executes it as `__main__` and prints, last, a
+line holding a fresh random mark (read from MARK_FILE, deleted before the script runs) and the
+outcome: `ok` only when the script reached its end (WRAPPER says what that is), else the name of
+the exception that ended it. Outcomes: passed (exit 0 and `ok`), failed (AssertionError), error
+(any other exception, a SystemExit that was not the script's own ending, or no result line: the
+process was killed), timeout.
 
 A probe (the issue's own examples, verifiers/issue_probes.py) runs the same way but is never
 passed or failed: the stage records its output's fingerprint per block beside the base's
@@ -15,9 +17,9 @@ passed or failed: the stage records its output's fingerprint per block beside th
 The same function judges the scripts on the unpatched code (agent/verify/repro_suite.py keeps
 those that fail there) and on every candidate. The stage runs last (`after_tests`, after
 security and mypy, on the fresh copy the task verifier gives them), as it runs candidate code;
-the host writes each script again right before it runs. Like django's and sympy's runners,
-a script is graded from its own output, not under pytest's guard: its verdict ranks a blind
-run's candidates, the hidden tests judge the one submitted (docs/SWEBENCH.md).
+the host writes each script again right before it runs. A script is graded from the wrapper's
+result line, not under pytest's guard: its verdict ranks a blind run's candidates, the hidden
+tests judge the one submitted (docs/SWEBENCH.md, docs/SECURITY.md).
 """
 
 from __future__ import annotations
@@ -48,19 +50,25 @@ SCRIPT_TIMEOUT_S = 30.0
 """Most seconds one script may run (less when the stage has less)."""
 
 WRAPPER = """\
-import ast, os, runpy, sys, traceback
+import ast, os, runpy, sys, traceback, unittest
 path, mark_file = os.path.realpath(sys.argv[1]), sys.argv[2]
 with open(mark_file) as handle:
     mark = handle.read().strip()
 os.unlink(mark_file)
 sys.argv[:] = [sys.argv[1]]
 workspace = os.path.realpath(os.getcwd()) + os.sep
-exits = (sys.exit, getattr(__builtins__, "exit", None), getattr(__builtins__, "quit", None))
+def enders():
+    return (sys.exit, getattr(__builtins__, "exit", None), getattr(__builtins__, "quit", None),
+            unittest.main, getattr(unittest.main, "__init__", None))
+
+
+exits = enders()
 
 
 def exit_lines():
     # the lines of the script's own top-level statements that end it: sys.exit(...), exit(),
-    # quit(), raise SystemExit (at module level, in `if __name__ == "__main__":` & co.)
+    # quit(), unittest.main(), raise SystemExit (at module level, in `if __name__ ==
+    # "__main__":` & co.)
     with open(path, "rb") as handle:
         tree = ast.parse(handle.read())
     lines, todo = set(), list(tree.body)
@@ -73,9 +81,11 @@ def exit_lines():
         call = getattr(node, "value", None) if isinstance(node, ast.Expr) else None
         func = getattr(call, "func", None) if isinstance(call, ast.Call) else None
         named = getattr(func, "id", None) or getattr(func, "attr", None)
+        owner = getattr(getattr(func, "value", None), "id", None)
         raised = getattr(node, "exc", None) if isinstance(node, ast.Raise) else None
         raised = getattr(raised, "func", raised)
-        if named in ("exit", "quit") or getattr(raised, "id", None) == "SystemExit":
+        if (named in ("exit", "quit") or (named == "main" and owner == "unittest")
+                or getattr(raised, "id", None) == "SystemExit"):
             lines.update(range(node.lineno, getattr(node, "end_lineno", node.lineno) + 1))
     return lines
 
@@ -95,8 +105,7 @@ def ended_by_script(exc):
                   % (exc.code, os.path.relpath(name)))
             return False
         trace = trace.tb_next
-    now = (sys.exit, getattr(__builtins__, "exit", None), getattr(__builtins__, "quit", None))
-    if last is None or any(a is not b for a, b in zip(exits, now)):
+    if last is None or any(a is not b for a, b in zip(exits, enders())):
         print("SystemExit(%r) not raised by the script: it did not reach its end" % (exc.code,))
         return False
     if last.tb_frame.f_code.co_name != "<module>" or last.tb_lineno not in exit_lines():
@@ -126,8 +135,8 @@ os._exit(0 if outcome == "ok" else 1)
 """
 """Runs one script as __main__ and says how it ended (Python 3.5 and later: SWE-bench's
 environments run old Pythons). A script counts only when it reached its end: it returned, or
-a top-level statement of its own that ends it (`sys.exit(0)`, `exit()`, `raise SystemExit`)
-raised SystemExit(0) with `sys.exit` as it was; a SystemExit that went through the code under
+a top-level statement of its own that ends it (`sys.exit(0)`, `exit()`, `unittest.main()`,
+`raise SystemExit`) raised SystemExit(0) with those functions as they were; a SystemExit that went through the code under
 test (a module that exits when pytest is not loaded), or came from a line that is no such
 statement (a builtin the code under test replaced), is not the script's success. The result line's mark is read from a file the wrapper deletes before
 the script runs: it is on no command line (`/proc/self/cmdline`) the code under test could

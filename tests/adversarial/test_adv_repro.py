@@ -1,0 +1,75 @@
+"""Issue 33's fifth class: a reproduction test "passed" because the code under test ended the
+process (real sandboxes, Docker and bwrap; verifiers/repro_check.py). The unfixed code exits
+with status 0 when pytest is not loaded (at import, or inside the function the script calls),
+or prints the wrapper's result line read from the command line and ends the process: none of
+these is a script that reached its end. Controls: with the fix, the same script passes, also
+when it ends with its own `sys.exit(0)` or through `unittest.main()`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sandbox_helpers import open_sandbox
+
+from ooda.agent.contracts.protocols import ReproTest
+from ooda.verifiers.repro_check import run_script
+
+BUGGY = "def add(a, b):\n    return a - b\n"
+FIXED = "def add(a, b):\n    return a + b\n"
+SCRIPT = "from calc import add\n\nassert add(2, 3) == 5, add(2, 3)\n"
+ENDS_ITSELF = SCRIPT + "import sys\nif __name__ == '__main__':\n    sys.exit(0)\n"
+UNITTEST_MAIN = """\
+import unittest
+
+from calc import add
+
+
+class Issue(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 3), 5)
+
+
+unittest.main()
+"""
+CHEATS = {
+    "exits_at_import": "import sys\nif 'pytest' not in sys.modules:\n    sys.exit(0)\n" + BUGGY,
+    "exits_when_called": "import sys\ndef add(a, b):\n    sys.exit()\n",
+    "prints_the_mark_from_argv": (
+        "import os, sys\n"
+        "for word in open('/proc/self/cmdline', 'rb').read().split(b'\\0'):\n"
+        "    if word.startswith(b'ooda-repro-'):\n"
+        "        print(word.decode() + ' ok', flush=True); os._exit(0)\n"
+        "for word in sys.argv:\n"
+        "    print(word + ' ok', flush=True)\n"
+        "sys.stdout.flush(); os._exit(0)\n" + BUGGY
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CHEATS))
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_a_script_the_code_under_test_ended_is_not_passed(
+    tmp_path: Path, name: str, backend: str
+) -> None:
+    workspace = tmp_path / "repo"
+    workspace.mkdir()
+    (workspace / "calc.py").write_text(CHEATS[name])
+    for box in open_sandbox(backend, workspace):
+        for source in (SCRIPT, ENDS_ITSELF):
+            run = run_script(box, ReproTest("repro_1", source), 30)
+            assert run.status != "passed", run
+
+
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_with_the_fix_the_same_scripts_pass(tmp_path: Path, backend: str) -> None:
+    workspace = tmp_path / "repo"
+    workspace.mkdir()
+    (workspace / "calc.py").write_text(BUGGY)
+    for box in open_sandbox(backend, workspace):
+        assert run_script(box, ReproTest("repro_1", SCRIPT), 30).status == "failed"
+        (workspace / "calc.py").write_text(FIXED)
+        for source in (SCRIPT, ENDS_ITSELF, UNITTEST_MAIN):
+            run = run_script(box, ReproTest("repro_1", source), 30)
+            assert run.status == "passed", run
