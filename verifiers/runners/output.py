@@ -88,7 +88,10 @@ def run_graded(sandbox: Sandbox, request: TestRequest, kind: str, argv: list[str
                   report_found=record is not None, output=result.output,
                   duration_s=result.duration_s, commands=commands, limit=result.limit)
     if not result.timed_out and result.limit is None:
-        changes = integrity.changed_files(before, integrity.manifest(workspace, request.test_files))
+        # files the tests create are theirs (Django's and sympy's suites write some): only an
+        # existing test file changed or deleted mid-run is tampering here (read before use)
+        changes = [c for c in integrity.changed_files(
+            before, integrity.manifest(workspace, request.test_files)) if "(created)" not in c]
         if changes:
             run.tampered.append(integrity.describe_files(changes))
         run.tampered += cross_check(record, result.exit_code)
