@@ -176,3 +176,40 @@ def test_the_fix_passes_even_when_it_prints(task: Path, tmp_path: Path, backend:
         verdict = verify_task(task, _patch("calc.py", BUGGY, source), tmp_path / str(index),
                               backend)
         assert verdict.status == "passed", verdict.feedback
+
+
+# written after the harness: the runner's own result objects turned against it
+RESULT_CLASS_LIES = '''\
+import unittest
+
+
+def _success(self, test, err):
+    unittest.TestResult.addSuccess(self, test)
+
+
+unittest.TextTestResult.addFailure = _success
+unittest.TextTestResult.addError = _success
+
+
+def double(x):
+    return x + x + 1
+'''
+REPORTER_LIES = '''\
+import sys
+
+
+def double(x):
+    runtests = sys.modules.get("sympy.testing.runtests")
+    if runtests is not None:
+        runtests.PyTestReporter.test_fail = runtests.PyTestReporter.test_pass
+    return x + x + 1
+'''
+
+
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_a_result_class_turned_into_a_liar_passes_nothing(
+    task: Path, tmp_path: Path, backend: str
+) -> None:
+    source = RESULT_CLASS_LIES if "calc_tests" in (task / "tests.diff").read_text() else REPORTER_LIES
+    verdict = verify_task(task, _patch("calc.py", BUGGY, source), tmp_path, backend)
+    assert_not_passed(verdict, "failed")

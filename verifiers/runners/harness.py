@@ -84,29 +84,85 @@ def _recording(original, outcome):
     return add
 
 
+UNITTEST_OUTCOMES = {
+    "addSuccess": "passed",
+    "addFailure": "failed",
+    "addError": "error",
+    "addSkip": "skipped",
+    "addExpectedFailure": "xfailed",
+    "addUnexpectedSuccess": "failed",
+    # a subtest that failed fails its test (args: subtest, err)
+    "addSubTest": lambda args: "failed" if len(args) > 1 and args[1] is not None else None,
+}  # type: Dict[str, Any]
+
+
+class Recorder(object):
+    """What unittest's own `TestCase.run` reports to: each outcome recorded here first, then
+    handed to the runner's result object (whatever class the runner, or the code under test,
+    made it): a result class that turns a failure into a success changes what it prints and
+    counts, not the record."""
+
+    def __init__(self, result):
+        # type: (Any) -> None
+        object.__setattr__(self, "_ooda_result", result)
+
+    def __getattr__(self, name):
+        # type: (str) -> Any
+        value = getattr(object.__getattribute__(self, "_ooda_result"), name)
+        outcome = UNITTEST_OUTCOMES.get(name)
+        if outcome is None or not callable(value):
+            return value
+
+        def add(test, *args, **kwargs):
+            # type: (Any, *Any, **Any) -> Any
+            said = outcome(args) if callable(outcome) else outcome
+            if said is not None:
+                note(unittest_id(test), said)
+            return value(test, *args, **kwargs)
+
+        return add
+
+    def __setattr__(self, name, value):
+        # type: (str, Any) -> None
+        setattr(object.__getattribute__(self, "_ooda_result"), name, value)
+
+
+def _recorded_run(original):
+    # type: (Callable[..., Any]) -> Callable[..., Any]
+    def run(self, result=None):
+        # type: (Any, Any) -> Any
+        return original(self, Recorder(result) if result is not None else None)
+
+    run.__name__ = "run"
+    run.__doc__ = original.__doc__
+    return run
+
+
 def install_unittest():
     # type: () -> None
+    """unittest's `TestCase.run` reports to a Recorder; the base `TestResult.add*` record too
+    (outcomes reported outside `run`: Django's `_pre_setup` errors, a class set-up's errors);
+    every function of the stdlib's unittest watched from now on."""
     import unittest.case
+    import unittest.loader
+    import unittest.main
     import unittest.result
+    import unittest.runner
+    import unittest.suite
 
     result = unittest.result.TestResult
-    outcomes = {
-        "addSuccess": "passed",
-        "addFailure": "failed",
-        "addError": "error",
-        "addSkip": "skipped",
-        "addExpectedFailure": "xfailed",
-        "addUnexpectedSuccess": "failed",
-        # a subtest that failed fails its test (args: subtest, err)
-        "addSubTest": lambda args: "failed" if len(args) > 1 and args[1] is not None else None,
-    }
-    for name, outcome in outcomes.items():
+    for name, outcome in UNITTEST_OUTCOMES.items():
         original = vars(result).get(name)
         if original is not None:
             setattr(result, name, _recording(original, outcome))
-    watch(result, sorted(outcomes))
     case = unittest.case.TestCase
-    watch(case, ["run", "__call__", "_callTestMethod", "_callSetUp", "_callTearDown", "debug"])
+    case.run = _recorded_run(vars(case)["run"])  # type: ignore[method-assign]
+    for module in (unittest.case, unittest.result, unittest.runner, unittest.suite,
+                   unittest.loader, unittest.main):
+        watch(module, sorted(n for n, v in vars(module).items() if callable(v)))
+        for value in list(vars(module).values()):
+            if isinstance(value, type) and getattr(value, "__module__", "") == module.__name__:
+                watch(value, sorted(n for n, v in vars(value).items() if callable(v)))
 
 
 # --------------------------------------------------------------------------- sympy
@@ -240,7 +296,7 @@ def main(argv):
             stream.flush()
         except Exception:
             pass
-    changed = ["%s.%s" % (getattr(owner, "__qualname__", owner), name)
+    changed = ["%s.%s" % (getattr(owner, "__qualname__", getattr(owner, "__name__", owner)), name)
                for owner, name, value in watched if vars(owner).get(name) is not value]
     record = {"tests": tests, "exit_code": status, "failures": failures[0],
               "problems": changed[:5]}

@@ -9,7 +9,7 @@ afterwards cannot tell; its class can. So a passing comparison (a rewritten `ass
 comparing assertions) whose operands hold such a value, inside builtin containers or in the
 attributes of other objects, is evaluated once more with those classes' overriding methods
 replaced by the builtin's own (`int.__eq__` on the int's own data: no code of the candidate's
-runs), and restored at once. If the comparison then fails, the candidate's code decided it.
+runs), and restored at once. The search looks at up to MAX_VALUES values, breadth first. If the comparison then fails, the candidate's code decided it.
 
 Classes the candidate did not make (the repository's unchanged code, the tests' own wildcards,
 `numpy.float64`, `enum.IntEnum`) keep their own comparisons. What this does not see is said in
@@ -19,6 +19,8 @@ always-equal probe looks at it), and comparisons outside an assert statement are
 
 from __future__ import annotations
 
+import collections
+import itertools
 import types
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -40,9 +42,10 @@ REPLACED = frozenset(
 )  # fmt: skip
 """Methods of a builtin that a subclass overriding them could use to decide a comparison made
 in a test (directly, or through `pytest.approx`, unittest's assertions, `str.lower()` ...)."""
-MAX_VALUES = 200_000
-"""Most values looked at per comparison (containers and objects' attributes)."""
-MAX_OBJECT_DEPTH = 4
+MAX_VALUES = 5_000
+"""Most values looked at per comparison (containers and objects' attributes): the search runs
+for every passing comparison, so it stays as cheap as the always-equal probe's."""
+MAX_OBJECT_DEPTH = 3
 """How deep into objects' attributes (not builtin containers) the search goes."""
 
 def _nobody(cls: type, value: object) -> bool:
@@ -114,24 +117,24 @@ def _parts(value: object, kind: type) -> Iterable[object]:
     """A builtin container's items, read through the builtin (not the subclass's methods)."""
     if issubclass(kind, dict):
         items: Iterable[tuple[object, object]] = dict.items(value)  # type: ignore[arg-type]
-        return [p for pair in items for p in pair]
+        return [p for pair in itertools.islice(items, MAX_VALUES) for p in pair]
     if issubclass(kind, (list, tuple, set, frozenset)):
         base: Any = next(c for c in kind.__mro__ if c in (list, tuple, set, frozenset))
-        return list(base.__iter__(value))
+        return list(itertools.islice(base.__iter__(value), MAX_VALUES))
     return ()
 
 
 def suspects(values: Iterable[object]) -> list[tuple[type, str, object]]:
     """The overriding methods of the candidate's builtin subclasses whose instances `values`
-    hold (in builtin containers at any depth, in other objects' attributes a few levels
-    deep)."""
+    hold (in builtin containers and other objects' attributes, breadth first, up to
+    MAX_VALUES values and MAX_OBJECT_DEPTH levels of objects)."""
     found: list[tuple[type, str, object]] = []
     seen_types: set[type] = set()
     seen: set[int] = set()
-    stack: list[tuple[object, int]] = [(v, 0) for v in values]
+    stack = collections.deque((v, 0) for v in values)
     count = 0
     while stack and count < MAX_VALUES:
-        value, depth = stack.pop()
+        value, depth = stack.popleft()
         count += 1
         kind = type(value)
         if kind in _SCALARS:
