@@ -72,3 +72,47 @@ def test_the_warm_interpreters_toolchain_names_are_used_only_for_its_own_path(
     monkeypatch.setattr(sys, "path", [str(tmp_path), *warm_path, str(tmp_path / "src")])
     assert "remembered" not in toolchain.toolchain_modules()  # a path more: looked up
     assert "pluggy" in toolchain.toolchain_modules()
+
+
+def test_a_toolchain_package_fixed_in_its_init_stays_the_repository_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34: a repository that *is* one of pytest's toolchain packages (pluggy, iniconfig)
+    stays its own when the fix changes its `__init__.py`: the package existed before the
+    candidate (a module of it is unchanged); a package the candidate made whole does not."""
+    _package(tmp_path / "src", "pluggy")
+    (tmp_path / "src" / "pluggy" / "_hooks.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    names = {"pytest", "_pytest", "pluggy"}
+    assert toolchain.repository_own(names, ["src/pluggy/__init__.py"]) == {"pluggy"}
+    made = ["src/pluggy/__init__.py", "src/pluggy/_hooks.py"]
+    assert toolchain.repository_own(names, made) == set()
+
+
+def test_the_runner_s_own_files_may_change_unittest_in_pytest_s_repository(
+    tmp_path: Path,
+) -> None:
+    """pytest-dev__pytest-10081: pytest's unittest plugin (the code under test there) sets its
+    fixtures on a TestCase class, unittest's own when a test module imports it; in pytest's
+    repository a change whose code is one of the runner's files is the runner's, elsewhere the
+    same change is the candidate's."""
+    from types import SimpleNamespace
+
+    from ooda.verifiers.pytest_check.guard.plugin import Guard
+
+    root = str(tmp_path.resolve())
+    source = f"{root}/src/_pytest/unittest.py"
+    code = compile("def fixture():\n    pass\n", source, "exec")
+    namespace: dict[str, object] = {}
+    exec(code, namespace)  # noqa: S102 - a function whose code claims the runner's file
+    judge = SimpleNamespace(root=root, suspect_replacement=lambda *args: True)
+    guard = Guard.__new__(Guard)
+    guard.judge = judge  # type: ignore[assignment]
+    guard.provenance = SimpleNamespace(origin=lambda code: None)  # type: ignore[assignment]
+    from ooda.verifiers.pytest_check.guard.hooks import HookWatch
+
+    guard.hooks = HookWatch(judge, guard)  # type: ignore[arg-type]
+    guard.runner_packages = {"pytest", "_pytest"}
+    assert not guard._suspect_replacement(None, "x", namespace["fixture"])  # type: ignore[arg-type]
+    guard.runner_packages = set()
+    assert guard._suspect_replacement(None, "x", namespace["fixture"])  # type: ignore[arg-type]
