@@ -43,6 +43,8 @@ def request_of(check: CheckSpec) -> TestRequest:
         timeout_s=tests_timeout(check),
         pre_test=tuple(check.pre_test),
         changed_files=tuple(check.changed_files),
+        changed_lines=tuple((path, first, last) for path, spans in check.changed_lines.items()
+                            for first, last in spans),
         # no feedback needed: stop at the first failure (the fail_to_pass tests run first)
         stop_at_first_failure=check.verdict_only,
     )

@@ -253,6 +253,10 @@ class CheckSpec:
 
     changed_files: list[str]
     """Repo-relative paths the candidate patch touched (for syntax, ruff, mypy)."""
+    changed_lines: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    """Per changed file, the (first, last) lines of the new version its patch added or
+    changed (a file absent here: all of it): code outside them existed before the candidate
+    (the pytest guard's re-decided comparisons judge classes by it)."""
     fail_to_pass: list[str] = field(default_factory=list)
     pass_to_pass: list[str] = field(default_factory=list)
     test_cmd: str | None = None

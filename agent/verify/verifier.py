@@ -56,7 +56,7 @@ from ooda.agent.verify.harness_apply import apply_prediction, restore_test_files
 from ooda.agent.verify.plan import TaskPlan, draft_plan
 from ooda.agent.verify.spare import SpareLane
 from ooda.agent.verify.watched import FEEDBACK_LIMIT, Watched, verdict_from
-from ooda.agent.verify.workspace import PatchError, apply_patch, copy_repo
+from ooda.agent.verify.workspace import PatchError, apply_patch, changed_lines, copy_repo
 from ooda.tasks.loader import Task
 from ooda.verifiers import clip
 from ooda.verifiers.cascade import (
@@ -249,6 +249,8 @@ class TaskVerifier:
         lane: SpareLane | None = None
         try:
             check = self._check(changed)
+            if self.apply_rule == "strict":  # (a prediction may apply with fuzz: all lines)
+                check.changed_lines = changed_lines(patch)
             if blind is not None:
                 check = blind.apply(check)
             check.verdict_only = verdict_only

@@ -357,6 +357,32 @@ def apply_patch(
     return changed
 
 
+def changed_lines(patch: str) -> dict[str, list[tuple[int, int]]]:
+    """Per file a patch changes, the (first, last) line spans of its new version that the
+    patch added or changed ({} when the patch cannot be read: every line then counts)."""
+    try:
+        patchset, _paths, strip = _parse(with_final_newline(patch))
+    except PatchError:
+        return {}
+    found: dict[str, list[tuple[int, int]]] = {}
+    for pfile in patchset:
+        if pfile.is_removed_file:
+            continue
+        path = _strip(pfile.target_file, strip)
+        spans: list[tuple[int, int]] = []
+        for hunk in pfile:
+            for line in hunk:
+                number = line.target_line_no
+                if not line.is_added or number is None:
+                    continue
+                if spans and spans[-1][1] == number - 1:
+                    spans[-1] = (spans[-1][0], number)
+                else:
+                    spans.append((number, number))
+        found[path] = spans
+    return found
+
+
 def check_applies(
     repo: Path, patch: str, protected: Sequence[str] = (), tests: Sequence[str] = ()
 ) -> None:

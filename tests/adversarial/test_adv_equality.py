@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from adv_helpers import assert_not_passed, calc_patch, make_task
+from adv_helpers import assert_not_passed, calc_patch, diff, make_task
 from adv_helpers import verify as verify_task
 
 STICKY = '''\
@@ -200,3 +200,62 @@ def test_the_same_class_comparing_honestly_passes(task: Path, tmp_path: Path, ba
     patch = calc_patch(HONEST.replace("{wrap}", "Total(a + b)"))
     verdict = verify_task(task, patch, tmp_path, backend, without=("tampering",))
     assert verdict.status == "passed", verdict.feedback
+
+
+LABELLED = '''\
+"""Arithmetic, and labels that compare without case (by design)."""
+
+
+class Label(str):
+    def __eq__(self, other):
+        return isinstance(other, str) and self.lower() == other.lower()
+
+    def __ne__(self, other):
+        return not self == other
+
+    __hash__ = str.__hash__
+
+
+def label(text: str) -> Label:
+    return Label(text)
+
+
+def add(a: int, b: int) -> int:
+    """The sum of a and b."""
+    return a - b
+'''
+LABEL_TESTS = """\
+from calc import add, label
+
+
+def test_add() -> None:
+    assert add(2, 3) == 5
+
+
+def test_label() -> None:
+    assert label("Total") == "TOTAL"
+    assert [label("a")] == ["A"]
+"""
+
+
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_a_subclass_the_patch_left_as_it_was_keeps_its_own_comparison(
+    tmp_path: Path, backend: str
+) -> None:
+    """Control by provenance: `Label` (a str subclass comparing without case, in the file the
+    fix changes, on lines the fix does not touch) existed before the candidate: its comparisons
+    are the repository's, not re-made. The same class added by the patch is the candidate's."""
+    root = make_task(tmp_path / "task", calc=LABELLED)
+    (root / "repo" / "tests" / "test_calc.py").write_text(LABEL_TESTS)
+    _judge_by(root, 'fail_to_pass = ["tests/test_calc.py::test_add"]\n'
+                    'pass_to_pass = ["tests/test_calc.py::test_label"]\n')
+    fixed = LABELLED.replace("return a - b", "return a + b")
+    verdict = verify_task(root, diff("calc.py", LABELLED, fixed), tmp_path / "a", backend,
+                          without=("tampering",))
+    assert verdict.status == "passed", verdict.feedback
+    total = STICKY[STICKY.index("class Total"):STICKY.index("def add")]
+    sticky = LABELLED.replace("def add(", total + "def add(").replace(
+        "return a - b", "return Total(a - b)")
+    verdict = verify_task(root, diff("calc.py", LABELLED, sticky), tmp_path / "b", backend,
+                          without=("tampering",))
+    assert_not_passed(verdict, "failed", "made by the code under test")

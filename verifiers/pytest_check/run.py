@@ -166,6 +166,7 @@ def run_pytest(
     changed_files: Sequence[str] = (),
     pre_test: Sequence[str] = (),
     hidden_files: Sequence[str] = (),
+    changed_lines: Sequence[tuple[str, int, int]] = (),
 ) -> TestRun:
     """Run pytest under the guard with `<report flags> <args>` in the sandbox, read its
     report and check the run for tampering (`changed_files`: what the candidate changed);
@@ -179,7 +180,11 @@ def run_pytest(
     workdir = sandbox.workdir.rstrip("/") or "/"
     in_dir = PurePosixPath(workdir) / REPORT_DIR
     install_guard(directory, f"guard-{nonce}.py")
-    config = {"changed_files": list(changed_files), "hidden_files": list(hidden_files)}
+    lines: dict[str, list[tuple[int, int]]] = {}
+    for path, first, last in changed_lines:
+        lines.setdefault(path, []).append((first, last))
+    config = {"changed_files": list(changed_files), "hidden_files": list(hidden_files),
+              "changed_lines": lines}
     (directory / f"guard-{nonce}.json").write_text(json.dumps(config), encoding="utf-8")
     args = list(args)
     if len(args) > ARGS_FILE_THRESHOLD:
@@ -249,6 +254,7 @@ def run_pytest_ids(
     whole_files: bool = False,
     pre_test: Sequence[str] = (),
     hidden_files: Sequence[str] = (),
+    changed_lines: Sequence[tuple[str, int, int]] = (),
 ) -> TestRun:
     """Run exactly these node ids, in this order (`options`, e.g. -x, go first); a truncated
     parametrized id runs its whole function (parse.run_target), and with `whole_files` each
@@ -276,6 +282,7 @@ def run_pytest_ids(
             changed_files=changed_files,
             pre_test=pre_test,
             hidden_files=hidden_files,
+            changed_lines=changed_lines,
         )
         commands += run.commands
         if run.timed_out or run.exit_code != 4 or run.pytest_exit_code != 4 or run.tampered:

@@ -36,7 +36,8 @@ class PytestRunner:
             return run_pytest_ids(sandbox, list(request.ids),
                                   request.timeout_s, request.changed_files, options,
                                   whole_files=request.whole_files, pre_test=request.pre_test,
-                                  hidden_files=request.test_files)
+                                  hidden_files=request.test_files,
+                                  changed_lines=request.changed_lines)
         command = request.command or request.runner_cmd
         parsed = pytest_command(command) if command else None
         if parsed is None:
@@ -46,7 +47,7 @@ class PytestRunner:
         args, env = parsed
         return run_pytest(sandbox, args, request.timeout_s, env=env,
                           changed_files=request.changed_files, pre_test=request.pre_test,
-                          hidden_files=request.test_files)
+                          hidden_files=request.test_files, changed_lines=request.changed_lines)
 
     def still_running(self, sandbox: Sandbox, request: TestRequest, output: str) -> str | None:
         """After a run of `request` timed out with `output`: the test it was running, from

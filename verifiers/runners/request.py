@@ -40,6 +40,9 @@ class TestRequest:
     """Shell commands run first, in the tests' own shell (verifiers/pretest.py)."""
     changed_files: tuple[str, ...] = ()
     """What the candidate changed (the guard tells its code from the tests' by it)."""
+    changed_lines: tuple[tuple[str, int, int], ...] = ()
+    """(path, first, last): the lines of a changed file its patch added or changed (a changed
+    file with none here: all of it)."""
     stop_at_first_failure: bool = False
     """Only the verdict matters: a runner may stop at the first failing test."""
 

@@ -51,6 +51,10 @@ def main(argv: list[str]) -> NoReturn:
     preloaded = toolchain.image_plugins(plugins)
     toolchain.preload(names, preloaded, root)
     judge = Judge(root, changed_real, provenance.started, provenance)
+    judge.changed_lines = {
+        os.path.realpath(os.path.join(root, path)): [(int(a), int(b)) for a, b in spans]
+        for path, spans in dict(config.get("changed_lines", {})).items()
+    }
     redecide.candidate_override = judge.candidate_override  # before the snapshot holds it
     guard = (Guard if NEW_WRAPPERS else LegacyGuard)(judge, snapshot())
     guard.toolchain = names

@@ -50,6 +50,9 @@ class Judge:
         self.started = started
         self.provenance = provenance
         self._files: dict[str, bool] = {}
+        self.changed_lines: dict[str, list[tuple[int, int]]] = {}
+        """Real path of a changed file -> the spans of lines its patch added or changed (a
+        changed file absent here: all of it)."""
 
     def suspect_file(self, filename: str) -> bool:
         """The file-name rule: a changed file, a workspace file written since the start, or
@@ -131,9 +134,40 @@ class Judge:
         return any(isinstance(f, str) and self.suspect_file(f) for f in files)
 
     def candidate_override(self, cls: type, value: object) -> bool:
-        """A method on a builtin's subclass that is the candidate's doing: the class is the
-        candidate's, or the method is a function of its code (set on a class it did not make)."""
-        if self.candidate_class(cls):
-            return True
+        """A method on a builtin's subclass that is the candidate's doing: a function of the
+        candidate's code on lines its patch wrote (a method of a changed file that the patch
+        left as it was existed before the candidate: pydicom's `DSfloat` compares with strings
+        by design), or anything with no code (a C callable) on a class the candidate made."""
         code = code_of(value)
-        return code is not None and self.candidate_code(code)
+        if code is None:
+            return self.candidate_class(cls)
+        return self.candidate_code(code) and self.lines_written(code)
+
+    def lines_written(self, code: types.CodeType) -> bool:
+        """Whether `code` holds a line the candidate's patch added or changed: only code the
+        import machinery loaded from a changed file with known spans can be found unwritten
+        (code made at run time counts as written, whatever file name it claims)."""
+        origin = self.provenance.origin(code)
+        if origin is not None:
+            path = origin.path  # the file the import machinery loaded it from ("": made)
+        else:
+            path = "" if self.provenance.enabled else code.co_filename
+        spans = self.changed_lines.get(_realpath(path)) if path else None
+        if spans is None:
+            return True
+        first, last = code.co_firstlineno, code.co_firstlineno
+        for _start, _end, line in _lines(code):
+            if line is not None and line > last:
+                last = line
+        return any(a <= last and first <= b for a, b in spans)
+
+
+def _lines(code: types.CodeType) -> list[tuple[int, int, int | None]]:
+    """(start, end, line) of each instruction range of `code` (Python 3.10+), else the line
+    starts `dis` finds."""
+    lines = getattr(code, "co_lines", None)
+    if lines is not None:
+        return list(lines())
+    import dis
+
+    return [(0, 0, line) for _offset, line in dis.findlinestarts(code)]
