@@ -114,13 +114,15 @@ def collected(
     doctest_files = []
     for test_id in ids:
         path = test_id.split("::", 1)[0]
-        if "::" in test_id and path.endswith(".py") and _safe(path):
+        if not _safe(path) or not (repo / path).is_file():
+            continue  # (a file only the hidden tests add is not named: it would tell them)
+        if "::" in test_id and path.endswith(".py"):
             item = test_id.split("::", 2)[1].split("[", 1)[0]
             if "." in item:  # `pkg/mod.py::pkg.mod.f`: a doctest (no test name holds a dot)
                 doctest_files.append(path)
             else:  # a test file, whatever its name (pytest collects a file it is given)
                 patterns.append("/" + path)
-        elif path.endswith(".py") and _safe(path):
+        elif path.endswith(".py"):
             patterns.append("/" + path)
     patterns += ["/" + f for f in files if _safe(f)]
     return Collected(

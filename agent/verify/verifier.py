@@ -384,10 +384,12 @@ class TaskVerifier:
     @functools.cached_property
     def collected_tests(self) -> Collected:
         """The files the repository's own pytest collects as tests (its configuration, the
-        required ids, the hidden test files): protected like tests/ (agent/support/collected.py)."""
+        base's files of the required ids): protected like tests/ (agent/support/collected.py).
+        The hidden test files are not named here (a refusal would tell the model which they
+        are); the hidden patch applied after the candidate's settles those."""
         tests = self.plan.tests
-        return collected(self.base_repo, [*tests.fail_to_pass, *tests.pass_to_pass],
-                         list(tests.hidden_files), tests.test_cmd)
+        return collected(self.base_repo, [*tests.fail_to_pass, *tests.pass_to_pass], [],
+                         tests.test_cmd)
 
     def _check(self, changed: list[str]) -> CheckSpec:
         plan = self.plan

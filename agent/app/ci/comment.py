@@ -132,8 +132,8 @@ def render_comment(
                       "not the fix's job, and left failing by it):"]
         lines += _failure_lines(report.failing_before)
     elif report.base_note and result is not None:
-        lines += ["", f"(Every reported failure is the fix's job: {_inline(report.base_note, 200)}"
-                      ".)"]
+        note = " ".join(report.base_note.split())[:200]  # ooda's own words (outcome.py)
+        lines += ["", f"(Every reported failure is the fix's job: {note}.)"]
     lines.append("")
     if result is None:
         text = printable("\n".join(lines) + "\n")

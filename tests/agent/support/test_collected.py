@@ -25,8 +25,13 @@ def test_python_files_and_doctest_options_are_read_where_pytest_reads_them(
     tmp_path: Path, name: str
 ) -> None:
     (tmp_path / name).write_text(CONFIGS[name])
-    found = collected(tmp_path, ["pkg/checks.py::test_x", "pkg/mod.py::pkg.mod.f"], ["t/x.py"])
+    (tmp_path / "pkg").mkdir()
+    for module in ("checks.py", "mod.py"):
+        (tmp_path / "pkg" / module).write_text("")
+    ids = ["pkg/checks.py::test_x", "pkg/mod.py::pkg.mod.f", "pkg/hidden_only.py::test_y"]
+    found = collected(tmp_path, ids, ["t/x.py"])
     assert {"tests.py", "*_tests.py", "/pkg/checks.py", "/t/x.py"} <= set(found.patterns)
+    assert "/pkg/hidden_only.py" not in found.patterns  # only the hidden tests add it
     assert found.doctest_modules
     assert found.doctest_files == ("pkg/mod.py",)  # a required doctest of a code module
 
