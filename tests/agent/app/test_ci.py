@@ -633,7 +633,7 @@ def test_comment_is_clean_progress_dots_whole_hints_and_why_not_run(tmp_path: Pa
                              {"ruff": True, "mypy": True, "security": True},
                              {"ruff": False, "mypy": False})
     text = render_comment(report, result, stages_off=off)
-    assert "..F." not in text and f"`{F2P}`: assert -1 == 5" in text
+    assert "..F." not in text and f"`{F2P}`: `assert -1 == 5`" in text  # inert code spans
     assert ("not run: ruff, security (the tests ran in the repository's own environment, "
             "where ooda's ruff and mypy are not installed)") in text
     assert "'ooda run --no-mypy --environment none --verifier-timeout 120 --sandbox docker'" \
@@ -642,7 +642,7 @@ def test_comment_is_clean_progress_dots_whole_hints_and_why_not_run(tmp_path: Pa
 
     short = _inline("stage skipped, as with `ooda run --no-mypy --environment none "
                     "--verifier-timeout 120` on this checkout", 60)
-    assert short == "stage skipped, as with ..."  # cut before the command, not inside it
+    assert short == "`stage skipped, as with ...`"  # cut before the command, not inside it
     assert stages_off_reasons({"ruff": False, "mypy": False, "security": True},
                               {"ruff": True, "mypy": False, "security": True},
                               {"ruff": True, "mypy": False}) == {
