@@ -145,17 +145,78 @@ def why_not_mine(status: dict[str, Any]) -> str:
         if status.get("key") != daemon_key() else ""
 
 
+def index_dir() -> Path | None:
+    """The user's index of running daemons, whatever runtime directory each uses: a shell in a
+    terminal multiplexer, or a login without a systemd session, has another $XDG_RUNTIME_DIR
+    than the shell next to it, and each must see the other's daemons. None when
+    $OODA_DAEMON_DIR names one directory (tests, a private setup): only that one then."""
+    if os.environ.get("OODA_DAEMON_DIR"):
+        return None
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
+    return Path(state) / "ooda" / "daemons"
+
+
+def register(status_file: Path) -> bool:
+    """Name this daemon's status file in the index (best effort); whether it was."""
+    index = index_dir()
+    if index is None:
+        return False
+    try:
+        index.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (index / str(os.getpid())).write_text(str(status_file))
+    except OSError:
+        return False
+    return True
+
+
+def unregister() -> None:
+    index = index_dir()
+    if index is not None:
+        with contextlib.suppress(OSError):
+            (index / str(os.getpid())).unlink()
+
+
+def status_files() -> list[Path]:
+    """Every status file of this user's daemons: this runtime directory's and, from the index,
+    those of other runtime directories (stale index entries removed on the way)."""
+    files = sorted(runtime_dir().glob("daemon-*.json"))
+    index = index_dir()
+    if index is not None and index.is_dir():
+        for entry in sorted(index.iterdir()):
+            try:
+                os.kill(int(entry.name), 0)
+                named = Path(entry.read_text().strip())
+            except (OSError, ValueError):
+                with contextlib.suppress(OSError):
+                    entry.unlink()  # its daemon is gone
+                continue
+            if named.name.startswith("daemon-") and named not in files:
+                files.append(named)
+    return files
+
+
 def all_daemons() -> list[dict[str, Any]]:
-    """The statuses of this user's running daemons, every key (from their status files)."""
-    found = []
-    for path in sorted(runtime_dir().glob("daemon-*.json")):
+    """The statuses of this user's running daemons, every key and runtime directory (from
+    their status files; each status names its socket as "socket")."""
+    found: list[dict[str, Any]] = []
+    for path in status_files():
         try:
             status = json.loads(path.read_text())
             os.kill(int(status["pid"]), 0)
         except (OSError, ValueError, KeyError, TypeError):
             continue  # gone (killed before it could remove its file) or being written
-        found.append(status)
+        if isinstance(status, dict) and all(s.get("pid") != status["pid"] for s in found):
+            status["socket"] = str(path.with_suffix(".sock"))
+            found.append(status)
     return found
+
+
+def same_installation(status: dict[str, Any]) -> bool:
+    """Whether a daemon runs this installation of ooda with this Python (its environment
+    variables may differ: another terminal's)."""
+    mine = fingerprint()
+    return (status.get("python") == mine["python"]
+            and status.get("package_root") == mine["package_root"])
 
 
 def paths(key: str) -> dict[str, Path]:
@@ -332,10 +393,12 @@ def spawn() -> None:
         )
 
 
-def control(command: str, key: str | None = None) -> dict[str, object] | None:
-    """Ask this key's daemon for its "status" or to "stop"; its status, None when none runs."""
+def control(command: str, key: str | None = None,
+            socket_path: str | None = None) -> dict[str, object] | None:
+    """Ask this key's daemon (or the one at `socket_path`) for its "status" or to "stop"; its
+    status, None when none runs."""
     try:
-        sock_path = paths(key or daemon_key())["sock"]
+        sock_path = socket_path or paths(key or daemon_key())["sock"]
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(5.0)
             sock.connect(str(sock_path))

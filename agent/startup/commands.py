@@ -74,16 +74,27 @@ def daemon_start(
 
 @daemon_app.command("stop")
 def daemon_stop(every: AllOpt = False) -> None:
-    """Stop the daemon (commands it is running finish first)."""
+    """Stop this installation's daemons, whichever terminal started them (their environment
+    may differ from this shell's); with --all, every daemon of this user. Commands they are
+    running finish first."""
     status = daemon_client.control("stop")
     stopped = [status] if status is not None else []
-    if every:
-        for other in daemon_client.all_daemons():
-            if status is None or other.get("key") != status.get("key"):
-                answer = daemon_client.control("stop", str(other["key"]))
-                if answer is not None:
-                    stopped.append(answer)
+    left = []
+    for other in daemon_client.all_daemons():
+        if status is not None and other.get("pid") == status.get("pid"):
+            continue
+        if every or daemon_client.same_installation(other):
+            answer = daemon_client.control("stop", socket_path=str(other["socket"]))
+            if answer is not None:
+                stopped.append(answer)
+                why = daemon_client.why_not_mine(other)
+                print(f"stopped ooda daemon pid {other['pid']}" + (f" ({why})" if why else ""))
+        else:
+            left.append(other)
     if not stopped:
-        print("no ooda daemon was running")
+        print("no ooda daemon of this installation was running")
     else:
         print("stopped" if len(stopped) == 1 else f"stopped {len(stopped)} daemons")
+    for other in left:
+        print(f"left running: ooda daemon pid {other['pid']} "
+              f"({daemon_client.why_not_mine(other)}; `ooda daemon stop --all` stops it)")

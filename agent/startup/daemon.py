@@ -122,6 +122,8 @@ class Daemon:
     last_activity: float = field(default_factory=time.monotonic)
     stopping: bool = False
     stop_requested: bool = False
+    registered: bool = False
+    """Its status file is named in the user's index of daemons (client.register)."""
 
     def serve(self) -> None:
         self.last_activity = time.monotonic()  # idle from now, not from before the warm start
@@ -280,6 +282,8 @@ class Daemon:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.status()))
         tmp.replace(path)
+        if not self.registered:  # found from a shell with another runtime directory too
+            self.registered = client.register(path)
 
     def shutdown(self) -> None:
         self.stop()
@@ -287,6 +291,7 @@ class Daemon:
             warm.discard()
         with contextlib.suppress(FileNotFoundError):
             self.files["json"].unlink()
+        client.unregister()
         log(f"stopped after {self.served} command(s)")
 
 

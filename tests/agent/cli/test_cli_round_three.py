@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -335,3 +336,46 @@ def test_serve_reads_a_changed_replay_file_again(tmp_path: Path) -> None:
         assert ask(url) == "first"
         script.write_text(json.dumps({"answer": "second, longer"}) + "\n")
         assert ask(url) == "second, longer"
+
+
+def test_daemon_stop_sees_a_daemon_started_in_another_terminal(tmp_path: Path) -> None:
+    """#16: a daemon started in a tmux pane (another $XDG_RUNTIME_DIR, another LANG) was
+    invisible to `ooda daemon stop` in the shell next to it ("no ooda daemon was running").
+    Daemons now name themselves in the user's index, and `stop` ends this installation's."""
+    import re
+
+    from tmux_helpers import terminal
+
+    ooda_script = str(Path(sys.executable).parent / "ooda")
+    home = tmp_path / "home"
+    home.mkdir()
+    common = {"HOME": str(home), "OODA_HOME": os.environ.get(
+        "OODA_HOME", str(Path.home() / ".cache" / "ooda")), "OODA_DAEMON": "1",
+        "OODA_DAEMON_IDLE_S": "120"}
+    runtime = {name: tmp_path / name for name in ("xdg-pane", "xdg-shell")}
+    for folder in runtime.values():
+        folder.mkdir(mode=0o700)
+    pid = None
+    with terminal() as term:
+        try:
+            code, screen = term.run([ooda_script, "daemon", "start"], env={
+                **common, "XDG_RUNTIME_DIR": str(runtime["xdg-pane"]), "LANG": "C.UTF-8"})
+            assert code == 0, screen
+            pid = int(screen.split("ooda daemon pid ")[1].split()[0])
+            shell = {"PATH": os.environ["PATH"], "TERM": "xterm-256color", **common,
+                     "XDG_RUNTIME_DIR": str(runtime["xdg-shell"]), "LANG": "C"}
+            status = subprocess.run([ooda_script, "daemon", "status"], env=shell,
+                                    capture_output=True, text=True, timeout=60)
+            why = r"another environment: LANG(, LC_CTYPE)? differs?"  # (tmux sets LC_CTYPE)
+            assert re.search(rf"another ooda daemon of yours, pid {pid}: {why}", status.stdout)
+            stop = subprocess.run([ooda_script, "daemon", "stop"], env=shell,
+                                  capture_output=True, text=True, timeout=60)
+            assert stop.returncode == 0, stop.stderr
+            assert re.search(rf"^stopped ooda daemon pid {pid} \({why}\)$", stop.stdout, re.M)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+                time.sleep(0.2)
+            assert not Path(f"/proc/{pid}").exists()
+        finally:
+            if pid is not None and Path(f"/proc/{pid}").exists():
+                os.kill(pid, 15)
