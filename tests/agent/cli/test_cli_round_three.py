@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
