@@ -232,8 +232,8 @@ def run_task(
             settling.add_done_callback(functools.partial(_shown_or_dropped, progress))
         judging: PatchVerifier | None = gate if gate is not None else verifier
         assert judging is not None
-        loop = Loop(task, source, judging, log, loop_options, progress, schedule, writer,
-                    sandbox=verifier.backend.name if verifier is not None else None)
+        loop = Loop(task, source, judging, log, loop_options, progress, schedule, writer)
+        loop.sandbox = verifier.backend.name if verifier is not None else None
         with progress or contextlib.nullcontext():
             try:
                 # on Ctrl-C the loop leaves a run.json agreeing with its attempts
@@ -334,7 +334,7 @@ def _discarded(loop: Loop, log: RunLog, failed: BaseCheckFailed) -> None:
               if answers else failed.reason())
     with contextlib.suppress(Exception):  # the error itself is what the user must see
         rounds = max((a.round for a in loop.attempts), default=0)
-        log.write_summary(loop._summary("error", reason, None, rounds))
+        log.write_summary(loop.summary("error", reason, None, rounds))
 
 
 def _timed(timeline: Timeline, phase: str, function: Callable[..., T], *args: Any) -> T:

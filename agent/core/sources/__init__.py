@@ -18,8 +18,9 @@ from ooda.agent.core.sources.base import (
 )
 from ooda.agent.core.sources.llm import LLM, LLMSource
 
-__all__ = ["FIRST_SOURCES", "LLM", "SOURCES", "CandidateSource", "Exhausted", "LLMSource", "Proposal", "Request",
-           "SourceKind", "as_source", "model_of", "source_kind"]
+__all__ = ["FIRST_SOURCES", "LLM", "SOURCES", "CandidateSource", "Exhausted", "LLMSource", "Proposal",
+           "Request",
+           "SourceKind", "as_source", "learns", "model_of", "source_kind"]
 
 SOURCES: dict[str, SourceKind] = {
     kind.name: kind for kind in (
@@ -44,6 +45,13 @@ def as_source(answerer: Model | CandidateSource) -> CandidateSource:
     if isinstance(answerer, CandidateSource):
         return answerer
     return LLMSource(answerer)
+
+
+def learns(source: CandidateSource) -> bool:
+    """Whether `source` reads prompts and feedback; one that does not (`learns_from_feedback =
+    False`: --model mutate) has each candidate start from the task, without a prompt, judged
+    for its verdict only, and may say how many candidates a round has (`samples`)."""
+    return bool(getattr(source, "learns_from_feedback", True))
 
 
 def model_of(source: CandidateSource) -> Model | None:
