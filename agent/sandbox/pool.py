@@ -69,6 +69,9 @@ class SandboxPool:
         self.size = max(1, size)
         self.reusable = backend.reusable
         self._cond = threading.Condition()
+        self._filling = threading.Lock()
+        """Held while a workspace gets the base: copies of a large repository made side by
+        side share the disk and the interpreter, so none is ready before all of them."""
         self._idle: list[Sandbox] = []
         self._busy: set[int] = set()
         self._waiting = 0
@@ -341,7 +344,8 @@ class SandboxPool:
         if self.base is None:
             return
         try:
-            self.base(sandbox.workspace)
+            with self._filling:  # one copy at a time: the first sandbox is ready in one
+                self.base(sandbox.workspace)  # copy's time, not in all of theirs
         except BaseException:
             empty_dir(sandbox.workspace)  # no half copy is ever handed out
             raise
