@@ -189,6 +189,10 @@ def test_falling_back_to_bubblewrap_is_said_in_the_terminal(tmp_path: Path) -> N
                 "sandboxing with bubblewrap instead (`ooda doctor` says why; --sandbox bwrap "
                 "chooses it without this note)") in screen.splitlines()
         assert "PASSED" in screen
+        # the diff (stdout) after the result line (stderr), whole, in the same terminal
+        after = screen[screen.index("PASSED"):]
+        assert "+    return (ordered[middle - 1] + ordered[middle]) / 2" in after
+        assert after.index("diff --git a/median.py") < after.index("final.diff: ")
         code, screen = term.run([sys.executable, "-m", "ooda.agent.cli", "doctor"],
                                 env={"DOCKER_HOST": "tcp://127.0.0.1:1"})
         assert "docker engine: none answers at DOCKER_HOST=tcp://127.0.0.1:1" in screen
