@@ -34,11 +34,12 @@ from ooda.tasks.loader import Task
 if TYPE_CHECKING:  # libcst takes ~0.1-0.6 s to import: only a mutate run pays it
     from ooda.agent.mutation.mutants import Mutant
 
-TEST_TIME_FLOOR = 5.0
+TEST_TIME_FLOOR = 8.0
 """A mutant's tests get at least this many seconds ..."""
-TEST_TIME_FACTOR = 3.0
-"""... or this many times what the traced run's finished tests took (a traced run is already
-slower than a plain one): a mutant that loops is stopped there, not at the plan's timeout."""
+TEST_TIME_FACTOR = 4.0
+"""... or this many times what the traced run took, less its tests stopped for their time (a
+traced run is slower than a plain one; its start-up counts: on a loaded machine pytest alone
+takes seconds to start): a mutant that loops is stopped there, not at the plan's timeout."""
 FALLBACK_LINES = 400
 """Without a suspicious line (the trace failed, no frame in the failures), the first this many
 lines of the smallest editable Python files are mutated, weakly ranked."""
@@ -70,6 +71,7 @@ class MutationSource:
     def propose(self, request: Request, deadline: float) -> Proposal:
         with self._lock:
             if self._mutants is None:
+                self._mutants = iter(())  # (a localisation that raised is not tried again)
                 self._mutants = self._start(request, deadline)
             number, mutant = next(self._mutants, (0, None))
         if mutant is None:
@@ -148,10 +150,10 @@ class MutationSource:
 
 
 def time_limit(spectrum: Spectrum) -> float:
-    """How long a mutant's tests may take: `TEST_TIME_FACTOR` times the traced tests that
-    finished (those stopped at the tracer's limit left out), at least `TEST_TIME_FLOOR`."""
-    took = sum(t.duration_s for t in spectrum.traces if t.outcome != "timeout")
-    return max(TEST_TIME_FLOOR, TEST_TIME_FACTOR * took)
+    """How long a mutant's tests may take: `TEST_TIME_FACTOR` times the traced run's wall time
+    (its start-up included) less the tests the tracer stopped, at least `TEST_TIME_FLOOR`."""
+    stopped = sum(t.duration_s for t in spectrum.traces if t.outcome == "timeout")
+    return max(TEST_TIME_FLOOR, TEST_TIME_FACTOR * max(0.0, spectrum.duration_s - stopped))
 
 
 def mutate(task: Task) -> MutationSource:

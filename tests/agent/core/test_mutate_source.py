@@ -84,10 +84,11 @@ def test_without_a_trace_the_smallest_editable_files_are_mutated(
     assert "no line was pointed at" in answer
 
 
-def test_a_mutants_tests_get_a_few_times_what_the_traced_tests_took() -> None:
+def test_a_mutants_tests_get_a_few_times_what_the_traced_run_took() -> None:
     traces = (TestTrace("a", "passed", duration_s=4.0), TestTrace("b", "failed", duration_s=1.0),
               TestTrace("c", "timeout", duration_s=2.0))
-    assert time_limit(Spectrum(traces)) == 15.0
+    assert time_limit(Spectrum(traces, duration_s=7.0)) == 20.0  # its start-up counts
+    assert time_limit(Spectrum(traces, duration_s=3.5)) == TEST_TIME_FLOOR
     assert time_limit(Spectrum()) == TEST_TIME_FLOOR
 
 
