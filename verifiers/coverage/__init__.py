@@ -33,7 +33,7 @@ from ooda.verifiers.pytest_check.run import (
 )
 from ooda.verifiers.runners.request import NotGradable, TestRequest
 
-PER_TEST_S = 2.0
+PER_TEST_S = 5.0
 """A traced test running longer is interrupted (it fails, its traceback through the loop)."""
 MAX_TRACE_BYTES = 256 * 1024 * 1024
 
