@@ -20,6 +20,8 @@ from ooda.agent.context.rank import Ranking, rank
 from ooda.agent.context.visible import test_file, visible_tests
 from ooda.tasks.loader import Task
 
+RANKED_KEPT = 100
+"""How many of the ranked files a context remembers (Context.ranked)."""
 MAX_WHOLE_FILES = 200
 """More files than this are never all shown whole, however small."""
 
@@ -41,7 +43,9 @@ def choose_context(task: Task, budget: int, *, cache: bool = True,
     ranking = rank_task(index, task, tests)
     if refine is not None:
         ranking = refine(index, ranking)
-    return present(index, ranking, budget, must=tests)
+    context = present(index, ranking, budget, must=tests)
+    context.ranked = [path for path, _ in ranking.files[:RANKED_KEPT]]
+    return context
 
 
 def rank_task(index: RepoIndex, task: Task, tests: list[str]) -> Ranking:

@@ -71,6 +71,9 @@ class Context:
 
     files: list[ShownFile] = field(default_factory=list)
     tokens: int = 0
+    ranked: list[str] = field(default_factory=list)
+    """The files the ranking put first, best first (empty when the repository is shown
+    whole): what the benchmark reads the rank of the file to change from."""
 
     def views(self) -> dict[str, FileView]:
         return {f.path: f.view for f in self.files}
