@@ -18,12 +18,16 @@ from ooda.agent.cli.options import (
     one_option,
 )
 from ooda.agent.contracts.errors import UsageError
-from ooda.agent.contracts.options import LoopOptions
+from ooda.agent.contracts.options import LoopOptions, ModelOptions
 
 if TYPE_CHECKING:
     ContextTokensOpt = int
-else:  # --context-tokens as `ooda run` declares it (agent/contracts/options.py)
+    ModelOpt = str
+    BaseUrlOpt = str | None
+else:  # --context-tokens, --model and --base-url as `ooda run` declares them
     ContextTokensOpt = one_option(LoopOptions, "context_tokens", "prompt")
+    ModelOpt = one_option(ModelOptions, "name", "prompt")
+    BaseUrlOpt = one_option(ModelOptions, "base_url", "prompt")
 CONTEXT_TOKENS = LoopOptions().context_tokens
 
 
@@ -37,9 +41,13 @@ def prompt(
     ] = None,
     fail_to_pass: FailToPassOpt = None,
     context_tokens: ContextTokensOpt = CONTEXT_TOKENS,
+    model: ModelOpt = "",
+    base_url: BaseUrlOpt = None,
 ) -> None:
-    """Print the first prompt a run would send for this task (no model is called)."""
-    from ooda.agent.app.prompt import prompt_report
+    """Print the first prompt a run would send for this task: with --model, the code chosen
+    as that run chooses it (the model's votes on a large repository); without, no model is
+    called."""
+    from ooda.agent.app.prompt import prompt_report, prompt_with_model
     from ooda.agent.cli.run import _task
 
     if not path.exists():
@@ -54,7 +62,8 @@ def prompt(
     if context_tokens < 1:
         raise UsageError(f"--context-tokens must be positive (got {context_tokens})")
     task = _task(path, statement, test_cmd, fail_to_pass, None)
-    report = prompt_report(task, context_tokens)
+    report = (prompt_with_model(task, context_tokens, ModelOptions(name=model, base_url=base_url))
+              if model else prompt_report(task, context_tokens))
     if json_out:
         print(json.dumps(report, indent=2))
         return

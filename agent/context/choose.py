@@ -17,6 +17,7 @@ from ooda.agent.context.clues import read_clues
 from ooda.agent.context.index import RepoIndex, is_test_file, list_python, load_index
 from ooda.agent.context.present import Context, ShownFile, present, render, shown_tokens
 from ooda.agent.context.rank import Ranking, rank
+from ooda.agent.context.testhints import imported_sources, namesakes_of
 from ooda.agent.context.visible import test_file, visible_tests
 from ooda.tasks.loader import Task
 
@@ -44,7 +45,7 @@ def choose_context(task: Task, budget: int, *, cache: bool = True,
     if refine is not None:
         ranking = refine(index, ranking)
     context = present(index, ranking, budget, must=tests)
-    context.ranked = [path for path, _ in ranking.files[:RANKED_KEPT]]
+    context.ranked = ranking.files[:RANKED_KEPT]
     return context
 
 
@@ -53,47 +54,10 @@ def rank_task(index: RepoIndex, task: Task, tests: list[str]) -> Ranking:
     import, and those they are named after)."""
     hints: list[str] = []
     for test in tests:
-        found = [_module_file(index, name) for name in _imports_of(index, test)]
-        for path in [*found, *_tested_sources(index, test)]:
-            if path is not None and path not in hints and not is_test_file(path):
+        for path in [*imported_sources(index, test), *namesakes_of(index, test)]:
+            if path not in hints:
                 hints.append(path)
     return rank(index, read_clues(task.statement), hints)
-
-
-MAX_NAMESAKES = 3
-"""A test file named after more source files than this names none of them."""
-
-
-def _tested_sources(index: RepoIndex, test: str) -> list[str]:
-    """The source files a test file is named after (`tests/test_rst.py` and
-    `tests/rst_test.py` → `pkg/io/rst.py`): the namesakes in the folder nearest the test's,
-    when there are few of them."""
-    stem = Path(test).stem
-    name = stem.removeprefix("test_").removesuffix("_test")
-    if name == stem or not name:
-        return []
-    namesakes = [p for p in index.files
-                 if Path(p).stem == name and name != "__init__" and not is_test_file(p)]
-    if not namesakes or len(namesakes) > MAX_NAMESAKES:
-        return []
-    folders = set(Path(test).parent.parts)
-    best = max(len(folders & set(Path(p).parent.parts)) for p in namesakes)
-    return [p for p in namesakes if len(folders & set(Path(p).parent.parts)) == best]
-
-
-def _imports_of(index: RepoIndex, path: str) -> list[str]:
-    index.units_of(path)  # a test file is cut (and its imports read) on demand
-    entry = index.files.get(path)
-    return entry.imports if entry is not None else []
-
-
-def _module_file(index: RepoIndex, dotted: str) -> str | None:
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        path = index.modules.get(".".join(parts[:cut]))
-        if path is not None:
-            return path
-    return None
 
 
 def _whole_repo(task: Task, tests: list[str], budget: int) -> Context | None:

@@ -23,6 +23,14 @@ _CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 _CODE_LIKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]")
 """An identifier written as only code is (`to_json_dict`, `ZeroMatrix`), wherever it is."""
+_WRITTEN = re.compile(r"(?<![\w-])(-{0,2}:?[A-Za-z][\w.:-]{1,47}\w)")
+"""A word as a project's users write its registered names: `--import-mode`, `:kbd:`,
+`autodoc_typehints`, `unused-import`, `code-block`."""
+_MESSAGE = re.compile(r"^[ \t>]*(?:[\w.]+\.)?\w*(?:Error|Exception|Warning|Exit)\b:? (.{12,})$",
+                      re.MULTILINE)
+"""An exception's or a warning's line (`ValueError: cannot reshape ...`)."""
+_VARYING = re.compile(r"""['"`]|\b\d[\d.]*\b|<[^>]*>|\([^)]*\)|\[[^\]]*\]|\{[^}]*\}""")
+"""What a message fills in at run time: quoted values, numbers, reprs, brackets."""
 _PROMPT_LINE = re.compile(r"^\s*(>>>|\.\.\.|In \[\d+\]:|\$) ?", re.MULTILINE)
 
 
@@ -52,6 +60,13 @@ class Clues:
     """Other identifiers of the text (words of prose among them)."""
     terms: list[str] = field(default_factory=list)
     """The text's terms for lexical retrieval (agent/context/words.py)."""
+    messages: list[str] = field(default_factory=list)
+    """Fixed parts of the error and warning messages the text quotes (the longest run of
+    words between the values a message fills in), to find where the message is raised."""
+    written: set[str] = field(default_factory=set)
+    """Words that may be a name the project registers as a string (an option, a
+    configuration value, a directive, a role, a message): every word of its code, and the
+    words of its prose written with `-`, `_` or `:` inside (`:kbd:` also as `kbd`)."""
 
 
 def read_clues(text: str) -> Clues:
@@ -79,7 +94,29 @@ def read_clues(text: str) -> Clues:
     clues.code_names |= {w for w in _IDENT.findall(text) if _CODE_LIKE.search(w)}
     clues.code_names |= {f.function for f in clues.frames if f.function}
     clues.prose_names = set(_IDENT.findall(text)) - clues.code_names
+    clues.written = _written(code, text)
+    clues.messages = _messages(text)
     return clues
+
+
+MIN_MESSAGE_CHARS = 12
+
+
+def _messages(text: str) -> list[str]:
+    found: list[str] = []
+    for match in _MESSAGE.finditer(text):
+        parts = [p.strip(" .,:;") for p in _VARYING.split(match.group(1))]
+        best = max(parts, key=len, default="")
+        if len(best) >= MIN_MESSAGE_CHARS and " " in best and best not in found:
+            found.append(best)
+    return found
+
+
+def _written(code: str, text: str) -> set[str]:
+    found = {m.group(1) for m in _WRITTEN.finditer(code)}
+    found |= {w for m in _WRITTEN.finditer(text)
+              if re.search(r"\w[-_:]\w|^--|^:", w := m.group(1))}
+    return found | {w.strip(":") for w in found if w.startswith(":")}
 
 
 def _code_parts(text: str) -> str:

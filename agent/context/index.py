@@ -15,12 +15,13 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ooda.agent.context import store
-from ooda.agent.context.units import FileUnits, Unit, cut
+from ooda.agent.context import graph, store
+from ooda.agent.context.units import FileUnits, Unit, cut, imports_of
 from ooda.agent.context.words import terms
 
 if TYPE_CHECKING:
@@ -33,8 +34,13 @@ SKIP_DIRS = frozenset({
 """Folders that hold no code of the repository's own."""
 SKIP_TOP = frozenset({"build", "dist"})
 """Top-level folders that hold copies of the code (build outputs)."""
-INDEX_VERSION = 3
-"""Bumped whenever what is cached changes shape."""
+INDEX_VERSION = 4
+"""Bumped whenever what is cached changes shape (the per-file entries' keys include it)."""
+_NAME = re.compile(r"\b[A-Za-z_]\w*")
+_LITERAL = re.compile(r"""(?<![\w'"])(['"])(-{0,2}:?[A-Za-z][\w.:-]{2,48})\1""")
+"""A string literal that reads as a name: an option (`--import-mode`), a configuration value
+(`autodoc_typehints`), a directive or role (`code-block`, `kbd`), a message (`unused-import`)."""
+_BASES = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
 
 
 def is_test_file(path: str) -> bool:
@@ -78,8 +84,47 @@ class RepoIndex:
     by_part: dict[str, list[int]] = field(default_factory=dict)
     """A capitalised part of a unit's name between underscores (`Sum` of `_print_Sum`) → the
     indices of the units whose name has it (names that are the part itself left out)."""
+    by_literal: dict[str, list[int]] = field(default_factory=dict)
+    """A name-like string literal (`--import-mode`, `autodoc_typehints`, `unused-import`) →
+    the indices of the units that hold it: how a project registers the names its users and
+    its documentation speak of."""
+    graph: graph.Graph | None = None
+    """Who uses, calls and subclasses whom, between units (agent/context/graph.py)."""
+    test_bm25: bm25s.BM25 | None = None
+    """BM25 over whole test files (their identifiers and path)."""
+    test_paths: list[str] = field(default_factory=list)
+    """The files `test_bm25` ranks, in its order."""
     repo: Path = Path()
     """Where the files are (set on every load; the cached index is the same for any copy)."""
+    contents: dict[str, bytes] = field(default_factory=dict)
+    """Every file's bytes as read on this load (not cached): for exact searches."""
+
+    def units_in_file(self, path: str) -> range:
+        """The indices of `path`'s units in `units` (empty for a test or unknown file)."""
+        spans: dict[str, range] | None = self.__dict__.get("_spans")
+        if spans is None:  # units are grouped by file; computed once per load, not cached
+            spans = {}
+            start = 0
+            for k in range(1, len(self.units) + 1):
+                if k == len(self.units) or self.units[k].path != self.units[start].path:
+                    spans[self.units[start].path] = range(start, k)
+                    start = k
+            self.__dict__["_spans"] = spans
+        return spans.get(path, range(0))
+
+    def find(self, text: str, limit: int) -> list[tuple[str, int]]:
+        """(path, line) of the non-test files holding `text`, at most `limit` files (none
+        when more hold it: then it says nothing)."""
+        needle = text.encode()
+        found: list[tuple[str, int]] = []
+        for path, data in self.contents.items():
+            at = data.find(needle)
+            if at < 0 or is_test_file(path):
+                continue
+            if len(found) == limit:
+                return []
+            found.append((path, data.count(b"\n", 0, at) + 1))
+        return found
 
     def unit_scores(self, query_terms: list[str]) -> dict[int, float]:
         """BM25 score of each unit for the query (only those above zero)."""
@@ -94,6 +139,13 @@ class RepoIndex:
             return {}
         scores = self.file_bm25.get_scores(query_terms)
         return {self.file_paths[k]: float(scores[k]) for k in scores.nonzero()[0]}
+
+    def test_scores(self, query_terms: list[str]) -> dict[str, float]:
+        """BM25 score of each test file for the query (only those above zero)."""
+        if self.test_bm25 is None or not query_terms:
+            return {}
+        scores = self.test_bm25.get_scores(query_terms)
+        return {self.test_paths[k]: float(scores[k]) for k in scores.nonzero()[0]}
 
     def units_of(self, path: str) -> list[Unit]:
         """The units of `path` (a test file is cut now); [] for a file not in the index."""
@@ -141,13 +193,15 @@ def load_index(repo: Path, *, cache: bool = True) -> RepoIndex:
         if data is None:
             continue
         contents[rel] = data
-        keys[rel] = hashlib.sha1(rel.encode() + b"\0" + data).hexdigest()
+        keys[rel] = hashlib.sha1(
+            f"v{INDEX_VERSION}\0{rel}\0".encode() + data).hexdigest()
     fingerprint = hashlib.sha1(
         f"v{INDEX_VERSION}\n".encode() + "".join(f"{k}\n" for k in keys.values()).encode()
     ).hexdigest()
     found = store.load_index(fingerprint) if cache else None
     if isinstance(found, RepoIndex):
         found.repo = repo
+        found.contents = contents
         return found
     gc.disable()  # hundreds of thousands of new objects: collections would rescan them all
     try:
@@ -157,16 +211,19 @@ def load_index(repo: Path, *, cache: bool = True) -> RepoIndex:
     index.repo = repo
     if cache:
         store.save_index(fingerprint, index)
+    index.contents = contents  # read anyway to fingerprint them; never cached
     return index
 
 
 def _build(fingerprint: str, contents: dict[str, bytes], keys: dict[str, str],
            cache: bool) -> RepoIndex:
-    sources = {rel: data for rel, data in contents.items() if not is_test_file(rel)}
-    wanted = [keys[rel] for rel in sources]
+    wanted = list(keys.values())
     cached = store.load_files(wanted) if cache else {}
-    fresh = {keys[rel]: _cut_file(rel, data) for rel, data in sources.items()
-             if keys[rel] not in cached}
+    fresh: dict[str, Any] = {}
+    for rel, data in contents.items():
+        if keys[rel] not in cached:
+            fresh[keys[rel]] = (_test_entry(rel, data) if is_test_file(rel)
+                                else _cut_file(rel, data))
     if cache and fresh:
         store.save_files(fresh)
     entries = {**cached, **fresh}
@@ -174,39 +231,80 @@ def _build(fingerprint: str, contents: dict[str, bytes], keys: dict[str, str],
     units: list[Unit] = []
     corpus: list[list[str]] = []
     file_corpus: list[list[str]] = []
+    refs: list[list[str]] = []
+    literals: list[list[str]] = []
+    bases: dict[int, list[str]] = {}
+    test_corpus: list[list[str]] = []
+    test_paths: list[str] = []
     for rel in sorted(contents):
-        if rel not in sources:
-            files[rel] = FileUnits(rel, 0, len(contents[rel]), [], [], parsed=False)
+        entry = entries[keys[rel]]
+        if is_test_file(rel):
+            imports, words = entry
+            files[rel] = FileUnits(rel, 0, len(contents[rel]), [], imports, parsed=False)
+            test_corpus.append(words)
+            test_paths.append(rel)
             continue
-        parsed, unit_terms = entries[keys[rel]]
+        parsed, unit_terms, unit_refs, unit_literals, unit_bases = entry
         files[rel] = parsed
+        for k, found in unit_bases.items():
+            bases[len(units) + k] = found
         units += parsed.units
         corpus += unit_terms
+        refs += unit_refs
+        literals += unit_literals
         path_terms = terms(rel)  # each unit's words begin with its path's
         file_corpus.append(path_terms + [t for words in unit_terms
                                          for t in words[len(path_terms):]])
     index = RepoIndex(fingerprint, files, units, _bm25(corpus), _bm25(file_corpus),
-                      [rel for rel in sorted(contents) if rel in sources])
+                      [rel for rel in sorted(contents) if not is_test_file(rel)])
     index.modules = {module_name(rel): rel for rel in files}
     for k, unit in enumerate(units):
         index.by_name.setdefault(unit.name, []).append(k)
         for part in unit.name.split("_"):
             if part[:1].isupper() and part != unit.name:
                 index.by_part.setdefault(part, []).append(k)
+        for literal in literals[k]:
+            index.by_literal.setdefault(literal, []).append(k)
+    index.graph = graph.build(
+        units, refs, {rel: f.imports for rel, f in files.items() if f.parsed}, bases,
+        {rel: module_name(rel) for rel in files})
+    index.test_bm25 = _bm25(test_corpus)
+    index.test_paths = test_paths
     return index
 
 
-def _cut_file(rel: str, data: bytes) -> tuple[FileUnits, list[list[str]]]:
-    """A file's units and each unit's terms (its path and name count as its words too)."""
+def _cut_file(rel: str, data: bytes) -> tuple[
+        FileUnits, list[list[str]], list[list[str]], list[list[str]], dict[int, list[str]]]:
+    """A file's units, and for each unit its terms (its path and name count as its words
+    too), the names it uses, its name-like string literals; a class unit's base names."""
     text = data.decode("utf-8", errors="replace")
     parsed = cut(rel, text, module_name(rel))
     lines = text.splitlines()
     path_terms = terms(rel)
-    words = []
-    for unit in parsed.units:
+    words: list[list[str]] = []
+    refs: list[list[str]] = []
+    literals: list[list[str]] = []
+    bases: dict[int, list[str]] = {}
+    for k, unit in enumerate(parsed.units):
         body = "\n".join(lines[unit.start - 1 : unit.end])
         words.append(path_terms + terms(unit.qualname) * 2 + terms(body))
-    return parsed, words
+        refs.append(sorted(set(_NAME.findall(body)) - {unit.name}))
+        literals.append(sorted({m.group(2) for m in _LITERAL.finditer(body)}))
+        if unit.kind == "class":
+            found = _BASES.search(body)
+            if found:
+                bases[k] = [part.strip().rsplit(".", 1)[-1] for part in found.group(1).split(",")
+                            if part.strip() and "=" not in part]
+    return parsed, words, refs, literals, bases
+
+
+def _test_entry(rel: str, data: bytes) -> tuple[list[str], list[str]]:
+    """A test file's imports, and its words for test_bm25: its path and each distinct
+    identifier's terms (a test names the code it exercises; how often matters little)."""
+    text = data.decode("utf-8", errors="replace")
+    names = sorted(set(_NAME.findall(text)))
+    return (imports_of(text, module_name(rel), rel.endswith("__init__.py")),
+            terms(rel) + [t for name in names for t in terms(name)])
 
 
 def _bm25(corpus: list[list[str]]) -> bm25s.BM25 | None:

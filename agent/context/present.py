@@ -14,6 +14,7 @@ the benchmark), and the `FileView`s the edit parser needs to apply edits to the 
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,23 +29,26 @@ SMALL_FILE_TOKENS = 1_500
 """Files up to this size are shown whole when shown at all."""
 WHOLE_WHEN_SHOWN = 0.75
 """Show a file whole once its shown part would cost this share of the whole."""
-TEMPERATURE = 0.15
-"""How sharply the file scores turn into chances (lower: the top file gets more)."""
-RANK_SHARE = 0.3
-"""The share of the files' chances given by rank alone (halving from one file to the next):
-a hedge against a confident score on the wrong file."""
-RANK_DECAY = 0.5
+FILE_CHANCE = (-1.18, -1.51, 1.68)
+"""The chance that the file ranked r (from 1) with score s, the best file's being top, is one
+the fix changes: logistic(a + b·ln r + c·s/top). Fitted on the tuning instances
+(bench/context_fit: rank 1 is such a file in about two cases of three, rank 2 in one of
+five, rank 5 in one of thirty)."""
+UNIT_CHANCE = (-1.32, -0.97, 0.39, 0.11)
+"""The chance that a unit of such a file holds a line the fix changes, from its rank r among
+the file's units by score, its score s against the file's best, its size in characters c:
+logistic(a + b·ln r + c'·s/top + d·ln c) (fitted as FILE_CHANCE: the best unit of the file
+in about 45% of cases, the fifth in 12%)."""
+UNIT_CHANCE_NONE = -5.7
+"""The same for a unit with no evidence at all (before the size term): about 0.6%."""
 FILES_CONSIDERED = 30
 EPSILON = 0.05
 """A unit without evidence still has this score (so the rest of a likely file has value)."""
-PRIOR = 0.6
-"""The share of a file's chance spread over its units by size, not by evidence (a change is
-often where nothing in the task points)."""
 MARGIN = 3
 """Lines around a unit shown with it (a change at a unit's edge needs its neighbours)."""
 MAX_HEADS = 60
-"""A file with more heads than this shows only those of classes, of units with evidence and
-of the neighbours of the units shown."""
+"""A file with more heads than this shows those of its classes, of the neighbours of the
+units shown, and of its best scored other units up to this many."""
 MARKER_CHARS = 40
 HEADER_LINES = 45
 """A run of module code at the top of a file longer than this is not shown as its header."""
@@ -71,9 +75,9 @@ class Context:
 
     files: list[ShownFile] = field(default_factory=list)
     tokens: int = 0
-    ranked: list[str] = field(default_factory=list)
-    """The files the ranking put first, best first (empty when the repository is shown
-    whole): what the benchmark reads the rank of the file to change from."""
+    ranked: list[tuple[str, float]] = field(default_factory=list)
+    """The files the ranking put first with their scores, best first (empty when the
+    repository is shown whole): what the benchmark reads the rank of the file to change from."""
 
     def views(self) -> dict[str, FileView]:
         return {f.path: f.view for f in self.files}
@@ -92,6 +96,7 @@ class FilePlan:
         self.picked: set[int] = set()
         self.chars = [sum(len(line) + 1 for line in lines[u.start - 1 : u.end]) for u in units]
         self.whole_tokens = shown_tokens(path, "\n".join(lines))
+        self.by_score = sorted(range(len(units)), key=lambda k: -scores[k])
 
     def heads(self, picked: set[int]) -> set[int]:
         """The units whose head is shown: classes, top-level functions and the methods of a
@@ -103,8 +108,15 @@ class FilePlan:
                                  or u.qualname.rsplit(".", 1)[0] in open_classes))}
         if len(wanted) > MAX_HEADS:
             near = {n for k in picked for n in (k - 1, k + 1)}
-            wanted = {k for k in wanted if self.units[k].kind == "class"
-                      or self.scores[k] > EPSILON or k in near}
+            keep = {k for k in wanted if self.units[k].kind == "class" or k in near}
+            room = MAX_HEADS - len(keep)
+            for k in self.by_score:
+                if room <= 0:
+                    break
+                if k in wanted and k not in keep and k not in picked:
+                    keep.add(k)
+                    room -= 1
+            wanted = keep
         return wanted - picked
 
     def cost(self, picked: set[int]) -> int:
@@ -160,8 +172,13 @@ def present(index: RepoIndex, ranking: Ranking, budget: int,
             plan.picked = set(range(len(plan.units)))
             order.append(path)
             spent += plan.whole_tokens
-    for _, path, k in _candidates(ranking, plan_of):
-        plan = plan_of(path)
+    values = _values(ranking, plan_of)
+    queue = [(-value / max(8, estimate_chars(plans[path].chars[k])), path, k)
+             for path, chances in values.items() for k, value in enumerate(chances)]
+    heapq.heapify(queue)
+    while queue:
+        bid, path, k = heapq.heappop(queue)
+        plan = plans[path]
         if k in plan.picked:
             continue
         before = plan.cost(plan.picked)
@@ -173,11 +190,25 @@ def present(index: RepoIndex, ranking: Ranking, budget: int,
             after = plan.whole_tokens
         if spent - before + after > budget:
             continue
-        if not plan.picked:
+        # what it really adds per token it really costs (a file's first unit brings its
+        # skeleton; a small file comes whole): worse than the next offer, it waits its turn
+        ratio = sum(values[path][j] for j in picked - plan.picked) / max(1, after - before)
+        if queue and ratio < -queue[0][0] and -ratio != bid:
+            heapq.heappush(queue, (-ratio, path, k))
+            continue
+        if not plan.picked:  # its skeleton is paid: its other units cost only themselves now
             order.append(path)
+            for j, value in enumerate(values[path]):
+                if j not in picked:
+                    heapq.heappush(queue, (-value / max(8, estimate_chars(plan.chars[j])),
+                                           path, j))
         plan.picked = picked
         spent += after - before
-    return _fit(order, plans, budget)
+    position = {path: k for k, (path, _) in enumerate(ranking.files)}
+    shown = [p for p in order if p in (must or [])]  # the named tests, then best first
+    shown += sorted((p for p in order if p not in shown),
+                    key=lambda p: position.get(p, len(position)))
+    return _fit(shown, plans, budget)
 
 
 def _fit(order: list[str], plans: dict[str, FilePlan], budget: int) -> Context:
@@ -200,33 +231,46 @@ def _fit(order: list[str], plans: dict[str, FilePlan], budget: int) -> Context:
         last.picked = last.picked - {worst}
 
 
-def _candidates(ranking: Ranking, plan_of: Callable[[str], FilePlan]
-                ) -> list[tuple[float, str, int]]:
-    """(value per token, path, unit index in its file) for the units of the top files, best
-    first: the file's chance (its score against the others', mixed with its rank) times the
-    unit's share of the file (by evidence and by size), per token."""
+def _values(ranking: Ranking, plan_of: Callable[[str], FilePlan]) -> dict[str, list[float]]:
+    """For each unit of the top files: the file's chance to be one the fix changes times the
+    unit's chance to hold a changed line (what showing it is worth)."""
     files = ranking.files[:FILES_CONSIDERED]
+    values: dict[str, list[float]] = {}
+    for (path, _), chance in zip(files, file_chances(files), strict=True):
+        plan = plan_of(path)
+        values[path] = [chance * c for c in unit_chances(plan.scores, plan.chars)]
+    return values
+
+
+def file_chances(files: list[tuple[str, float]]) -> list[float]:
+    """FILE_CHANCE of each ranked file."""
     if not files:
         return []
-    top = files[0][1]
-    soft = [math.exp((score - top) / TEMPERATURE) for _, score in files]
-    geo = [RANK_DECAY ** r for r in range(len(files))]
-    soft_total, geo_total = sum(soft), sum(geo)
-    weights = [(1 - RANK_SHARE) * s / soft_total + RANK_SHARE * g / geo_total
-               for s, g in zip(soft, geo, strict=True)]
-    total = sum(weights)
-    out: list[tuple[float, str, int]] = []
-    for (path, _), weight in zip(files, weights, strict=True):
-        plan = plan_of(path)
-        evidence = sum(s - EPSILON for s in plan.scores) or 1.0
-        size = sum(plan.chars) or 1
-        for k, score in enumerate(plan.scores):
-            tokens = max(8, estimate_chars(plan.chars[k]))
-            share = ((1 - PRIOR) * (score - EPSILON) / evidence
-                     + PRIOR * plan.chars[k] / size)
-            out.append((weight / total * share / tokens, path, k))
-    out.sort(key=lambda row: -row[0])
+    a, b, c = FILE_CHANCE
+    top = files[0][1] or 1.0
+    return [_logistic(a + b * math.log(r) + c * score / top)
+            for r, (_, score) in enumerate(files, start=1)]
+
+
+def unit_chances(scores: list[float], chars: list[int]) -> list[float]:
+    """UNIT_CHANCE of each unit of a file (scores with EPSILON added, as FilePlan keeps them)."""
+    a, b, c, d = UNIT_CHANCE
+    evidence = [s - EPSILON for s in scores]
+    order = sorted((k for k, e in enumerate(evidence) if e > 0), key=lambda k: -evidence[k])
+    rank = {k: r for r, k in enumerate(order, start=1)}
+    top = max(evidence, default=0.0) or 1.0
+    out: list[float] = []
+    for k, e in enumerate(evidence):
+        size = d * math.log(max(chars[k], 20))
+        if k in rank:
+            out.append(_logistic(a + b * math.log(rank[k]) + c * e / top + size))
+        else:
+            out.append(_logistic(UNIT_CHANCE_NONE + size))
     return out
+
+
+def _logistic(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
 
 
 def shown_tokens(path: str, text: str) -> int:

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from ooda.agent.context.clues import Clues, Frame
+from ooda.agent.context.graph import pagerank
 from ooda.agent.context.index import RepoIndex, is_test_file
+from ooda.agent.context.testhints import clue_tests
 from ooda.agent.context.units import Unit
 
 W_NAME = 0.8
@@ -46,6 +48,22 @@ task's as a whole, though no single unit of it stands out."""
 W_FILE_UNITS = 0.35
 """How much of a file's score its second and third best units add (a file with several
 relevant units beats one with a single lucky one)."""
+W_LITERAL = 0.8
+"""A word of the task that a unit holds as a string literal (a registered name: an option,
+a configuration value, a directive, a message), scaled down by how many units hold it."""
+MAX_LITERAL_UNITS = 30
+"""A literal held by more units than this says nothing."""
+W_MESSAGE = 1.0
+"""A unit that holds the fixed part of an error or warning message the task quotes."""
+MESSAGE_FILES = 3
+"""A message found in more files than this says nothing."""
+W_TESTS = 0.5
+"""A source file the test files best matching the task point at (agent/context/testhints.py)."""
+W_GRAPH = 0.5
+"""What the reference graph's personalised PageRank from the task's units adds (scaled so
+the best unit it reaches gets this; agent/context/graph.py)."""
+GRAPH_SEEDS = 30
+"""The best units the PageRank starts from."""
 W_NEIGHBOUR = 0.3
 """The share of a top unit's score its callees get (halved)."""
 TOP_FOR_STRUCTURE = 5
@@ -86,6 +104,8 @@ def rank(index: RepoIndex, clues: Clues, hint_files: list[str] | None = None) ->
     for path, score in whole.items():
         file_bonus[path] += W_FILE_BM25 * score / best_file
     _names(index, clues, units)
+    _literals(index, clues, units)
+    _messages(index, clues, units)
     _dotted(index, clues, units, file_bonus)
     _frames(index, clues.frames, units, file_bonus)
     framed = {f.path for f in clues.frames}
@@ -94,6 +114,9 @@ def rank(index: RepoIndex, clues: Clues, hint_files: list[str] | None = None) ->
     for path in hint_files or []:
         if path in index.files:
             file_bonus[path] += W_HINT
+    for path, share in clue_tests(index, clues.terms).items():
+        file_bonus[path] += W_TESTS * share
+    _graph(index, units)
     _structure(index, units)
     per_file: dict[str, list[float]] = defaultdict(list)
     for k, score in units.items():
@@ -129,6 +152,35 @@ def _names(index: RepoIndex, clues: Clues, units: dict[int, float]) -> None:
             weight = W_NAME_PART * _specificity(len(derived))
             for k in derived:
                 units[k] += weight
+
+
+def _literals(index: RepoIndex, clues: Clues, units: dict[int, float]) -> None:
+    """Units that hold a word of the task as a string literal."""
+    for word in clues.written:
+        found = index.by_literal.get(word, [])
+        if 0 < len(found) <= MAX_LITERAL_UNITS:
+            weight = W_LITERAL * _specificity(len(found))
+            for k in found:
+                units[k] += weight
+
+
+def _messages(index: RepoIndex, clues: Clues, units: dict[int, float]) -> None:
+    """The units that hold a message the task quotes (where it is raised or warned)."""
+    for message in clues.messages:
+        for path, line in index.find(message, MESSAGE_FILES):
+            for k in index.units_in_file(path):
+                unit = index.units[k]
+                if unit.start <= line <= unit.end:
+                    units[k] += W_MESSAGE
+
+
+def _graph(index: RepoIndex, units: dict[int, float]) -> None:
+    """What the reference graph adds to the units near the best ones."""
+    if index.graph is None:
+        return
+    seeds = dict(sorted(units.items(), key=lambda pair: -pair[1])[:GRAPH_SEEDS])
+    for k, score in pagerank(index.graph, seeds).items():
+        units[k] += W_GRAPH * score
 
 
 def _dotted(index: RepoIndex, clues: Clues, units: dict[int, float],

@@ -13,22 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ooda.agent.context import Context, votes
-from ooda.agent.context.index import RepoIndex
-from ooda.agent.context.rank import Ranking
 from ooda.agent.context.widen import widen
 from ooda.agent.contracts.options import LoopOptions
-from ooda.agent.contracts.protocols import KnowsWindow, Model
+from ooda.agent.contracts.protocols import Model
 from ooda.agent.core import prompts, selection
 from ooda.agent.core.budget import Budget
 from ooda.agent.core.records import Attempt
 from ooda.agent.edits import FileView, Views
 from ooda.agent.support.text import valid_utf8
 from ooda.tasks.loader import Task
-
-ANSWER_ROOM = 4096
-"""Tokens of the model's window the first prompt leaves for an answer (at most a quarter)."""
-WINDOW_SHARE = 0.85
-"""The context counts ~3.5 characters a token; a window is filled as if ~3 (agent/models)."""
 
 Messages = list[dict[str, str]]
 
@@ -58,33 +51,23 @@ class Conversation:
 
     @property
     def context(self) -> Context:
-        """The code the first prompt shows (chosen once, on first use), within
-        `context_tokens` and what the fast model's window leaves for an answer."""
+        """The code the first prompt shows (chosen once, on first use, as `ooda prompt`
+        shows it: agent/core/prompts.first_context), within `context_tokens` and what the
+        fast model's window leaves for an answer."""
         if self._context is None:
-            asks = self.config.context_votes > 0 and self.model is not None
-            refine = self._votes if asks else None
-            self._context = prompts.context_for(self.task, self.context_tokens(),
-                                                refine=refine)
+            self._context = prompts.first_context(
+                self.task, self.config.context_tokens, self.model, self.config.context_votes,
+                self.deadline, self._heard)
         return self._context
 
-    def _votes(self, index: RepoIndex, ranking: Ranking) -> Ranking:
-        """The fast model's votes on the ranking (its tokens counted like any other)."""
-        assert self.model is not None  # votes are asked only of a model (context)
-        found = votes.ask(self.model, self.task.id, self.task.statement, index,
-                          ranking, self.config.context_votes, self.deadline)
+    def _heard(self, found: votes.Votes) -> None:
+        """The fast model's votes on the context (their tokens counted like any other)."""
         self.budget.add_tokens(found.prompt_tokens, found.completion_tokens)
         self.votes = found
-        return votes.merged(ranking, found)
 
     def context_tokens(self) -> int:
-        """`context_tokens`, lowered to fit the fast model's window when it is known: the
-        window less room for an answer, in the context's own (less cautious) token count."""
-        budget = self.config.context_tokens
-        window = self.model.context_window() if isinstance(self.model, KnowsWindow) else None
-        if window:
-            answer = min(ANSWER_ROOM, window // 4)
-            budget = min(budget, int((window - answer) * WINDOW_SHARE))
-        return max(1, budget)
+        """`context_tokens`, lowered to fit the fast model's window when it is known."""
+        return prompts.window_budget(self.config.context_tokens, self.model)
 
     def views_for(self, attempt: Attempt) -> Views:
         """What the model answering `attempt` saw of the files: the first prompt's views,

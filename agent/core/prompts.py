@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from ooda.agent.context import Context, choose_context
+from collections.abc import Callable
+
+from ooda.agent.context import Context, choose_context, votes
 from ooda.agent.context.choose import Refine
+from ooda.agent.context.index import RepoIndex
+from ooda.agent.context.rank import Ranking
 from ooda.agent.context.tokens import estimate
 from ooda.agent.context.visible import visible_tests
+from ooda.agent.context.votes import Votes
 from ooda.agent.contracts.options import LoopOptions
+from ooda.agent.contracts.protocols import KnowsWindow, Model
 from ooda.agent.edits import formats
 from ooda.tasks.loader import Task
 
@@ -40,6 +46,41 @@ def first_prompt(task: Task, context: Context | None = None, *, told: str = "",
     if context is None:
         context = context_for(task, context_tokens, told=told)
     return _messages(task, context, told)
+
+
+ANSWER_ROOM = 4096
+"""Tokens of the model's window the first prompt leaves for an answer (at most a quarter)."""
+WINDOW_SHARE = 0.85
+"""The context counts ~3.5 characters a token; a window is filled as if ~3 (agent/models)."""
+
+
+def window_budget(context_tokens: int, model: object) -> int:
+    """`context_tokens`, lowered to fit `model`'s window when it is known: the window less
+    room for an answer, in the context's own (less cautious) token count."""
+    window = model.context_window() if isinstance(model, KnowsWindow) else None
+    budget = context_tokens
+    if window:
+        answer = min(ANSWER_ROOM, window // 4)
+        budget = min(budget, int((window - answer) * WINDOW_SHARE))
+    return max(1, budget)
+
+
+def first_context(task: Task, context_tokens: int, model: Model | None, samples: int,
+                  deadline: float, heard: Callable[[Votes], None] | None = None) -> Context:
+    """The code a run's first prompt shows, as a run chooses it and `ooda prompt` shows it:
+    within `context_tokens` lowered to the model's window, the fast model (`samples`
+    requests; none: 0 or no model) voting on the ranking of a repository too large to show
+    whole; `heard`: told what the votes said and cost."""
+
+    def voted(index: RepoIndex, ranking: Ranking) -> Ranking:
+        assert model is not None
+        found = votes.ask(model, task.id, task.statement, index, ranking, samples, deadline)
+        if heard is not None:
+            heard(found)
+        return votes.merged(ranking, found)
+
+    refine = voted if model is not None and samples > 0 else None
+    return context_for(task, window_budget(context_tokens, model), refine=refine)
 
 
 def context_for(task: Task, context_tokens: int, *, told: str = "",
