@@ -85,7 +85,7 @@ class Context:
 
 class FilePlan:
     """The units of one file picked so far, and what showing them costs (estimated at unit
-    granularity; the rendered text is counted exactly at the end)."""
+    granularity: the rendered text is counted exactly at the end)."""
 
     def __init__(self, path: str, lines: list[str], units: list[Unit],
                  scores: list[float]) -> None:
@@ -97,15 +97,26 @@ class FilePlan:
         self.chars = [sum(len(line) + 1 for line in lines[u.start - 1 : u.end]) for u in units]
         self.whole_tokens = shown_tokens(path, "\n".join(lines))
         self.by_score = sorted(range(len(units)), key=lambda k: -scores[k])
+        self.head_chars = [sum(len(line) + 1 for line in lines[u.head[0] - 1 : u.head[1]])
+                           + MARKER_CHARS for u in units]
+        self.owner = [u.qualname.rsplit(".", 1)[0] if "." in u.qualname else ""
+                      for u in units]
+        self.always = {k for k, u in enumerate(units)
+                       if u.kind == "class" or (u.kind == "def" and not self.owner[k])}
+        """Heads shown whatever is picked: classes and top-level functions."""
+        self.methods: dict[str, set[int]] = {}
+        for k, u in enumerate(units):
+            if u.kind == "def" and self.owner[k]:
+                self.methods.setdefault(self.owner[k], set()).add(k)
+        self.header_chars = sum(self.chars[k] for k, u in enumerate(units) if is_header(k, u))
 
     def heads(self, picked: set[int]) -> set[int]:
         """The units whose head is shown: classes, top-level functions and the methods of a
-        class with a unit picked (of a long file: classes, units with evidence and the
-        neighbours of the picked ones)."""
-        open_classes = {self.units[k].qualname.rsplit(".", 1)[0] for k in picked}
-        wanted = {k for k, u in enumerate(self.units) if u.kind == "class" or (
-            u.kind == "def" and ("." not in u.qualname
-                                 or u.qualname.rsplit(".", 1)[0] in open_classes))}
+        class with a unit picked (of a long file: its classes, the neighbours of the picked
+        units and its best scored other units, MAX_HEADS in all)."""
+        wanted = set(self.always)
+        for owner in {self.owner[k] for k in picked}:
+            wanted |= self.methods.get(owner, set())
         if len(wanted) > MAX_HEADS:
             near = {n for k in picked for n in (k - 1, k + 1)}
             keep = {k for k in wanted if self.units[k].kind == "class" or k in near}
@@ -120,29 +131,17 @@ class FilePlan:
         return wanted - picked
 
     def cost(self, picked: set[int]) -> int:
-        """Tokens of the file shown with `picked` in full (estimated)."""
+        """Tokens of the file shown with `picked` in full (estimated: the opening statements,
+        the picked units, the heads, and a marker line for each run of elided lines)."""
         if not picked:
             return 0
         if len(picked) == len(self.units):
             return self.whole_tokens
-        heads = self.heads(picked)
-        chars = len(self.path) + 16
-        hidden_run = False
-        for k, unit in enumerate(self.units):
-            if k in picked:
-                chars += self.chars[k]
-                hidden_run = False
-            elif is_header(k, unit):
-                chars += self.chars[k]
-                hidden_run = False
-            elif k in heads:
-                chars += sum(
-                    len(line) + 1 for line in self.lines[unit.head[0] - 1 : unit.head[1]])
-                chars += MARKER_CHARS
-                hidden_run = True
-            elif not hidden_run:
-                chars += MARKER_CHARS
-                hidden_run = True
+        chars = len(self.path) + 16 + self.header_chars
+        chars += sum(self.chars[k] for k in picked
+                     if not is_header(k, self.units[k]))
+        chars += sum(self.head_chars[k] for k in self.heads(picked))
+        chars += MARKER_CHARS * (len(picked) + 1)
         return estimate_chars(chars)
 
 
