@@ -256,6 +256,9 @@ class TaskVerifier:
             check.verdict_only = verdict_only
             first, late = split_at_tests(self.verifiers)
             host, in_sandbox = split_host_first(first)
+            if verdict_only:  # no feedback follows: the tests first, where most candidates
+                # fail (ruff's verdict after them: a passing run left the files unchanged)
+                in_sandbox.sort(key=lambda stage: stage.name != TESTS_STAGE)
             results = run_cascade(Watched(sandbox), check, host, deadline=deadline)
             if _passed(results):
                 if late and self._alone():
