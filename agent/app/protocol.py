@@ -85,9 +85,9 @@ class Judgement:
 
 
 def judge_candidates(judge: TaskVerifier, result: RunResult, log: RunLog,
-                     concurrency: int) -> Judgement:
-    """The hidden tests on the submitted patch, then on each other distinct patch the loop
-    judged (duplicates share the verdict); logs under `judged/<attempt_id>/`."""
+                     concurrency: int, every: bool = True) -> Judgement:
+    """The hidden tests on the submitted patch, then (`every`) on each other distinct patch
+    the loop judged (duplicates share the verdict); logs under `judged/<attempt_id>/`."""
     started = time.monotonic()
     groups: dict[str, list[Attempt]] = {}
     for attempt in result.attempts:
@@ -95,6 +95,8 @@ def judge_candidates(judge: TaskVerifier, result: RunResult, log: RunLog,
             groups.setdefault(attempt.code_key, []).append(attempt)
     submitted = result.submitted
     order = sorted(groups, key=lambda k: submitted is None or k != submitted.code_key)
+    if not every:
+        order = [k for k in order if submitted is not None and k == submitted.code_key]
     verdicts: dict[str, Verdict] = {}
 
     def one(key: str) -> None:

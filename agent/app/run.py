@@ -263,7 +263,8 @@ def run_task(
         if judge is not None and verifier is not None:
             with judging_recorded(result, log), timeline.span("verification"):
                 judgement = judge_candidates(judge, result, log,
-                                             loop_options.verify_concurrency)
+                                             loop_options.verify_concurrency,
+                                             not loop_options.judge_submitted)
             result = blind_outcome(result, judgement, log,
                                    verifier.blind.record() if verifier.blind else None)
         else:

@@ -228,12 +228,19 @@ class LoopOptions:
     )
     """Reproduction tests a blind run asks the model for, in parallel."""
     critic: int = option(
-        2, "--critic", commands=("run", "eval"), changes_results=True,
+        2, "--critic", commands=("run", "eval"), changes_results=True, newer=True,
         help="Blind runs: requests to the model judging the candidates still level after "
         "the checks (each in another order of the candidates; 0: none).",
     )
     """Requests of a blind run's critic (agent/core/critic.py): the model scores the
     finalists the checks could not tell apart, once per order of them; its tokens count."""
+    judge_submitted: bool = option(
+        False, "--judge-submitted", commands=("run", "eval"),
+        help="Blind runs: after the loop, the hidden tests judge only the submitted patch, not "
+        "every distinct candidate (faster; oracle coverage then says only whether it resolved).",
+    )
+    """After a blind loop, the hidden tests judge only the submitted candidate (else every
+    distinct one: oracle coverage, pass@k)."""
     verify_concurrency: int = option(2, "--verify-concurrency",
                                      help="Candidates verified at once, per task.")
     """Candidates verified at once (verification is CPU-bound)."""

@@ -57,8 +57,9 @@ def test_the_critic_decides_between_finalists_the_checks_cannot_tell_apart(
     tmp_path: Path,
 ) -> None:
     backend_or_skip("docker")
-    without, sent = run(tmp_path / "without", "--critic", "0")
+    without, sent = run(tmp_path / "without", "--critic", "0", "--judge-submitted")
     assert not any(CRITIC_REQUEST_LINE in text for text in sent)
+    assert without["oracle"]["n"] == 1  # type: ignore[index]  # only the submitted patch
     assert without["resolved"] is False  # the larger (wrong) diff won the tie-break
     assert "critic" not in without["selection"]  # type: ignore[operator]
 
