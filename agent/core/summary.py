@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import EndpointReport
 from ooda.agent.core import selection
+from ooda.agent.core.candidate import NO_MORE
 from ooda.agent.core.records import Attempt, RunSummary, Tokens
 from ooda.agent.core.schedule import per_model
 from ooda.agent.core.sources import model_of
@@ -36,8 +37,9 @@ def ending(attempts: list[Attempt], winner: Attempt | None, reason: str, *,
         reason = "budget"
     if attempts and all(a.status == "error" for a in attempts):
         return "error", attempts[-1].reason or "every attempt errored"
-    if attempts and not any(map(_whole_answer, attempts)):
-        return "error", _no_answer_reason(attempts, reason)
+    if attempts and not any(map(_whole_answer, attempts)) and reason != NO_MORE:
+        return "error", _no_answer_reason(attempts, reason)  # (a source with nothing to
+        # propose, such as mutation with no line pointed at, failed: it is no endpoint)
     return "failed", reason
 
 

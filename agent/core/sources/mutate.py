@@ -42,7 +42,10 @@ traced run is slower than a plain one; its start-up counts: on a loaded machine 
 takes seconds to start): a mutant that loops is stopped there, not at the plan's timeout."""
 FALLBACK_LINES = 400
 """Without a suspicious line (the trace failed, no frame in the failures), the first this many
-lines of the smallest editable Python files are mutated, weakly ranked."""
+lines of the smallest editable Python files are mutated, weakly ranked ..."""
+FALLBACK_FILES = 20
+"""... in a repository of at most this many editable Python files (in a larger one that is
+noise: the source has nothing to propose)."""
 SAMPLES = 16
 """Candidates per round (the verifier's concurrency bounds how many run at once)."""
 ROUNDS = 100_000
@@ -104,11 +107,15 @@ class MutationSource:
     def _fallback(self, request: Request, trace: BaseTrace) -> list[Suspect]:
         """Lines to mutate when nothing points anywhere: the smallest editable files first."""
         sizes = []
-        for path in request.list_files():
-            if trace.editable(path):
-                text = request.read_base(path)
-                if text is not None:
-                    sizes.append((len(text), path, text.count("\n") + 1))
+        editable = [path for path in request.list_files() if trace.editable(path)]
+        if len(editable) > FALLBACK_FILES:
+            self.note = (f"{self.note}; " if self.note else "") + \
+                "no line was pointed at, in too large a repository to mutate blindly"
+            return []
+        for path in editable:
+            text = request.read_base(path)
+            if text is not None:
+                sizes.append((len(text), path, text.count("\n") + 1))
         suspects: list[Suspect] = []
         for _, path, count in sorted(sizes):
             suspects += [Suspect(path, line, 0.1) for line in range(1, count + 1)]

@@ -138,3 +138,14 @@ def test_a_first_tier_hands_over_after_its_share_of_the_budget() -> None:
     assert schedule.tier_for(7, 100, 0.5) is fast
     assert schedule.tier_for(8, 100, 0.5) is strong and schedule.escalated_at == 8
     assert schedule.tiers == [first, fast, strong]
+
+
+def test_nothing_to_propose_is_a_failed_run_not_an_endpoint_error(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for n in range(25):  # too many files to mutate blindly
+        (repo / f"m{n}.py").write_text("def f(a, b):\n    return a - b\n")
+    task = Task(id="big", statement="?", repo=repo, fail_to_pass=["tests/test_m.py"])
+    result, _, summary, _ = run_loop(task, MutationSource(task), FakeVerifier(), tmp_path,
+                                     samples=2, rounds=3)
+    assert result.status == "failed" and summary["reason"] == NO_MORE
