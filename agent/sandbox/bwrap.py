@@ -1,10 +1,11 @@
 """The `bwrap` backend: bubblewrap over the image's root filesystem, for hosts without Docker.
 
 Each command gets fresh user, pid, network, ipc, uts and mount namespaces; `/` is the ooda
-rootfs read-only, `/work` the workspace (the only writable place besides a private /tmp), and
-the environment is an allow-list; /dev/shm is a bounded tmpfs. Memory is capped by a cgroup
-the host makes per sandbox (agent/sandbox/cgroup.py; where none can be made, only by
-RLIMIT_AS), the workspace's disk by agent/sandbox/limits.py's DiskWatch, file size and
+rootfs read-only, `/work` the workspace (the only writable place besides a private /tmp and
+HOME), and the environment is an allow-list (agent/sandbox/fidelity.py, whose start-up hook is
+bound read-only at /run/ooda-site); /dev/shm is a bounded tmpfs; umask 022. Memory is capped by
+a cgroup the host makes per sandbox (agent/sandbox/cgroup.py; where none can be made, by
+RLIMIT_AS, which otherwise stays unlimited as on a normal machine), the workspace's disk by agent/sandbox/limits.py's DiskWatch, file size and
 processes by rlimits. RLIMIT_NPROC counts per real uid and is ignored for uid 0, so as root every
 sandbox runs as its own unprivileged host uid (leased with a lock file) that appears as 1000
 inside; paths under root-only directories (e.g. /root/.cache/ooda) are first bind-mounted to
@@ -28,34 +29,28 @@ from typing import IO
 
 from ooda.agent.contracts.errors import InfraError
 from ooda.agent.contracts.protocols import ExecResult
-from ooda.agent.sandbox import image
+from ooda.agent.sandbox import fidelity, image
 from ooda.agent.sandbox.cgroup import MemoryCgroup
 from ooda.agent.sandbox.limits import DiskWatch, Limits, configured, disk_note, memory_note
 from ooda.agent.sandbox.output import DEFAULT_CAP_BYTES
 from ooda.agent.sandbox.ownership import Lease
 from ooda.agent.sandbox.process import run_process
 
-PIDS_LIMIT = 256
 ADDRESS_SPACE_LIMIT = 3 << 30
-"""RLIMIT_AS: virtual memory, so more generous than Docker's 2 GiB of resident memory."""
+"""RLIMIT_AS where no memory cgroup can be made: virtual memory, so more generous than
+Docker's 2 GiB of resident memory (with a cgroup it is left unlimited: a threaded suite
+reserves 8 MiB of stack per thread, an allocator arenas per thread, none of it resident)."""
 FILE_SIZE_LIMIT = 1 << 30
-TMP_SIZE = 256 << 20
 UID_BASE = int(os.environ.get("OODA_BWRAP_UID_BASE", "1700000"))
 UID_COUNT = 1024
 STAGE = Path("/run/ooda-stage")
 HOST_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-BASE_ENV = {
-    "PATH": image.SANDBOX_PATH,
-    "HOME": "/tmp",
-    "LANG": "C.UTF-8",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
-
 STAGE_SCRIPT = """
-mount --bind "$1" "$4/root"
-mount --bind "$2" "$4/work"
-if [ -n "$3" ]; then mount --bind "$3" "$4/reqs"; fi
-shift 4
+mount --bind "$1" "$5/root"
+mount --bind "$2" "$5/work"
+if [ -n "$3" ]; then mount --bind "$3" "$5/reqs"; fi
+mount --bind "$4" "$5/site"
+shift 5
 exec "$@"
 """
 
@@ -86,13 +81,17 @@ def bwrap_problem() -> str | None:
     return None
 
 
-def _launcher(as_root: bool, uid: int, nproc: int = PIDS_LIMIT) -> list[str]:
-    """setpriv (as root) + prlimit + bwrap with the namespace options, up to the binds."""
+def _launcher(
+    as_root: bool, uid: int, nproc: int | None = None, *, address_space: bool = True
+) -> list[str]:
+    """setpriv (as root) + prlimit + bwrap with the namespace options, up to the binds;
+    `address_space`: bound virtual memory too (only where no cgroup bounds the memory)."""
     argv: list[str] = []
     if as_root:
         argv += [_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                  "--inh-caps=-all", "--"]
-    argv += [_tool("prlimit"), f"--nproc={nproc}", f"--as={ADDRESS_SPACE_LIMIT}",
+    limit_as = [f"--as={ADDRESS_SPACE_LIMIT}"] if address_space else []
+    argv += [_tool("prlimit"), f"--nproc={nproc or configured().pids}", *limit_as,
              f"--fsize={FILE_SIZE_LIMIT}", "--core=0", "--"]
     argv += [_tool("bwrap"), "--unshare-all", "--unshare-user", "--disable-userns",
              "--die-with-parent", "--new-session", "--clearenv", "--uid", str(image.SANDBOX_UID),
@@ -229,12 +228,11 @@ class BwrapSandbox:
         self.requirements = requirements
         self.as_root = os.geteuid() == 0
         self._uid: UidLease | None = None
-        self._env = {**BASE_ENV, **(env or {})}
-        if requirements is not None:
-            self._env["PYTHONPATH"] = image.REQS_MOUNT
+        self._env = fidelity.base_env(env, requirements=requirements is not None)
+        self._site = fidelity.site_dir()
         if self.as_root:
             self._uid = UidLease()
-            for sub in ("root", "work", "reqs"):
+            for sub in ("root", "work", "reqs", "site"):
                 (STAGE / sub).mkdir(mode=0o755, parents=True, exist_ok=True)
             self._lease = Lease(workspace, self._uid.uid, self._uid.uid)
             self._cgroup = MemoryCgroup.create(self.limits.memory)[0]
@@ -246,19 +244,25 @@ class BwrapSandbox:
     def _argv(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
         root, work = str(self.rootfs), str(self.workspace.resolve())
         reqs = str(self.requirements) if self.requirements else ""
+        site = str(self._site)
         prefix: list[str] = self._cgroup.enter_argv() if self._cgroup else []
+        bound_as = self._cgroup is None
         if self.as_root and self._uid is not None:
             stage = str(STAGE)
             prefix += [_tool("unshare"), "--mount", "--propagation", "private", "--", "/bin/sh",
-                      "-ec", STAGE_SCRIPT, "ooda-stage", root, work, reqs, stage]
-            root, work = f"{stage}/root", f"{stage}/work"
+                      "-ec", STAGE_SCRIPT, "ooda-stage", root, work, reqs, site, stage]
+            root, work, site = f"{stage}/root", f"{stage}/work", f"{stage}/site"
             reqs = f"{stage}/reqs" if reqs else ""
-            launcher = _launcher(True, self._uid.uid)
+            launcher = _launcher(True, self._uid.uid, self.limits.pids, address_space=bound_as)
         else:
-            launcher = _launcher(False, 0, _user_process_count() + PIDS_LIMIT)
+            launcher = _launcher(False, 0, _user_process_count() + self.limits.pids,
+                                 address_space=bound_as)
         binds = ["--ro-bind", root, "/", "--proc", "/proc", "--dev", "/dev",
                  "--perms", "1777", "--size", str(self.limits.shm), "--tmpfs", "/dev/shm",
-                 "--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp",
+                 "--perms", "1777", "--size", str(self.limits.tmp), "--tmpfs", "/tmp",
+                 "--perms", "0755", "--size", str(self.limits.tmp), "--tmpfs", "/home",
+                 "--perms", "0755", "--dir", fidelity.HOME,
+                 "--perms", "0755", "--tmpfs", "/run", "--ro-bind", site, fidelity.SITE_MOUNT,
                  "--bind", work, self.workdir]
         if reqs:
             binds += ["--ro-bind", reqs, image.REQS_MOUNT]
@@ -290,7 +294,7 @@ class BwrapSandbox:
 
             result = run_process(
                 self._argv(argv, env or {}), cwd="/", env=HOST_ENV, timeout_s=timeout_s,
-                cap_bytes=cap_bytes, check=over_disk,
+                cap_bytes=cap_bytes, check=over_disk, umask=fidelity.UMASK,
             )
             if hit and not result.timed_out:
                 result = dataclasses.replace(result, limit=hit[0])

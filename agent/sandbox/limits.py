@@ -1,4 +1,5 @@
-"""Resource limits shared by the sandbox backends: memory, /dev/shm and the workspace's disk.
+"""Resource limits shared by the sandbox backends: memory, processes, /tmp, /dev/shm and the
+workspace's disk.
 
 One place for the numbers (each can be changed through an environment variable) and for the
 workspace disk bound, which no backend gets from its kernel interface: the workspace is a host
@@ -27,17 +28,21 @@ CTIME_SLACK_S = 0.05
 """File timestamps come from a coarse clock (a jiffy or so behind time.time())."""
 
 
-def _mib(name: str, default: int) -> int:
+def _count(name: str, default: int, unit: str = "") -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
-        return default * MIB
+        return default
     try:
         value = int(raw)
     except ValueError:
         value = 0
     if value <= 0:
-        raise UsageError(f"{name}={raw!r}: give a positive whole number of MiB")
-    return value * MIB
+        raise UsageError(f"{name}={raw!r}: give a positive whole number{unit}")
+    return value
+
+
+def _mib(name: str, default: int) -> int:
+    return _count(name, default, " of MiB") * MIB
 
 
 @dataclass(frozen=True)
@@ -48,17 +53,25 @@ class Limits:
     """Resident memory (and swap) of everything the sandbox runs (OODA_SANDBOX_MEMORY_MB)."""
     shm: int
     """Size of /dev/shm (OODA_SANDBOX_SHM_MB)."""
+    pids: int
+    """Processes and threads the sandbox may run at once (OODA_SANDBOX_PIDS): a bound on fork
+    bombs, high enough for a threaded suite (a thread counts as a process here)."""
+    tmp: int
+    """Size of the private /tmp (OODA_SANDBOX_TMP_MB), where pytest's tmp_path lives."""
     disk: int
     """Bytes one command may add to the workspace (OODA_SANDBOX_DISK_MB): on top of the repo
     copy already there, so it must hold a build's artefacts, caches and test output."""
 
 
 def configured() -> Limits:
-    """The limits in force: defaults (2 GiB memory, 64 MiB /dev/shm, 4 GiB of workspace writes
-    per command), each overridable in MiB; UsageError for a value that is not a positive int."""
+    """The limits in force: defaults (2 GiB memory, 1024 processes, 1 GiB /tmp, 256 MiB
+    /dev/shm, 4 GiB of workspace writes per command), each overridable (sizes in MiB);
+    UsageError for a value that is not a positive int."""
     return Limits(
         memory=_mib("OODA_SANDBOX_MEMORY_MB", 2048),
-        shm=_mib("OODA_SANDBOX_SHM_MB", 64),
+        shm=_mib("OODA_SANDBOX_SHM_MB", 256),
+        pids=_count("OODA_SANDBOX_PIDS", 1024),
+        tmp=_mib("OODA_SANDBOX_TMP_MB", 1024),
         disk=_mib("OODA_SANDBOX_DISK_MB", 4096),
     )
 

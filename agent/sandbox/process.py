@@ -26,11 +26,13 @@ def run_process(
     preexec_limits: bool = False,
     check: Callable[[], str | None] | None = None,
     poll_s: float = 0.2,
+    umask: int = -1,
 ) -> ExecResult:
     """Run argv in a new session; on timeout SIGKILL its whole process group.
 
     `check`, when given, is called every `poll_s` while the command runs and once after it
-    ended: a line it returns (a limit the command broke) kills the group and ends the output."""
+    ended: a line it returns (a limit the command broke) kills the group and ends the output.
+    `umask`, when not -1, is the command's (a sandbox sets the usual 022, whatever ours is)."""
     start = time.monotonic()
     proc = subprocess.Popen(
         list(argv),
@@ -40,6 +42,7 @@ def run_process(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        umask=umask,
     )
     buffer = CappedBuffer(cap_bytes)
     assert proc.stdout is not None

@@ -19,25 +19,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ooda.agent.contracts.errors import InfraError
-from ooda.agent.sandbox import image, warm
+from ooda.agent.sandbox import fidelity, image, warm
 from ooda.agent.sandbox.docker import image as docker_image
 from ooda.agent.sandbox.docker import zygote
 from ooda.agent.sandbox.limits import configured
 from ooda.agent.support import fstree
 
 CPUS = float(os.environ.get("OODA_SANDBOX_CPUS", "1"))
-PIDS_LIMIT = 256
-TMP_SIZE = "256m"
 FILE_SIZE_LIMIT = 1 << 30
 CONTROL_DIR = "/run/ooda"
 SOCKET_NAME = "control.sock"
 WORKDIR = "/work"
-BASE_ENV = {
-    "PATH": image.SANDBOX_PATH,
-    "HOME": "/tmp",
-    "LANG": "C.UTF-8",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
 ZYGOTE_SOURCE = f"# {zygote.MARKER}: agent/sandbox/docker/zygote.py\n" + Path(zygote.__file__).read_text()
 """PID 1's program; its first line names it, for `ps` and `docker top` (which cut long lines)."""
 
@@ -114,9 +106,9 @@ def container_config(
     tag: str, workspace: Path, control: Path, env: dict[str, str], uid: int, gid: int
 ) -> dict[str, Any]:
     """The Docker API's create body: no network, no capabilities, no new privileges, read-only
-    root, private /tmp, a bounded /dev/shm, pids/memory/CPU/file-size limits (see
-    agent/sandbox/limits.py), an allow-listed environment, removed as soon as PID 1 exits
-    (when the host closes the control socket)."""
+    root, private /tmp and HOME, a bounded /dev/shm, pids/memory/CPU/file-size limits (see
+    agent/sandbox/limits.py), an allow-listed environment (agent/sandbox/fidelity.py), removed
+    as soon as PID 1 exits (when the host closes the control socket)."""
     limits = configured()
     return {
         "Image": tag,
@@ -128,14 +120,16 @@ def container_config(
         "Labels": {"ooda": "1", **docker_image.owner_labels()},
         "Hostname": "sandbox",
         "HostConfig": {
-            "Binds": [f"{workspace.resolve()}:{WORKDIR}:rw", f"{control}:{CONTROL_DIR}:ro"],
+            "Binds": [f"{workspace.resolve()}:{WORKDIR}:rw", f"{control}:{CONTROL_DIR}:ro",
+                      f"{fidelity.site_dir()}:{fidelity.SITE_MOUNT}:ro"],
             "AutoRemove": True,
             "NetworkMode": "none",
             "CapDrop": ["ALL"],
             "SecurityOpt": ["no-new-privileges"],
             "ReadonlyRootfs": True,
-            "Tmpfs": {"/tmp": f"size={TMP_SIZE},mode=1777,exec"},
-            "PidsLimit": PIDS_LIMIT,
+            "Tmpfs": {"/tmp": f"size={limits.tmp},mode=1777,exec",
+                      fidelity.HOME: f"size={limits.tmp},mode=0755,uid={uid},gid={gid},exec"},
+            "PidsLimit": limits.pids,
             "ShmSize": limits.shm,
             "Memory": limits.memory,
             "MemorySwap": limits.memory,
@@ -151,9 +145,7 @@ def launch(
 ) -> Launched:
     """Listen once on a fresh control socket, then start the container (InfraError if not);
     `extra_env`: more of the container's own environment (a task environment's settings)."""
-    env = {**BASE_ENV, **(extra_env or {})}
-    if with_requirements:
-        env["PYTHONPATH"] = image.REQS_MOUNT
+    env = fidelity.base_env(extra_env, requirements=with_requirements)
     uid, gid = sandbox_user()
     control = Path(tempfile.mkdtemp(prefix="ooda-ctl-"))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -262,13 +254,14 @@ class SdkEngine:
             raise InfraError(f"could not start a sandbox container: {exc}") from exc
         return container_id
 
-    def kill(self, container_id: str) -> None:
-        import docker.errors
-
+    def kill(self, container_id: str, wait_s: float = 30.0) -> None:
+        """SIGKILL PID 1 and wait (up to `wait_s`) until the container stopped: its pid
+        namespace is then empty (a fork bomb's thousand processes take a moment to die)."""
         try:
             self.api.kill(container_id)
-        except (docker.errors.DockerException, OSError):
-            pass
+            self.api.wait(container_id, timeout=wait_s)
+        except Exception:  # noqa: BLE001 DockerException, OSError, requests' ReadTimeout:
+            pass  # gone already (auto-removed), or the engine did not answer in time
 
     def remove(self, container_id: str) -> None:
         import docker.errors

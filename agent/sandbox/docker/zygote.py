@@ -44,7 +44,10 @@ from typing import Any
 
 MARKER = "ooda-init"
 """Second argument of PID 1 (also how tests tell it from leftover processes)."""
-WIPED = ("/tmp", "/dev/shm", "/dev/mqueue")
+SWEEP_S = 20.0
+"""How long PID 1 keeps killing what a command left (a fork bomb's thousand processes)."""
+WIPED = ("/tmp", "/home/ooda", "/dev/shm", "/dev/mqueue")
+"""Emptied between candidates; /home/ooda is HOME (agent/sandbox/fidelity.py)."""
 TOOLS = ("pytest", "mypy", "ruff")
 """Imported while idle, in this order (verify runs pytest before mypy)."""
 WITH_PYTEST = ("faulthandler", "pdb", "unittest.mock", "importlib.metadata", "email.parser",
@@ -153,7 +156,8 @@ def oom_kills() -> int:
 def sweep() -> dict[int, int]:
     """SIGKILL every other process in the container until none is left; the statuses reaped."""
     reaped = _reap()
-    for _ in range(2000):
+    deadline = time.monotonic() + SWEEP_S
+    while time.monotonic() < deadline:
         if not _others():
             break
         try:
@@ -652,6 +656,7 @@ def main(args: list[str]) -> None:
     os.chdir("/")
     sys.path[:] = [p for p in sys.path if p not in ("", ".")]
     _set_dumpable(False)
+    os.umask(0o022)  # a normal login's, whatever the engine gave PID 1
     origin = os.path.join(os.path.dirname(args[-1]), WARM_ORIGIN)
     warm = read_warm(os.path.join(os.path.dirname(args[-1]), WARM_NAME))  # before connecting
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

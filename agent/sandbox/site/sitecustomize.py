@@ -1,0 +1,89 @@
+"""ooda's sandbox start-up hook, shipped into every sandbox (agent/sandbox/fidelity.py): renames
+between the workspace and /tmp behave as in a normal checkout.
+
+In a sandbox the workspace (/work) and the private /tmp are two mounts, so the kernel refuses
+a rename from one to the other (EXDEV, "Invalid cross-device link") where a checkout whose
+/tmp shares its filesystem renames: `Path.rename` of a repository file into `tmp_path` fails
+only under ooda. `os.rename` and `os.replace` here complete such a rename as the kernel does
+on one filesystem, by copying (metadata and links kept) and removing the source; every other
+error, and every call with directory descriptors, is the kernel's. Then this module takes
+itself off sys.path and imports the next sitecustomize (the distribution's), as site.py would
+have. Standard library only, any Python 3.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # no typing import at run time: every Python process pays for this module
+    from collections.abc import Callable
+    from typing import Any
+
+_kernel_rename = os.rename
+_kernel_replace = os.replace
+
+
+def _copy_then_remove(src: Any, dst: Any) -> None:
+    import shutil  # only when a rename crossed the mounts
+
+    src, dst = os.fspath(src), os.fspath(dst)
+    info = os.lstat(src)
+    if stat.S_ISDIR(info.st_mode):
+        if os.path.lexists(dst):
+            if not stat.S_ISDIR(os.lstat(dst).st_mode):
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), dst)
+            os.rmdir(dst)  # rename(2) replaces only an empty directory (ENOTEMPTY otherwise)
+        shutil.copytree(src, dst, symlinks=True)
+        try:
+            shutil.rmtree(src)
+        except OSError:
+            shutil.rmtree(dst, ignore_errors=True)  # as the kernel would: all or nothing
+            raise
+        return
+    if os.path.isdir(dst) and not os.path.islink(dst):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), dst)
+    parent = os.path.dirname(os.path.abspath(dst))
+    staged = os.path.join(parent, f".ooda-rename-{os.getpid()}-{os.path.basename(dst)}")
+    if stat.S_ISLNK(info.st_mode):
+        os.symlink(os.readlink(src), staged)
+    else:
+        shutil.copy2(src, staged)
+    try:
+        os.unlink(src)  # first: a source that cannot go leaves the destination as it was
+    except OSError:
+        os.unlink(staged)
+        raise
+    _kernel_replace(staged, dst)  # same mount now: atomic, as the rename would have been
+
+
+def _across_mounts(kernel_call: Callable[..., None]) -> Callable[..., None]:
+    def call(src: Any, dst: Any, *, src_dir_fd: int | None = None,
+             dst_dir_fd: int | None = None) -> None:
+        try:
+            kernel_call(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EXDEV or src_dir_fd is not None or dst_dir_fd is not None:
+                raise
+        _copy_then_remove(src, dst)
+
+    call.__name__ = call.__qualname__ = kernel_call.__name__
+    call.__doc__ = kernel_call.__doc__
+    call.__module__ = "os"
+    return call
+
+
+os.rename = _across_mounts(_kernel_rename)
+os.replace = _across_mounts(_kernel_replace)
+
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+del sys.modules["sitecustomize"]
+try:
+    import sitecustomize  # type: ignore[import-not-found]  # noqa: F401  the next one, if any
+except ImportError:
+    pass
