@@ -8,11 +8,17 @@ then every file the task's test patch touches is put back as it is on the base c
 the test patch is applied over it, so a prediction's edits to those test files never count.
 What still holds here: paths stay inside the repository (no absolute paths, no `..`, nothing
 under .git/, no way out through a symbolic link).
+
+Real systems' predictions come cut in ways a strict diff parser refuses and patch(1) applies
+(a last hunk shorter than its header once trailing blank context lines were stripped with the
+final newline, context lines whose lone space was trimmed): the paths of such a patch are read
+from its headers, and git apply and patch decide, as in the harness.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -48,7 +54,12 @@ def apply_prediction(workspace: Path, patch: str) -> Applied:
     patch = with_final_newline(patch)
     if not patch.strip():
         raise PatchError("the patch is empty: it changes no file")
-    paths, strip = parse_paths(patch)
+    try:
+        paths, strip = parse_paths(patch)
+    except PatchError:
+        paths, strip = header_paths(patch)
+        if not paths:
+            raise
     try:
         touched = git_numstat(workspace, patch, strip)
     except PatchError:
@@ -68,6 +79,34 @@ def apply_prediction(workspace: Path, patch: str) -> Applied:
     for path in changed:
         check_inside(workspace, path)
     return Applied(changed, method)
+
+
+_RENAME = re.compile(r"^(?:rename|copy) (?:from|to) (.+)$")
+_GIT_HEADER = re.compile(r"^diff --git a/(.+) b/(.+)$")
+
+
+def header_paths(patch: str) -> tuple[list[str], int]:
+    """(the paths a diff's file headers name, the strip level), read line by line where a
+    strict parser refused the diff: a `---` line followed by a `+++` line (a tab and
+    timestamp cut off; a removed line "-- x" is not followed by one), git's `diff --git` and
+    rename/copy lines; the level is 1 when every ---/+++ path carries a/ or b/."""
+    raw: list[str] = []
+    git_paths: list[str] = []
+    lines = patch.splitlines()
+    for index, line in enumerate(lines):
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if git := _GIT_HEADER.match(line):
+            git_paths += [git.group(1), git.group(2)]
+        elif rename := _RENAME.match(line):
+            git_paths.append(rename.group(1))
+        elif line.startswith("--- ") and following.startswith("+++ "):
+            for header in (line, following):
+                name = header[4:].split("\t", 1)[0].strip()
+                if name != "/dev/null":
+                    raw.append(name)
+    strip = 1 if raw and all(r.startswith(("a/", "b/")) for r in raw) else 0
+    stripped = [r.split("/", strip)[-1] if strip else r for r in raw]
+    return list(dict.fromkeys(stripped + git_paths)), strip if raw else 1
 
 
 def _fuzz_apply(workspace: Path, patch: str, strip: int, git_error: PatchError) -> None:
