@@ -85,3 +85,14 @@ def test_a_rewritten_parameter_stands_for_the_one_parametrization_no_other_id_cl
     # two parametrizations left for one unmatched id: which one it was cannot be told
     more = {**run, "tests/test_self.py::TestRunTC::test_stdin[x-y-z]": "failed"}
     assert match_id(odd, more, [odd, plain]) == []
+
+
+def test_brackets_inside_parameters_need_not_balance() -> None:
+    # a parameter holding "[=" (the hidden set's `test_x[[=b-expected3]`): a whole id, not a cut
+    whole = "tests/test_x.py::test_x[[=b-expected3]"
+    nodes = [whole, "tests/test_x.py::test_x[a-expected0]"]
+    assert not truncated(whole) and run_target(whole) == whole
+    assert match_id(whole, nodes) == [whole]
+    cut = "tests/test_x.py::test_x[[=b-exp"
+    assert truncated(cut) and run_target(cut) == "tests/test_x.py::test_x"
+    assert match_id(cut, nodes) == [whole]

@@ -274,9 +274,11 @@ def _cut_and_closed(test_id: str, nodes: list[str]) -> list[str]:
 
 
 def truncated(test_id: str) -> bool:
-    """A parametrized id cut short: its last part opens a `[` it never closes."""
+    """A parametrized id cut short: its last part opens a `[` and does not end with `]`.
+    Brackets inside the parameters need not balance (`test_x[[=b-expected3]`, a parameter
+    holding "[="): pytest ends every parametrized id with the `]` it opened."""
     last = _last_part(test_id) if "::" in test_id else ""
-    return last.count("[") > last.count("]")
+    return "[" in last and not last.rstrip().endswith("]")
 
 
 def _last_part(test_id: str) -> str:
@@ -291,7 +293,8 @@ def run_target(test_id: str) -> str:
     function (pytest would fail collection on the cut id, and every test with it)."""
     test_id = normalize_id(test_id)
     if truncated(test_id):
-        return test_id[: test_id.rindex("[")]
+        head, _, _ = test_id.partition("[")
+        return head
     return test_id
 
 

@@ -98,13 +98,24 @@ def _reset_report_dir(workspace: Path) -> Path:
 
 GUARD_PACKAGE = "_ooda_guard"
 """The guard's package name inside the sandbox (its modules import one another relatively)."""
+ARGS_FILE_TOKEN = "--ooda-args-file="
+"""How run_pytest hands the guard's launcher a file of pytest arguments (one a line): the
+launcher reads it itself, so every pytest version gets the ids (pytest reads `@file` only
+since 8.2; before, it took `@...` for a path and ran nothing)."""
 GUARD_LAUNCHER = f"""\
 \"\"\"Starts ooda's pytest guard: the package {GUARD_PACKAGE}/ next to this file.\"\"\"
 import sys
 
 from {GUARD_PACKAGE}.main import main
 
-main(sys.argv[1:])
+args = []
+for arg in sys.argv[1:]:
+    if arg.startswith({ARGS_FILE_TOKEN!r}):
+        with open(arg[{len(ARGS_FILE_TOKEN)}:], encoding="utf-8") as listed:
+            args += listed.read().splitlines()
+    else:
+        args.append(arg)
+main(args)
 """
 
 
@@ -190,7 +201,7 @@ def run_pytest(
     if len(args) > ARGS_FILE_THRESHOLD:
         args_name = f"args-{nonce}.txt"
         (directory / args_name).write_text("\n".join(args) + "\n", encoding="utf-8")
-        args = ["@" + str(in_dir / args_name)]
+        args = [ARGS_FILE_TOKEN + str(in_dir / args_name)]
     argv = [
         "python3",
         "-s",
