@@ -2,15 +2,17 @@
 `ooda run` and `ooda ci` build when a task names none (see docs/TASKS.md, "Detected
 environments").
 
-Pure: it reads files (pyproject.toml, setup.cfg, setup.py through ast, requirements files,
-tox.ini, .python-version) and never runs the repository's code. It answers the table as data
+Pure: it reads files (pyproject.toml, setup.cfg, setup.py and noxfile.py through ast,
+requirements files, tox.ini, .python-version) and never runs the repository's code. It answers the table as data
 plus one short description of what it found, or None when ooda's own image serves: nothing to
 install (no dependencies, nothing but pytest/ruff/mypy versions ooda's image has, no src
 layout, no compiled extension) and Python 3.11 allowed. What it installs, as a developer
 would: the project itself (`pip install -e .`, with the test extra `test`/`tests`/`testing`/
 `dev` when one is declared, or tox's `extras`), requirements files (tox's `deps` when tox.ini
-has them, else requirements.txt and the first test requirements file found), a test
-dependency group (PEP 735) and tox's plain `deps` as pinned pip packages; pytest and the pytest
+has them, its factor lines for the environment tox would run with the chosen Python; else the
+noxfile's test session's `session.install(...)`; else requirements.txt and the first test
+requirements file found, tests/requirements*.txt included), a test dependency group (PEP 735)
+and tox's or nox's plain requirements as pinned pip packages; pytest and the pytest
 plugins those name become the runner's packages (installed last so their pins win; the image's
 installed plugins are then loaded with `-p`). Requirement strings are parsed with `packaging`.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import configparser
 import functools
+import re
 import shlex
 import tomllib
 from dataclasses import dataclass, field
@@ -28,7 +31,6 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from ooda.agent.sandbox.environments.spec import install_files
 from ooda.agent.sandbox.image import toolchain_pins
 from ooda.tasks.detect_python import (
     DEFAULT_PYTHON,
@@ -37,7 +39,8 @@ from ooda.tasks.detect_python import (
     python_signals,
     setup_py_literals,
 )
-from ooda.tasks.requirement_lines import read_requirements, tox_deps
+from ooda.tasks.nox_deps import nox_deps
+from ooda.tasks.requirement_lines import expand_braces, read_requirements, tox_deps
 
 TEST_NAMES = ("test", "tests", "testing", "dev")
 """Extras and dependency groups that hold a project's test dependencies, preferred in order."""
@@ -48,8 +51,16 @@ TEST_FILES = (
     "requirements/tests.txt", "requirements/testing.txt", "requirements-dev.txt",
     "requirements_dev.txt", "dev-requirements.txt", "dev_requirements.txt",
     "requirements/dev.txt", "requirements/development.txt",
+    "tests/requirements.txt", "test/requirements.txt", "testing/requirements.txt",
+    "tests/requirements-test.txt", "tests/requirements/test.txt", "tests/requirements/tests.txt",
 )
 """Test requirements files, preferred in order (test before dev); the first found is used."""
+TEST_GLOBS = ("tests/requirements*.txt", "test/requirements*.txt", "testing/requirements*.txt",
+              "requirements/test*.txt", "requirements*test*.txt")
+"""Where a test requirements file not named above is looked for (sorted, first found)."""
+APT = ("python3-tk", "python3-venv", "git")
+"""Debian packages every detected environment gets, as a normal machine has them: tkinter and
+ensurepip (Debian splits them out of python3; tests import them or skip), git (tests call it)."""
 BASE_FILE = "requirements.txt"
 COMPILED_BACKENDS = ("cython", "scikit-build", "meson-python", "maturin", "setuptools-rust")
 """Build requirements that mean the install compiles something."""
@@ -97,14 +108,21 @@ def detect_environment(repo: Path) -> Detected | None:
     group = next((n for n in TEST_NAMES if n in project.groups), None)
     group_specs = _group(project.groups, group) if group else []
     deps_text = tox.get("testenv", "deps", fallback=None)
-    tox_lines = tox_deps(deps_text) if deps_text else None
+    tox_lines = tox_deps(deps_text, _tox_factors(tox, version),
+                         lambda name, key: tox.get(name, key, fallback=None)) \
+        if deps_text else None
+    nox = nox_deps(repo) if tox_lines is None else None
     if tox_lines is not None:
         files = [f for f in dict.fromkeys(tox_lines.files) if (repo / f).is_file()]
         tox_specs = [s for s in tox_lines.specs if s not in (".", "./")]
+    elif nox is not None and (nox.files or nox.specs):
+        files = [f for f in dict.fromkeys(nox.files) if (repo / f).is_file()]
+        tox_specs = list(nox.specs)
+        extras = extras or [e for e in nox.extras if e in project.extras]
     else:
-        hashed = install_files(repo)
-        test_file = next((f for f in TEST_FILES if f in hashed), None)
-        files = [f for f in (BASE_FILE, test_file) if f is not None and f in hashed]
+        test_file = _test_file(repo)
+        files = [f for f in (BASE_FILE, test_file)
+                 if f is not None and (repo / f).is_file()]
         tox_specs = []
     if install_project and project.name:  # `astropy[test]` in astropy's own tox deps
         tox_specs, extras = _fold_self(project.name, tox_specs, extras)
@@ -127,13 +145,39 @@ def detect_environment(repo: Path) -> Detected | None:
         command += ["-e", f".[{','.join(extras)}]" if extras else "."]
     for rel in files:
         command += ["-r", rel]
-    table: dict[str, Any] = {"python": version}
+    table: dict[str, Any] = {"python": version, "apt": list(APT)}
     if pip:
         table["pip"] = pip
     table["install"] = shlex.join(command) if len(command) > 4 else ""
     table["runner"] = {"packages": runner}
     return Detected(table, _describe(python, install_project, extras, files, tox_lines is not None,
                                      group, pip, runner))
+
+
+def _test_file(repo: Path) -> str | None:
+    """The repository's test requirements file: the first of TEST_FILES, else of TEST_GLOBS."""
+    for name in TEST_FILES:
+        if (repo / name).is_file() and not (repo / name).is_symlink():
+            return name
+    for pattern in TEST_GLOBS:
+        for path in sorted(repo.glob(pattern)):
+            if path.is_file() and not path.is_symlink():
+                return path.relative_to(repo).as_posix()
+    return None
+
+
+def _tox_factors(tox: configparser.ConfigParser, python: str) -> frozenset[str]:
+    """The factors of the tox environment a developer would run with `python`: the first
+    envlist entry holding its `pyXY` factor (or a bare `py`/`py3`), with the Python's own."""
+    major, _, minor = python.partition(".")
+    own = {"py", f"py{major}", f"py{major}{minor}", f"py{major}.{minor}"}
+    envlist = tox.get("tox", "envlist", fallback="")
+    for entry in (e for raw in re.split(r"[,\n](?![^{]*\})", envlist) if raw.strip()
+                  for e in expand_braces(raw.strip())):
+        parts = set(entry.split("-"))
+        if parts & own:
+            return frozenset(parts | own)
+    return frozenset(own)
 
 
 def _toml(path: Path) -> dict[str, Any]:

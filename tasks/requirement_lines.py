@@ -4,13 +4,16 @@ Reads pip's requirements-file format as pip does for the parts detection needs: 
 line continuations, `-r`/`--requirement` includes (followed, relative to the including file,
 each file once), editable and URL lines (kept as things to install), and pip options (index
 URLs, `-c` constraints, hashes), skipped. tox.ini's `[testenv] deps` are the same lines plus
-`{toxinidir}`; factor-conditional lines (`py39: mock`) and `{[section]deps}` references are
-left out. The requirement strings themselves are parsed later with `packaging`.
+`{toxinidir}`, factor-conditional lines (`py{38,39}: mock`, `!py27-cov: x`: kept when the
+factors of the environment tox would run match) and `{[section]key}` references (followed in
+the same file). The requirement strings themselves are parsed later with `packaging`.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,12 +90,54 @@ def read_requirements(repo: Path, rel: str) -> list[str]:
     return specs
 
 
-def tox_deps(value: str) -> Lines:
-    """tox `deps` lines: files it includes (relative to tox.ini) and requirement strings."""
-    kept = []
+_FACTOR_LINE = re.compile(r"^([\w.!{}-]+(?:\s*,\s*[\w.!{}-]+)*)\s*:\s+(.+)$")
+_REFERENCE = re.compile(r"^\{\[([^\]]+)\]([\w-]+)\}$")
+
+
+def expand_braces(text: str) -> list[str]:
+    """tox's brace expansion: `py{38,39}-dj{3,4}` -> py38-dj3, py38-dj4, py39-dj3, py39-dj4."""
+    parts = re.split(r"(\{[^{}]*\})", text)
+    choices = [p[1:-1].split(",") if p.startswith("{") and p.endswith("}") else [p]
+               for p in parts]
+    return ["".join(c.strip() for c in combo) for combo in itertools.product(*choices)]
+
+
+def factors_match(condition: str, factors: Collection[str]) -> bool:
+    """Whether a deps line's condition (`py38,py39-cov`, `!py27`) holds for an environment
+    with `factors`: any comma-separated alternative whose `-`-joined factors all hold."""
+    for alternative in expand_braces(condition):
+        for option in alternative.split(","):
+            needed = [f for f in option.strip().split("-") if f]
+            if needed and all((f[1:] not in factors) if f.startswith("!") else (f in factors)
+                              for f in needed):
+                return True
+    return False
+
+
+def tox_deps(value: str, factors: Collection[str] = (),
+             section: Callable[[str, str], str | None] | None = None) -> Lines:
+    """tox `deps` lines: files it includes (relative to tox.ini) and requirement strings;
+    a factor line counts when its condition holds for `factors`, a `{[section]key}`
+    reference is read through `section(name, key)` (None: left out)."""
+    return parse_lines("\n".join(_tox_lines(value, factors, section, 0)))
+
+
+def _tox_lines(value: str, factors: Collection[str],
+               section: Callable[[str, str], str | None] | None, depth: int) -> list[str]:
+    kept: list[str] = []
     for line in _logical_lines(value):
         line = re.sub(r"\{toxinidir\}[/\\]?", "", line)
-        if re.match(r"^[\w.!-]+(?:\s*,\s*[\w.!-]+)*\s*:\s", line) or "{" in line:
-            continue  # `py39: mock` (one env's factor) or `{[base]deps}` (a reference)
+        if reference := _REFERENCE.match(line):
+            text = section(reference.group(1), reference.group(2)) if section else None
+            if text and depth < MAX_DEPTH:
+                kept += _tox_lines(text, factors, section, depth + 1)
+            continue
+        if conditional := _FACTOR_LINE.match(line):
+            if factors_match(conditional.group(1), factors):
+                line = conditional.group(2).strip()
+            else:
+                continue
+        if "{" in line:
+            continue  # another substitution tox makes at run time
         kept.append(line)
-    return parse_lines("\n".join(kept))
+    return kept

@@ -49,7 +49,7 @@ def test_src_layout_with_a_test_extra(tmp_path: Path) -> None:
     found = detect_environment(repo)
     assert found is not None
     assert found.table == {
-        "python": "3.11",
+        "python": "3.11", "apt": ["python3-tk", "python3-venv", "git"],
         "install": "python3 -m pip install -e '.[tests]'",
         "runner": {"packages": ["pytest>=7", "pytest-cov==5.0.0"]},
     }
@@ -87,7 +87,7 @@ def test_tox_deps_and_envlist(tmp_path: Path) -> None:
     found = detect_environment(repo)
     assert found is not None
     assert found.table == {
-        "python": "3.9",
+        "python": "3.9", "apt": ["python3-tk", "python3-venv", "git"],
         "pip": ["mock==5.1.0"],
         "install": "python3 -m pip install -e . -r requirements/test.txt",
         "runner": {"packages": ["pytest==7.4.4", "pytest-xdist"]},
@@ -115,7 +115,7 @@ def test_setup_cfg_and_setup_py(tmp_path: Path) -> None:
                      "testing =\n    pytest<8\n",
         "src/pkg/__init__.py": "",
     })
-    assert table_of(cfg) == {"python": "3.9",
+    assert table_of(cfg) == {"python": "3.9", "apt": ["python3-tk", "python3-venv", "git"],
                              "install": "python3 -m pip install -e '.[testing]'",
                              "runner": {"packages": ["pytest<8"]}}
     py = make(tmp_path / "py", {
@@ -124,7 +124,7 @@ def test_setup_cfg_and_setup_py(tmp_path: Path) -> None:
                     "ext_modules=[Extension('x._c', ['x/_c.c'])])\n",
         "x/__init__.py": "",
     })
-    assert table_of(py) == {"python": "3.11", "install": "python3 -m pip install -e '.[test]'",
+    assert table_of(py) == {"python": "3.11", "apt": ["python3-tk", "python3-venv", "git"], "install": "python3 -m pip install -e '.[test]'",
                             "runner": {"packages": ["pytest"]}}
 
 
@@ -206,3 +206,42 @@ def test_tox_parts() -> None:
     assert tox_pythons("py{38,39}-django{32,42}, py3.13, lint, pypy3") == {"3.8", "3.9", "3.13"}
     deps = tox_deps("-r{toxinidir}/req.txt\npy39,py310: x\nimage, devdeps: z\n{[testenv]deps}\ny")
     assert (deps.files, deps.specs) == (["req.txt"], ["y"])
+
+
+def test_test_requirements_under_tests(tmp_path: Path) -> None:
+    repo = make(tmp_path, {"setup.py": "from setuptools import setup\nsetup(name='x')\n",
+                           "tests/requirements.txt": "freezegun==1.5.1\npytest==7.4.4\n"})
+    table = table_of(repo)
+    assert table["install"] == "python3 -m pip install -e . -r tests/requirements.txt"
+    assert table["runner"] == {"packages": ["pytest==7.4.4"]}
+    other = make(tmp_path / "b", {"tests/requirements-ci.txt": "freezegun==1.5.1\n"})
+    assert table_of(other)["install"] == "python3 -m pip install -r tests/requirements-ci.txt"
+
+
+def test_a_noxfile_s_test_session(tmp_path: Path) -> None:
+    repo = make(tmp_path, {
+        "setup.py": "from setuptools import setup\nsetup(name='x', extras_require={'test': []})\n",
+        "requirements/ci.txt": "hypothesis==6.100.0\n",
+        "noxfile.py": "import nox\n\n@nox.session\ndef lint(session):\n"
+                      "    session.install('ruff')\n\n"
+                      "@nox.session(python=['3.11'])\ndef tests(session):\n"
+                      "    session.install('-r', 'requirements/ci.txt')\n"
+                      "    session.install('-e', '.[test]', 'mock==5.1.0', 'pytest-mock')\n"
+                      "    session.run('pytest')\n",
+    })
+    table = table_of(repo)
+    assert table["install"] == "python3 -m pip install -e '.[test]' -r requirements/ci.txt"
+    assert table["pip"] == ["mock==5.1.0"]
+    assert table["runner"] == {"packages": ["pytest", "pytest-mock"]}
+
+
+def test_tox_factor_lines_of_the_environment_tox_would_run(tmp_path: Path) -> None:
+    repo = make(tmp_path, {
+        "setup.py": "from setuptools import setup\nsetup(name='x', python_requires='>=3.11')\n",
+        "tox.ini": "[tox]\nenvlist = py{311,312}-{unit,cov}\n[base]\ndeps = attrs==23.2.0\n"
+                   "[testenv]\ndeps =\n    py{311,312}: mock==5.1.0\n    py38: funcsigs\n"
+                   "    cov: pytest-cov\n    !py27: six==1.16.0\n    {[base]deps}\n",
+    })
+    table = table_of(repo)
+    assert table["pip"] == ["mock==5.1.0", "six==1.16.0", "attrs==23.2.0"]
+    assert table["runner"] == {"packages": ["pytest"]}  # cov is not unit's factor

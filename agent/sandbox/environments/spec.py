@@ -33,7 +33,8 @@ IMAGE_REPO = "ooda-env"
 DEFAULT_INSTALL = "python3 -m pip install -e ."
 INSTALL_FILES = (
     "setup.py", "setup.cfg", "pyproject.toml", "requirements*.txt", "requirements/*.txt",
-    "requirements/*.in", "*requirements*.txt",
+    "requirements/*.in", "*requirements*.txt", "tests/requirements*.txt",
+    "test/requirements*.txt", "testing/requirements*.txt", "tests/requirements/*.txt",
 )
 """Globs (relative to the repository) whose content changes what the install produces."""
 

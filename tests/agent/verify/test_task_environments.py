@@ -50,12 +50,15 @@ def test_quoted(text):
 ENVIRONMENT = """\
 [environment]
 python = "3.9"
+apt = ["python3-tk", "python3-venv", "git"]
 install = "python3 -m pip install -e ."
 
 [environment.runner]
 packages = ["pytest==PYTEST_VERSION", "pytest-mock==MOCK_VERSION"]
 """
-"""No `plugins`: pytest-mock is found among the image's installed plugins and loaded with -p."""
+"""No `plugins`: pytest-mock is found among the image's installed plugins and loaded with -p.
+`apt` as environment detection writes it, so tests/acceptance/test_detected_environment.py's
+detected table names the same image."""
 RUNNERS = {"7.4.4": "3.12.0", "4.6.11": "2.0.0"}
 """pytest 7.4.4 (pluggy 1.x: the guard's new-style wrappers) and 4.6.11 (pluggy 0.13: its
 LegacyGuard; no pytest_assertion_pass hook; JUnit names as XML-escaped py.xml objects), each
