@@ -1,6 +1,7 @@
 """Build the sandbox root filesystem and Docker image offline, cached under $OODA_HOME.
 
-Recipe: `debootstrap --variant=minbase --include=python3 bookworm` (cached as the "base"), then
+Recipe: `debootstrap --variant=minbase --include=python3,<STDLIB_DEBS> bookworm` (cached as the
+"base": the standard library a normal CPython has, tkinter and ensurepip included, and git), then
 the verifier toolchain (pytest, ruff, mypy, pinned to the host's installed versions) installed
 from wheels the host downloads into a wheelhouse, a non-root user (uid 1000), precompiled
 bytecode. The finished tree `rootfs-<hash>` is bound read-only as `/` by the bwrap backend and
@@ -36,6 +37,10 @@ RECIPE_VERSION = "1"
 SUITE = "bookworm"
 PYTHON_VERSION = "3.11"
 TOOLCHAIN = ("pytest", "ruff", "mypy")
+STDLIB_DEBS = ("python3-tk", "python3-venv", "python3-gdbm", "python3-lib2to3", "git")
+"""Debian packages that complete the image's Python as a normal machine's (Debian splits
+tkinter, ensurepip, dbm.gnu and lib2to3 out of python3; a repository's tests import them or
+skip without them) and git, which a checkout's tests call (setuptools-scm, pre-commit)."""
 IMAGE_REPO = "ooda-sandbox"
 SANDBOX_UID = 1000
 SITE_DIR = f"/usr/local/lib/python{PYTHON_VERSION}/dist-packages"
@@ -74,7 +79,7 @@ def _debian_arch() -> str:
 
 def recipe_hash() -> str:
     """Short hash of everything that goes into the image; part of the tag and rootfs name."""
-    parts = [RECIPE_VERSION, SUITE, PYTHON_VERSION, _arch(), *toolchain_pins()]
+    parts = [RECIPE_VERSION, SUITE, PYTHON_VERSION, _arch(), *STDLIB_DEBS, *toolchain_pins()]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
 
@@ -198,9 +203,15 @@ def install_wheels(specs: list[str], target: Path, log: Log) -> None:
 # --------------------------------------------------------------------------- rootfs
 
 
+def _base_path() -> Path:
+    extras = hashlib.sha256(",".join(STDLIB_DEBS).encode()).hexdigest()[:8]
+    return ooda_home() / f"base-{SUITE}-{_debian_arch()}-{extras}"
+
+
 def _build_base(log: Log) -> Path:
-    """debootstrap minbase + python3, cached: it is the slow step (about a minute and a half)."""
-    base = ooda_home() / f"base-{SUITE}-{_debian_arch()}"
+    """debootstrap minbase + python3 + STDLIB_DEBS, cached: it is the slow step (a few
+    minutes)."""
+    base = _base_path()
     if (base / MARKER).is_file():
         return base
     if shutil.which("debootstrap") is None:
@@ -208,9 +219,10 @@ def _build_base(log: Log) -> Path:
     tmp = base.with_name(base.name + f".tmp-{os.getpid()}")
     _remove_tree(tmp)
     mirror = _mirror()
-    log(f"debootstrap {SUITE} (minbase + python3) from {mirror}; this takes a minute or two")
-    _run(["debootstrap", "--variant=minbase", "--include=python3", f"--arch={_debian_arch()}",
-          SUITE, str(tmp), mirror], "debootstrap")
+    log(f"debootstrap {SUITE} (minbase + python3 + {' '.join(STDLIB_DEBS)}) from {mirror}; "
+        "this takes a few minutes")
+    _run(["debootstrap", "--variant=minbase", f"--include={','.join(('python3', *STDLIB_DEBS))}",
+          f"--arch={_debian_arch()}", SUITE, str(tmp), mirror], "debootstrap")
     for junk in TRIM:
         for path in tmp.glob(junk):
             _remove_tree(path)
@@ -254,7 +266,7 @@ def build_rootfs(*, force: bool = False, log: Log = stderr_log) -> Path:
         old_umask = os.umask(0o022)
         try:
             if force:
-                _remove_tree(ooda_home() / f"base-{SUITE}-{_debian_arch()}")
+                _remove_tree(_base_path())
             base = _build_base(log)
             tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
             _remove_tree(tmp)

@@ -1,6 +1,7 @@
-"""One base image per Debian release: debootstrap's root filesystem (minbase + python3,
-the recipe agent/sandbox/image.py uses, so bookworm's cached tree is shared with it), imported
-into Docker, then given pip, CA certificates and the sandbox user in a build container.
+"""One base image per Debian release: debootstrap's root filesystem (minbase + python3; ooda's
+own image adds the rest of the standard library to its own tree, and a detected environment
+asks for those packages as its apt layer: tasks/detect_environment.py), imported into Docker,
+then given pip, CA certificates and the sandbox user in a build container.
 
 Both steps are cached (the directory by its marker file, the image by its tag) and locked, so
 concurrent builds debootstrap a release once.
@@ -44,7 +45,7 @@ rm -rf /var/lib/apt/lists/* /root/.cache /usr/share/doc/* /usr/share/man/*
 
 
 def rootfs_dir(release: Release) -> Path:
-    """Where debootstrap's tree for `release` is cached (image.py's name for bookworm)."""
+    """Where debootstrap's tree for `release` is cached."""
     return image.ooda_home() / f"base-{release.name}-{image._debian_arch()}"
 
 

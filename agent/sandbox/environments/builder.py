@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shlex
 import tarfile
 import time
@@ -212,12 +213,16 @@ def ensure_env(
     *,
     force: bool = False,
     log: image.Log = image.stderr_log,
-    timeout_s: float = 3600.0,
+    timeout_s: float | None = None,
 ) -> BuiltEnv:
-    """The image for `spec` (installing `repo` when the spec says so), built when missing.
+    """The image for `spec` (installing `repo` when the spec says so), built when missing
+    within `timeout_s` (default OODA_ENV_BUILD_TIMEOUT, else 3600 s: astropy 1.3's numpy built
+    from its sdist outlives an hour on a loaded 2-core machine).
 
     Raises EnvBuildError (the recorded cause) when this hash failed before, unless `force`."""
     started = time.monotonic()
+    if timeout_s is None:
+        timeout_s = float(os.environ.get("OODA_ENV_BUILD_TIMEOUT", "") or 3600.0)
     digest = spec_hash(spec, repo)
     tag = image_tag(spec, repo)
     directory = env_dir(digest)
