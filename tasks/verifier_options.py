@@ -25,8 +25,9 @@ class VerifierOptions:
     security_rules: list[str] | None = None
     """The ruff `S` rules it checks (None: verifiers/security_check.RULES; [] keeps only the
     secret scan)."""
-    timeout_s: float = 60.0
-    """Wall-clock limit for each verifier run."""
+    timeout_s: float | None = None
+    """Wall-clock limit for each verifier run; None: ooda sets it from the unpatched run's
+    duration (agent/verify/plan.py)."""
     off: frozenset[str] = field(default_factory=frozenset)
     """The keys of the other optional stages (agent/contracts/stages.py) turned off."""
 
@@ -90,5 +91,5 @@ def _security_rules(value: object, where: str) -> list[str]:
 
 def check_verifier_values(options: VerifierOptions, where: str) -> None:
     t = options.timeout_s
-    if not t > 0 or t == float("inf"):
+    if t is not None and (not t > 0 or t == float("inf")):
         raise UsageError(f"{where}: verifiers.timeout_s must be a positive number, not {t}")

@@ -11,8 +11,11 @@ run read alike (attempts.jsonl, `last failed`, the logs' `pytest.log`).
 
 from __future__ import annotations
 
+import re
+
 from ooda.agent.contracts.protocols import CheckSpec, Sandbox, VerifierResult
 from ooda.verifiers import SUMMARY_LIMIT, clip, tail
+from ooda.verifiers.environmental import environmental_reason
 from ooda.verifiers.pytest_check.grade import FAILING, Graded, grade, run_log, summarize
 from ooda.verifiers.pytest_check.parse import TestRun
 from ooda.verifiers.pytest_check.run import PreTestFailed
@@ -48,6 +51,34 @@ def request_of(check: CheckSpec) -> TestRequest:
         # no feedback needed: stop at the first failure (the fail_to_pass tests run first)
         stop_at_first_failure=check.verdict_only,
     )
+
+
+COVERAGE_THRESHOLD = re.compile(
+    r"^(?:FAIL Required test coverage of [\d.]+% not reached|"
+    r"(?:ERROR: )?Coverage failure: total of [\d.]+ is less than fail-under=)", re.M)
+"""pytest-cov's line when a `--cov-fail-under` (a repository's addopts) failed the session."""
+
+
+def coverage_threshold_only(run: TestRun) -> bool:
+    """pytest exited 1 only because a coverage threshold of the repository's addopts was not
+    reached: true of the subsets of tests ooda runs, and no verdict on them (the report and
+    the guard's record still decide every test)."""
+    return (run.exit_code == 1 and run.pytest_exit_code == 1
+            and COVERAGE_THRESHOLD.search(run.output) is not None)
+
+
+MAX_NOTED = 3
+
+
+def _machine_again(graded: Graded, run: TestRun, check: CheckSpec) -> str | None:
+    """Why `graded`, a required test that failed, is not the candidate's failure: it failed
+    on the unpatched code for the machine's reason (no network here) and fails again for that
+    same reason; None otherwise (a reason the candidate's code alone produced counts)."""
+    before = check.unjudgeable.get(graded.node) or check.unjudgeable.get(graded.test_id)
+    if before is None or graded.outcome not in FAILING:
+        return None
+    now = environmental_reason(run.messages.get(graded.node, ""))
+    return now if now == before else None
 
 
 def _shown(run: TestRun) -> str:
@@ -149,7 +180,11 @@ class TestsVerifier:
         """Every required id must have run and passed."""
         graded = grade(check.fail_to_pass, check.pass_to_pass, run)
         bad = [g for g in graded if g.outcome != "passed"]
+        unjudged = [(g, why) for g in bad if (why := _machine_again(g, run, check))]
+        bad = [g for g in bad if not any(g is u for u, _ in unjudged)]
         table = [f"{g.outcome:8} {g.kind:12} {g.test_id} -> {g.node}" for g in graded]
+        table += [f"not judged here: {g.test_id}: it {why} (before the change too)"
+                  for g, why in unjudged]
         details: dict[str, object] = {
             "outcomes": run.outcomes,
             "required": {g.test_id: g.outcome for g in graded},
@@ -168,7 +203,8 @@ class TestsVerifier:
                 self.name, "failed", run.duration_s, summary, run_log(run, table), details
             )
         if (self.runner.exit_status_checked and run.exit_code != 0
-                and not (check.whole_files and run.exit_code == 1)):
+                and not (check.whole_files and run.exit_code == 1)
+                and not coverage_threshold_only(run)):
             # (whole files: an unlisted test of them may fail, as SWE-bench allows)
             summary = (
                 f"runner exit code disagrees: the report says all {len(graded)} required tests "
@@ -178,7 +214,17 @@ class TestsVerifier:
             return VerifierResult(
                 self.name, "failed", run.duration_s, summary, run_log(run, table), details
             )
-        return VerifierResult(self.name, "passed", run.duration_s, "", run_log(run, table),
+        if unjudged and len(unjudged) == len(graded):
+            summary = (f"none of the {len(graded)} required tests could be judged here: "
+                       f"{unjudged[0][0].test_id} {unjudged[0][1]} (before the change too)")
+            return VerifierResult(
+                self.name, "failed", run.duration_s, summary, run_log(run, table), details
+            )
+        note = "" if not unjudged else (
+            f"{len(unjudged)} required test(s) not judged here, failing before and after the "
+            "change for the machine: " + "; ".join(f"{g.test_id}: it {why}"
+                                                  for g, why in unjudged[:MAX_NOTED]))
+        return VerifierResult(self.name, "passed", run.duration_s, note, run_log(run, table),
                               details)
 
     def _all_graded(self, run: TestRun, check: CheckSpec) -> VerifierResult:
@@ -199,7 +245,8 @@ class TestsVerifier:
             summary = summarize(f"{len(bad)} of {len(run.outcomes)} tests did not pass:", bad, run)
         elif passed == 0:
             summary = "no test passed: the test command collected no test that ran and passed"
-        elif self.runner.exit_status_checked and run.exit_code != 0:
+        elif (self.runner.exit_status_checked and run.exit_code != 0
+              and not coverage_threshold_only(run)):
             summary = (
                 f"runner exit code disagrees: the report shows no failing test but "
                 f"{self.runner.kind} exited with {run.exit_code}. Output tail:\n"

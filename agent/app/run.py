@@ -50,6 +50,7 @@ from ooda.agent.support.fstree import remove_workspace
 from ooda.agent.support.phases import Timeline
 from ooda.agent.support.text import one_line
 from ooda.agent.support.textsafe import markup_safe
+from ooda.agent.verify.base import plan_line
 from ooda.agent.verify.plan import TaskPlan, draft_plan
 from ooda.agent.verify.prepare import make_plan
 from ooda.agent.verify.verifier import TaskVerifier
@@ -213,6 +214,8 @@ def run_task(
         task = verifier.task if verifier is not None else settled.judged_task()
         if passing_before and show_progress and console is not None:
             console.print(markup_safe(_passing_before_line(passing_before)), highlight=False)
+        if show_progress and console is not None and (line := plan_line(settled)):
+            console.print(markup_safe(line), highlight=False)
         source = as_source(model)
         asked = model_of(source)  # the model the source asks, if it asks one
         if show_progress and console is not None and asked is not None:
@@ -255,6 +258,9 @@ def run_task(
                 raise
             finally:
                 attempt_phases(timeline, loop.attempts)
+        if gate is not None and show_progress and console is not None and (
+                line := plan_line(settled)):
+            console.print(markup_safe(line), highlight=False)
         if gate is not None and settled.base and settled.base.fail_to_pass_passing:
             passing_before = list(settled.base.fail_to_pass_passing)
             if show_progress and console is not None:

@@ -14,6 +14,7 @@ from ooda.agent.contracts.options import EnvironmentOptions, SandboxOptions, Sta
 from ooda.agent.contracts.protocols import Verdict
 from ooda.agent.sandbox.registry import get_backend
 from ooda.agent.support.collected import collected
+from ooda.agent.verify.base import plan_line
 from ooda.agent.verify.plan import TaskPlan, draft_plan
 from ooda.agent.verify.prepare import make_plan
 from ooda.agent.verify.verifier import TaskVerifier
@@ -41,7 +42,8 @@ def verify_patch(
     log_dir: Path | None = None,
     say: Callable[[str], object] = lambda _line: None,
 ) -> Verified:
-    """Judge `patch` for `task`; `say` gets the line on what the tests run in. A patch the
+    """Judge `patch` for `task`; `say` gets the line on what the tests run in and, after the
+    base check, the line on which tests must pass and each run's limit. A patch the
     edit policy refuses, that touches a protected file or does not apply is PatchError before
     any sandbox starts or the base's tests run (the cheap checks first)."""
     tests = collected(task.repo, [*task.fail_to_pass, *task.pass_to_pass], [], task.test_cmd)
@@ -53,6 +55,8 @@ def verify_patch(
     try:
         with tempfile.TemporaryDirectory(prefix="ooda-verify-") as work:
             plan, verifier = make_plan(draft, lambda p: TaskVerifier(p, backend, Path(work)))
+            if line := plan_line(plan):
+                say(line)
             try:
                 verdict = verifier.verify(patch, log_dir=log_dir)
             finally:

@@ -281,6 +281,10 @@ class CheckSpec:
     passed_before: list[str] | None = None
     """The pass_to_pass ids a base run showed passing (None: not measured); feedback says
     "passed before the change" only of these."""
+    unjudgeable: dict[str, str] = field(default_factory=dict)
+    """Tests whose failure on the unpatched code was the machine's (node id -> why: "needs
+    the network"): failing again for that same reason, a required one is reported as not
+    judged here, not as the candidate's failure."""
     tests_optional: bool = False
     """A blind run's regression tests: when none apply to this candidate (no ids, no command),
     the tests stage is skipped rather than an error."""

@@ -33,7 +33,7 @@ from ooda.agent.support.home import ooda_home
 from ooda.agent.verify.plan import BaseFacts, TaskPlan, Uncollectable
 from ooda.agent.verify.workspace import COPY_EXCLUDES
 
-FORMAT = 1
+FORMAT = 2
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("agent", "verifiers", "tasks")
 HOST_PYTHON_BACKENDS = frozenset({"bwrap", "local"})
@@ -68,7 +68,7 @@ def base_key(plan: TaskPlan, backend: str | None) -> str | None:
         "runner": [plan.runner.kind, plan.runner_cmd, list(plan.pre_test)],
         "tests": [list(tests.fail_to_pass), list(tests.pass_to_pass), tests.test_cmd,
                   tests.whole_files, tests.hidden_patch],
-        "timeout_s": plan.stages.timeout_s,
+        "timeout_s": plan.stages.base_run_timeout_s,
         "backend": backend,
         "host": _host_python() if backend in HOST_PYTHON_BACKENDS else None,
     }
@@ -91,6 +91,9 @@ def load(key: str) -> BaseFacts | None:
             uncollectable=tuple(Uncollectable(**u) for u in facts["uncollectable"]),
             fail_to_pass_passing=tuple(facts["fail_to_pass_passing"]),
             pass_to_pass_passing=tuple(facts["pass_to_pass_passing"]),
+            duration_s=float(facts["duration_s"]),
+            environmental=dict(facts["environmental"]),
+            skipped=tuple(facts["skipped"]),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None

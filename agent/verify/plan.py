@@ -18,11 +18,14 @@ and the test lists derived from a test command come after the environment is bui
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.options import EnvironmentOptions, SandboxOptions, StageOptions
 from ooda.agent.contracts.stages import task_keys
 from ooda.agent.sandbox.environments.spec import EnvSpec
@@ -31,6 +34,42 @@ from ooda.tasks.environment import environment_from_file
 from ooda.tasks.hidden import HiddenTests, hidden_tests, visible_task
 from ooda.tasks.loader import Task
 from ooda.verifiers.runners import TestRunner, runner_for
+
+BASE_LIMIT_S = 1800.0
+"""How long the unpatched run may take when neither the user nor the task set a limit (the
+SWE-bench harness's own per-instance timeout; OODA_BASE_TIMEOUT)."""
+LIMIT_FLOOR_S = 60.0
+"""The least a candidate's run is given when the limit comes from the unpatched run
+(OODA_TIMEOUT_FLOOR)."""
+LIMIT_FACTOR = 3.0
+"""A candidate's run may take this many times the unpatched run (OODA_TIMEOUT_FACTOR): a
+loaded machine, a slower correct fix."""
+
+
+def _seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or math.isinf(value):
+        raise UsageError(f"{name}={raw!r}: give a positive number of seconds")
+    return value
+
+
+def base_limit_s() -> float:
+    """The unpatched run's limit when none was set."""
+    return _seconds("OODA_BASE_TIMEOUT", BASE_LIMIT_S)
+
+
+def candidate_limit_s(base_duration_s: float) -> float:
+    """A candidate run's limit from the unpatched run's duration: the factor times it, never
+    under the floor (whole seconds)."""
+    factor = _seconds("OODA_TIMEOUT_FACTOR", LIMIT_FACTOR)
+    return float(max(_seconds("OODA_TIMEOUT_FLOOR", LIMIT_FLOOR_S),
+                     math.ceil(factor * base_duration_s)))
 
 
 @dataclass(frozen=True)
@@ -43,6 +82,20 @@ class Stages:
     security_rules: tuple[str, ...] | None = None
     """The ruff `S` rules the security stage checks (None: its default set)."""
     timeout_s: float = 60.0
+    base_timeout_s: float | None = None
+    """The unpatched run's limit when no limit was set (--verifier-timeout, the task's
+    [verifiers] timeout_s): then a settled plan's timeout_s comes from that run's duration
+    (until then it is the floor). None: the limit was set; the base runs with timeout_s."""
+
+    @property
+    def timeout_given(self) -> bool:
+        """The user or the task set the limit."""
+        return self.base_timeout_s is None
+
+    @property
+    def base_run_timeout_s(self) -> float:
+        """How long the unpatched run may take."""
+        return self.timeout_s if self.base_timeout_s is None else self.base_timeout_s
     off: frozenset[str] = frozenset()
     """The task keys of the other optional stages (agent/contracts/stages.py) that are off."""
 
@@ -70,6 +123,10 @@ class TestSets:
     """The files the hidden test patch touches."""
     derived: bool = False
     """fail_to_pass and pass_to_pass were derived from the test command on the base."""
+    set_apart: Mapping[str, str] = field(default_factory=dict)
+    """Tests not required, and why: with a test command, those failing on the unpatched code
+    for the machine's reason (agent/verify/environmental.py); pass_to_pass ids skipped there
+    (the environment cannot run them: before or after, they say nothing of the change)."""
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -119,6 +176,12 @@ class BaseFacts:
     """Given FAIL_TO_PASS ids that pass already: they cannot tell a fix from no change."""
     pass_to_pass_passing: tuple[str, ...] = ()
     """Given PASS_TO_PASS ids that pass (feedback says "passed before the change" of these)."""
+    duration_s: float = 0.0
+    """How long the run took (a candidate's limit comes from it when none was set)."""
+    environmental: Mapping[str, str] = field(default_factory=dict)
+    """node id -> why its failure is the machine's, not the code's (no network, a locale)."""
+    skipped: tuple[str, ...] = ()
+    """Given PASS_TO_PASS ids whose every test skipped."""
 
     @property
     def failing(self) -> tuple[str, ...]:
@@ -233,7 +296,9 @@ def _stages(task: Task, given: StageOptions, *, tools_absent: bool) -> Stages:
         security=own.security and not tools_absent,
         security_rules=tuple(own.security_rules) if own.security_rules is not None else None,
         timeout_s=given.verifier_timeout if given.verifier_timeout is not None
-        else own.timeout_s,
+        else own.timeout_s if own.timeout_s is not None else LIMIT_FLOOR_S,
+        base_timeout_s=None if given.verifier_timeout is not None or own.timeout_s is not None
+        else base_limit_s(),
         off=frozenset(k for k in task_keys() if k not in _TYPED_KEYS
                       and (tools_absent or not own.on(k))),
     )

@@ -406,6 +406,7 @@ class TaskVerifier:
             tests_timeout_s=self.test_time_cap,
             whole_files=plan.tests.whole_files,
             passed_before=None if base is None else sorted(base.pass_to_pass_passing),
+            unjudgeable={} if base is None else dict(base.environmental),
             runner_cmd=plan.runner_cmd,
             pre_test=list(plan.pre_test),
             test_files=list(plan.tests.hidden_files),
@@ -446,7 +447,8 @@ class TaskVerifier:
             ids=tuple(target) if isinstance(target, list) else (),
             command=target if isinstance(target, str) else None,
             runner_cmd=plan.runner_cmd, test_files=plan.tests.hidden_files,
-            whole_files=plan.tests.whole_files, timeout_s=timeout_s or plan.stages.timeout_s,
+            whole_files=plan.tests.whole_files,
+            timeout_s=timeout_s or plan.stages.base_run_timeout_s,
             pre_test=plan.pre_test)
         return self.baselines.run_tests(request)
 
