@@ -104,7 +104,7 @@ def test_an_unpatched_run_that_does_not_finish_stops_naming_the_option(
     monkeypatch.setenv("OODA_BASE_TIMEOUT", "0.2")
     with pytest.raises(UsageError) as caught:  # a test command's
         plan_of(make_task(tmp_path / "a"), tmp_path / "a")
-    assert "did not finish within 0.2s" in str(caught.value)
+    assert "did not finish within" in str(caught.value)
     assert "give it more time (--verifier-timeout SECONDS; now 0.2)" in str(caught.value)
     with pytest.raises(UsageError) as caught:  # given ids, no limit set
         plan_of(make_task(tmp_path / "c", fail_to_pass=["tests/test_calc.py::test_add"]),
