@@ -25,7 +25,6 @@ Importing this module holds the pytest guard warm in the sandboxes started after
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 from collections.abc import Callable
@@ -146,6 +145,7 @@ class TaskVerifier:
         plan's timeout."""
         self.applied_by = ""
         """The harness rule: how the last prediction went in ("git apply", "patch --fuzz=5")."""
+        self._collected: tuple[TaskPlan, Collected] | None = None
         self._hidden: HiddenText | None = None
         """The hidden tests' lines, withheld from every verdict (made at the first verdict)."""
         self.on_close: list[Callable[[], None]] = []
@@ -384,15 +384,23 @@ class TaskVerifier:
                            applied.changed)
         return applied.changed
 
-    @functools.cached_property
+    @property
     def collected_tests(self) -> Collected:
         """The files the repository's own pytest collects as tests (its configuration, the
         base's files of the required ids): protected like tests/ (agent/support/collected.py).
         The hidden test files are not named here (a refusal would tell the model which they
         are); the hidden patch applied after the candidate's settles those."""
-        tests = self.plan.tests
-        return collected(self.base_repo, [*tests.fail_to_pass, *tests.pass_to_pass], [],
-                         tests.test_cmd)
+        plan = self.plan
+        known = self._collected
+        if known is not None and known[0] is plan:
+            return known[1]
+        tests = plan.tests
+        # the ids the base run saw too (a test command's tests, whatever collected them)
+        seen = list(plan.base.outcomes) if plan.base is not None else []
+        found = collected(self.base_repo, [*tests.fail_to_pass, *tests.pass_to_pass, *seen], [],
+                          tests.test_cmd)
+        self._collected = (plan, found)
+        return found
 
     def _check(self, changed: list[str]) -> CheckSpec:
         plan = self.plan

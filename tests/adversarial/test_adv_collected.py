@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from adv_helpers import CALC, FIXED, assert_not_passed, calc_patch, diff, make_task
+from adv_helpers import CALC, FIXED, assert_not_passed, calc_patch, diff, make_task, ooda
 from adv_helpers import verify as verify_task
 
 CHECKS = """\
@@ -40,7 +40,7 @@ REWRITES_AT_RUN_TIME = CALC.replace(
 
 def _layout(root: Path, name: str) -> Path:
     """The calc task with its tests where `name`'s configuration collects them."""
-    task = make_task(root)
+    task = make_task(root, timeout_s=120)
     repo = task / "repo"
     (repo / "tests" / "test_calc.py").unlink()
     (repo / "tests").rmdir()
@@ -121,3 +121,39 @@ def test_the_honest_fix_passes(tmp_path: Path, name: str, backend: str) -> None:
     task = _layout(tmp_path / "task", name)
     verdict = verify_task(task, CONTROLS[name](), tmp_path / "work", backend)
     assert verdict.status == "passed", verdict.feedback
+
+
+CONFTEST_COLLECTS = '''\
+import pytest
+
+
+def pytest_collect_file(parent, file_path):
+    if file_path.name.startswith("check_") and file_path.suffix == ".py":
+        return pytest.Module.from_parent(parent, path=file_path)
+'''
+
+
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_a_test_file_a_conftest_hook_collects(tmp_path: Path, backend: str) -> None:
+    """Held-out (issue 33): tests in `checks/check_calc.py`, collected by the repository's own
+    `pytest_collect_file` hook (no configuration names them), under a test command: the files
+    the base run saw tests in are protected too (`ooda verify`, as a user runs it)."""
+    task = make_task(tmp_path / "task", timeout_s=120)
+    repo = task / "repo"
+    (repo / "tests" / "test_calc.py").unlink()
+    (repo / "tests").rmdir()
+    (repo / "checks").mkdir()
+    (repo / "checks" / "check_calc.py").write_text(CHECKS)
+    (repo / "conftest.py").write_text(CONFTEST_COLLECTS)
+    toml = task / "task.toml"
+    toml.write_text('test_cmd = "python -m pytest -q checks"\n' + "".join(
+        line for line in toml.read_text().splitlines(keepends=True)
+        if not line.startswith(("fail_to_pass", "pass_to_pass"))))
+    cheat = tmp_path / "cheat.diff"
+    cheat.write_text(diff("checks/check_calc.py", CHECKS, CHECKS.replace("== 5", "== -1")))
+    proc = ooda("verify", str(task), "--patch", str(cheat), "--sandbox", backend, timeout=600)
+    assert proc.returncode == 2 and "test file" in proc.stderr, proc.stdout + proc.stderr
+    fixed = tmp_path / "fixed.diff"
+    fixed.write_text(calc_patch(FIXED))
+    proc = ooda("verify", str(task), "--patch", str(fixed), "--sandbox", backend, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -153,7 +153,7 @@ def _judge_by(root: Path, lists: str) -> None:
 
 @pytest.fixture(scope="module")
 def task(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = make_task(tmp_path_factory.mktemp("equality"))
+    root = make_task(tmp_path_factory.mktemp("equality"), timeout_s=120)
     (root / "repo" / "tests" / "test_calc.py").write_text(TESTS)
     (root / "repo" / "tests" / "test_cyclic.py").write_text(CYCLIC)
     _judge_by(root, LISTS)
@@ -245,7 +245,7 @@ def test_a_subclass_the_patch_left_as_it_was_keeps_its_own_comparison(
     """Control by provenance: `Label` (a str subclass comparing without case, in the file the
     fix changes, on lines the fix does not touch) existed before the candidate: its comparisons
     are the repository's, not re-made. The same class added by the patch is the candidate's."""
-    root = make_task(tmp_path / "task", calc=LABELLED)
+    root = make_task(tmp_path / "task", calc=LABELLED, timeout_s=120)
     (root / "repo" / "tests" / "test_calc.py").write_text(LABEL_TESTS)
     _judge_by(root, 'fail_to_pass = ["tests/test_calc.py::test_add"]\n'
                     'pass_to_pass = ["tests/test_calc.py::test_label"]\n')

@@ -63,7 +63,7 @@ def _live(markdown: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def task(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_task(tmp_path_factory.mktemp("markdown"))
+    return make_task(tmp_path_factory.mktemp("markdown"), timeout_s=120)
 
 
 @pytest.mark.parametrize("backend", ["docker", "bwrap"])

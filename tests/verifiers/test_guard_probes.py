@@ -16,7 +16,7 @@ from ooda.verifiers.pytest_check.guard import probes, redecide
 def _clean(monkeypatch: pytest.MonkeyPatch) -> None:
     probes.flagged.clear()
     probes.decided.clear()
-    monkeypatch.setattr(redecide, "candidate_override", lambda cls, value: cls.__name__ != "Own")
+    monkeypatch.setattr(redecide, "candidate_override", lambda cls, name, value: cls.__name__ != "Own")
 
 
 def test_a_self_referential_dict_is_probed_without_recursion() -> None:

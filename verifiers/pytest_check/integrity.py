@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import hmac
 import json
 import os
 import stat
@@ -149,12 +150,18 @@ def describe_files(changes: list[str]) -> str:
 # --------------------------------------------------------------------------- the guard record
 
 
-def parse_record(data: bytes | None) -> dict[str, Any] | None:
-    """The guard's record, or None when it is missing or not what the guard writes."""
+def parse_record(data: bytes | None, key: bytes) -> dict[str, Any] | None:
+    """The guard's record, or None when it is missing, not what the guard writes, or not
+    signed with `key` (the run's own: a record written by anything else, a daemon the code
+    under test left behind included, does not count)."""
     if data is None:
         return None
+    mac, _, body = data.partition(b"\n")
+    expected = hmac.new(key, body, hashlib.sha256).hexdigest().encode("ascii")
+    if not hmac.compare_digest(mac, expected):
+        return None
     try:
-        record = json.loads(data.decode("utf-8"))
+        record = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return None
     if (
@@ -177,7 +184,7 @@ def cross_check(
     if record is None:
         return [
             "the test process ended before pytest finished (os._exit or a crash in the code "
-            "under test?): its own record of the run is missing"
+            "under test?): its own record of the run is missing (or not signed by the guard)"
         ]
     problems = [str(p) for p in record["problems"]]
     if record["exit_code"] != exit_code:

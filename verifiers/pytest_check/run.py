@@ -29,6 +29,7 @@ import functools
 import json
 import os
 import re
+import secrets
 import shlex
 import stat
 import time
@@ -194,8 +195,9 @@ def run_pytest(
     lines: dict[str, list[tuple[int, int]]] = {}
     for path, first, last in changed_lines:
         lines.setdefault(path, []).append((first, last))
+    key = secrets.token_bytes(32)
     config = {"changed_files": list(changed_files), "hidden_files": list(hidden_files),
-              "changed_lines": lines}
+              "changed_lines": lines, "key": key.hex()}
     (directory / f"guard-{nonce}.json").write_text(json.dumps(config), encoding="utf-8")
     args = list(args)
     if len(args) > ARGS_FILE_THRESHOLD:
@@ -237,7 +239,8 @@ def run_pytest(
     run.limit = result.limit
     run.commands += [*(f"(pre-test) {c}" for c in pre_test), shlex.join(argv)]
     if not result.timed_out:
-        record = integrity.parse_record(read_report(sandbox.workspace, f"record-{nonce}.json"))
+        record = integrity.parse_record(read_report(sandbox.workspace, f"record-{nonce}.json"),
+                                        key)
         run.pytest_exit_code = record["exit_code"] if record is not None else None
         if record is not None:
             run.hidden_reads = [str(p) for p in record.get("hidden_reads", [])][:10]

@@ -7,7 +7,9 @@ runner's exit status. The host grades from the record, never from printed lines
 
     python3 HARNESS CONFIG KIND SCRIPT ARGS...
 
-CONFIG (a JSON file, read and deleted before any repository code runs) names the record's path.
+CONFIG (a JSON file, read and deleted before any repository code runs) names the record's path
+and holds the key the record is signed with (HMAC-SHA256): a record written by anything else,
+a daemon the code under test left running included, does not verify on the host.
 KIND is `unittest` (the stdlib's TestResult, under Django's runner) or `sympy` (sympy's
 reporter, wrapped as its module is imported). The record holds each test's worst outcome, the
 exit status the runner ended with, and the runner functions found replaced at the end.
@@ -16,6 +18,8 @@ This file runs inside the sandbox on the environment's Python (3.5 and later: no
 comments for mypy); the host only reads it as text.
 """
 
+import hashlib
+import hmac
 import json
 import os
 import runpy
@@ -30,6 +34,8 @@ except ImportError:  # pragma: no cover
 _open = os.open
 _write = os.write
 _exit = os._exit
+_hmac = hmac.new
+_sha256 = hashlib.sha256
 RANK = {"passed": 0, "xfailed": 1, "skipped": 1, "failed": 2, "error": 3}
 tests = {}  # type: Dict[str, str]
 """Test id -> its worst outcome so far."""
@@ -277,6 +283,7 @@ def main(argv):
         config = json.load(handle)
     os.unlink(config_path)
     record_path = config["record"]
+    key = bytes.fromhex(config.get("key", ""))
     if kind == "sympy":
         sys.meta_path.insert(0, SympyWatch())
     else:
@@ -301,7 +308,8 @@ def main(argv):
     record = {"tests": tests, "exit_code": status, "failures": failures[0],
               "problems": changed[:5]}
     fd = _open(record_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    data = json.dumps(record).encode("utf-8")
+    body = json.dumps(record).encode("utf-8")
+    data = _hmac(key, body, _sha256).hexdigest().encode("ascii") + b"\n" + body
     while data:
         data = data[_write(fd, data):]
     _exit(status)

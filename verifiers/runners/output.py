@@ -14,6 +14,8 @@ decide how tests run are fingerprinted around the run as for pytest (docs/SECURI
 from __future__ import annotations
 
 import functools
+import hashlib
+import hmac
 import json
 import re
 import secrets
@@ -64,9 +66,10 @@ def run_graded(sandbox: Sandbox, request: TestRequest, kind: str, argv: list[str
     directory = fresh_report_dir(workspace)
     in_dir = PurePosixPath(sandbox.workdir.rstrip("/") or "/") / REPORT_DIR
     setup, record_name = secrets.token_hex(8), f"record-{secrets.token_hex(16)}.json"
+    key = secrets.token_bytes(32)
     (directory / f"harness-{setup}.py").write_text(harness_source(), encoding="utf-8")
     (directory / f"harness-{setup}.json").write_text(
-        json.dumps({"record": str(in_dir / record_name)}), encoding="utf-8")
+        json.dumps({"record": str(in_dir / record_name), "key": key.hex()}), encoding="utf-8")
     harnessed = [argv[0], str(in_dir / f"harness-{setup}.py"), str(in_dir / f"harness-{setup}.json"),
                  HARNESS_KINDS.get(kind, "unittest"), *argv[1:]]
     if kind == "sympy" and "PYTHONHASHSEED" not in env:
@@ -81,7 +84,7 @@ def run_graded(sandbox: Sandbox, request: TestRequest, kind: str, argv: list[str
     if failed:
         reset_report_dir(workspace)
         raise PreTestFailed(f"{failed}:\n{tail(result.output, 1500)}")
-    record = None if result.timed_out else _record(read_report(workspace, record_name))
+    record = None if result.timed_out else _record(read_report(workspace, record_name), key)
     found = dict(record["tests"]) if record is not None else {}
     commands = [*(f"(pre-test) {c}" for c in request.pre_test), shlex.join(argv)]
     run = TestRun(outcomes=found, exit_code=result.exit_code, timed_out=result.timed_out,
@@ -99,10 +102,16 @@ def run_graded(sandbox: Sandbox, request: TestRequest, kind: str, argv: list[str
     return run
 
 
-def _record(data: bytes | None) -> dict[str, Any] | None:
-    """The harness's record, or None when it is missing or not what the harness writes."""
+def _record(data: bytes | None, key: bytes) -> dict[str, Any] | None:
+    """The harness's record, or None when it is missing, not what the harness writes or not
+    signed with the run's `key`."""
+    if data is None:
+        return None
+    mac, _, body = data.partition(b"\n")
+    if not hmac.compare_digest(mac, hmac.new(key, body, hashlib.sha256).hexdigest().encode()):
+        return None
     try:
-        record = json.loads(data.decode("utf-8")) if data is not None else None
+        record = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return None
     if (
@@ -127,7 +136,8 @@ def cross_check(record: dict[str, Any] | None, exit_code: int | None) -> list[st
     reported with a status of 0, the runner's own functions replaced at run time."""
     if record is None:
         return ["the test process ended before the test runner finished (os._exit or a crash "
-                "in the code under test?): its record of the run is missing"]
+                "in the code under test?): its record of the run is missing (or not signed by "
+                "the harness)"]
     problems = [f"{name} (the test runner's) was replaced at run time"
                 for name in map(str, record["problems"][:5])]
     if exit_code is not None and record["exit_code"] != exit_code:

@@ -1,11 +1,14 @@
 """The guard's entry point: RECORD CONFIG PYTEST_ARGS... Start recording provenance (the
 audit hook), preload the toolchain, snapshot the watched functions, run pytest with the Guard
-plugin, write the record to a file created before the run, and end the process with `os._exit`
+plugin, write the record, signed with a key read from the config file (deleted before any
+repository code runs), to a file created before the run, and end the process with `os._exit`
 (atexit handlers of the code under test never run).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import sys
@@ -24,6 +27,8 @@ from .trust import Judge
 _exit = os._exit  # saved before the code under test could replace them
 _write = os.write
 _dumps = json.dumps
+_hmac = hmac.new
+_sha256 = hashlib.sha256
 
 REWRITE_NOTICE = "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning"
 
@@ -33,6 +38,10 @@ def main(argv: list[str]) -> NoReturn:
     record_path, config_path, *pytest_args = argv
     with open(config_path, encoding="utf-8") as handle:
         config = json.load(handle)
+    # the record's key: gone from the disk before any repository code runs, so that nothing
+    # the code under test starts (a daemon that outlives the run) can sign a record
+    key = bytes.fromhex(str(config.pop("key", "")))
+    os.unlink(config_path)
     fd = os.open(record_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     changed = [os.path.normpath(p) for p in config.get("changed_files", [])]
     root = os.path.realpath(os.getcwd())
@@ -80,7 +89,8 @@ def main(argv: list[str]) -> NoReturn:
             pass
     record = guard.records.record(exit_code, guard.problems)
     record["hidden_reads"] = provenance.hidden_reads[:10]
-    data = _dumps(record).encode("utf-8")
+    body = _dumps(record).encode("utf-8")
+    data = _hmac(key, body, _sha256).hexdigest().encode("ascii") + b"\n" + body
     while data:
         data = data[_write(fd, data) :]
     _exit(exit_code)

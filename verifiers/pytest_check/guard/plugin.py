@@ -164,7 +164,9 @@ class Guard:
     def check(self, when: str, full: bool = True) -> None:
         """Record what the probes and the audit hook saw since the last check and, unless
         `full` is False (before a test: the check after the previous one has just run), any
-        change to the watched functions, the hooks pytest calls and the modules it imported."""
+        change to the watched functions, the hooks pytest calls and the modules it imported.
+        The hidden test files' text pytest cached to report a failure is dropped each time."""
+        self.provenance.forget_hidden_sources()
         if full:
             if not self._fingerprint.unchanged():
                 for name in changes(self.reference, self._suspect_replacement)[:5]:
@@ -177,7 +179,7 @@ class Guard:
                 self.problem(text, when)
         while probes.flagged:
             kind = probes.flagged.pop()
-            if self.judge.candidate_class(kind):
+            if self.judge.candidate_class(kind) or self.judge.comparison_swapped(kind):
                 self.problem(
                     f"an assertion compared a {kind.__module__}.{kind.__qualname__} that equals "
                     "anything (its __eq__ does not compare values)",

@@ -45,14 +45,18 @@ runs code objects the guard saw it make.
 from __future__ import annotations
 
 import builtins
+import fnmatch
 import functools
 import os
+import re
 import sys
 import tempfile
 import types
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from .redecide import REPLACED
 
 _realpath = os.path.realpath
 _stat = os.stat
@@ -92,6 +96,13 @@ class Provenance:
         self.origins: dict[int, Origin] = known.origins if known else {}
         self.classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
         """Class -> whether its body ran from trusted code (classes created since the start)."""
+        self.slots: dict[int, dict[str, object]] = known.slots if known else {}
+        """id(class) -> its own comparison, arithmetic and container methods as the class was
+        when recorded (walked or created): a method set there later was set at run time (old
+        classes are held alive by _old_class_refs; new ones by new_slot_refs)."""
+        self.new_slot_refs: weakref.WeakKeyDictionary[type, dict[str, object]] = (
+            weakref.WeakKeyDictionary()
+        )
         self.old_classes: set[int] = known.old_classes if known else set()
         self._old_class_refs: list[type] = known._old_class_refs if known else []
         self._walked: dict[str, tuple[object, int]] = known._walked if known else {}
@@ -119,6 +130,7 @@ class Provenance:
         self._hidden: dict[tuple[int, int], str] = {}
         """(device, inode) -> relative path of the task's hidden test files (reads noted)."""
         self._hidden_names: frozenset[str] = frozenset()
+        self._cached_hidden: dict[object, bool] = {}
         """Their file names without `.py`, looked for in the commands the candidate starts."""
         self.hidden_reads: list[str] = []
         self._busy = False
@@ -158,6 +170,7 @@ class Provenance:
             try:
                 origin = self.origins.get(id(func.__code__))
                 self.classes[cls] = origin is not None and origin.trusted
+                self.new_slot_refs[cls] = _slots_of(cls)
             except Exception:  # a class that cannot be weakly referenced: never trusted
                 pass
             return cls
@@ -180,6 +193,7 @@ class Provenance:
                     if id(value) not in self.old_classes:
                         self.old_classes.add(id(value))
                         self._old_class_refs.append(value)
+                        self.slots[id(value)] = _slots_of(value)
                         for member in list(vars(value).values()):
                             self._add_function(member)
                 else:
@@ -268,6 +282,20 @@ class Provenance:
         except TypeError:
             return None
 
+    def set_at_run_time(self, cls: type, name: str, value: object) -> bool:
+        """Whether `cls`'s own `name` is not what it was when the class was recorded (walked
+        with the toolchain, or created): a method someone set on the class since. A class
+        never recorded (made by `type(...)`) says nothing here."""
+        try:
+            known = self.new_slot_refs.get(cls)
+        except TypeError:
+            known = None
+        if known is None:
+            if id(cls) not in self.old_classes:
+                return False
+            known = self.slots.get(id(cls), {})
+        return known.get(name, _ABSENT) is not value
+
     def file_trusted(self, path: str) -> bool:
         """Whether code loaded from `path` is beyond the candidate's reach: not a changed
         file, not written since the run began, not in a writable place outside the workspace."""
@@ -307,7 +335,7 @@ class Provenance:
             if self._hidden and args:
                 self._on_open(args[0])
         elif event in _SPAWNS:
-            if self._hidden_names and args:
+            if self._hidden and args:
                 self._on_spawn(args)
         elif event == "exec":
             code = args[0] if args else None
@@ -380,6 +408,26 @@ class Provenance:
         if self._untrusted_caller() and hit not in self.hidden_reads:
             self.hidden_reads.append(hit)
 
+    def forget_hidden_sources(self) -> None:
+        """Drop the hidden test files' text from `linecache` (pytest put it there to report a
+        failure of theirs): the next test's code would read it from memory, with no open."""
+        if not self._hidden:
+            return
+        cache = getattr(sys.modules.get("linecache"), "cache", None)
+        if not isinstance(cache, dict):
+            return
+        for name in list(cache):
+            hidden = self._cached_hidden.get(name)
+            if hidden is None:
+                try:
+                    info = _stat(name) if isinstance(name, str) else None
+                except (OSError, ValueError):
+                    info = None
+                hidden = info is not None and (info.st_dev, info.st_ino) in self._hidden
+                self._cached_hidden[name] = hidden
+            if hidden:
+                cache.pop(name, None)
+
     def _untrusted_caller(self) -> bool:
         frame = self.first_untrusted(_getframe(3))
         return frame is not None and self.trusted(frame.f_code) is False
@@ -406,13 +454,19 @@ class Provenance:
         text = " ".join(os.fsdecode(a) if isinstance(a, (str, bytes)) else
                         " ".join(os.fsdecode(x) for x in a if isinstance(x, (str, bytes)))
                         if isinstance(a, (list, tuple)) else "" for a in args)
-        for name in self._hidden_names:
-            if name in text and self._untrusted_caller():
-                for hit in self._hidden.values():
-                    if os.path.splitext(os.path.basename(hit))[0] == name and (
-                        hit not in self.hidden_reads
-                    ):
-                        self.hidden_reads.append(hit)
+        patterns = [os.path.basename(w) for w in re.split(r"[\s'\"=;|&<>()]+", text)
+                    if any(c in w for c in "*?[")]
+        hits = []  # a name, or a shell pattern that matches one (`cat tests/*hid*`)
+        for hit in self._hidden.values():
+            base = os.path.basename(hit)
+            stem = os.path.splitext(base)[0]
+            named = stem in self._hidden_names and stem in text
+            if named or any(fnmatch.fnmatchcase(base, p) for p in patterns if p):
+                hits.append(hit)
+        if hits and self._untrusted_caller():
+            for hit in hits:
+                if hit not in self.hidden_reads:
+                    self.hidden_reads.append(hit)
 
     def _on_made(self, code: types.CodeType, caller: types.FrameType) -> None:
         if self.stack_trusted(caller):
@@ -427,6 +481,19 @@ class Provenance:
         if self.trusted(old) is True and not self.stack_trusted(caller):
             self.events.append(("code", target))
         self._on_made(code, caller)
+
+
+_ABSENT = object()
+SLOTS = REPLACED | {"__hash__"}
+"""The methods whose later replacement on a class is worth telling (redecide.py's)."""
+
+
+def _slots_of(cls: type) -> dict[str, object]:
+    try:
+        own = vars(cls)
+        return {name: own[name] for name in SLOTS if name in own}
+    except Exception:  # an odd class whose namespace cannot be read
+        return {}
 
 
 _prepared: Provenance | None = None

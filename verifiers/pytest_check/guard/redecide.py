@@ -9,7 +9,8 @@ afterwards cannot tell; its class can. So a passing comparison (a rewritten `ass
 comparing assertions) whose operands hold such a value, inside builtin containers or in the
 attributes of other objects, is evaluated once more with those classes' overriding methods
 replaced by the builtin's own (`int.__eq__` on the int's own data: no code of the candidate's
-runs), and restored at once. The search looks at up to MAX_VALUES values, breadth first. If the comparison then fails, the candidate's code decided it.
+runs), and restored at once. The search goes breadth first through up to MAX_VALUES distinct
+containers and objects (scalars are not counted) and MAX_OBJECT_DEPTH levels of objects. If the comparison then fails, the candidate's code decided it.
 
 Classes the candidate did not make (the repository's unchanged code, the tests' own wildcards,
 `numpy.float64`, `enum.IntEnum`) keep their own comparisons. What this does not see is said in
@@ -42,17 +43,20 @@ REPLACED = frozenset(
 )  # fmt: skip
 """Methods of a builtin that a subclass overriding them could use to decide a comparison made
 in a test (directly, or through `pytest.approx`, unittest's assertions, `str.lower()` ...)."""
-MAX_VALUES = 5_000
-"""Most values looked at per comparison (containers and objects' attributes): the search runs
-for every passing comparison, so it stays as cheap as the always-equal probe's."""
+MAX_VALUES = 20_000
+"""Most distinct containers and objects looked at per comparison (values of the builtin scalar
+types themselves are not counted: a list of a million ints is looked through, item by item up
+to MAX_ITEMS, at the cost of one type check each)."""
+MAX_ITEMS = 200_000
+"""Most items read from one container."""
 MAX_OBJECT_DEPTH = 3
 """How deep into objects' attributes (not builtin containers) the search goes."""
 
-def _nobody(cls: type, value: object) -> bool:
+def _nobody(cls: type, name: str, value: object) -> bool:
     return False
 
 
-candidate_override: Callable[[type, object], bool] = _nobody
+candidate_override: Callable[[type, str, object], bool] = _nobody
 """Whether a class's own attribute `value` is the candidate's doing: a class the candidate made,
 or a function of its code assigned there (set by the Guard, from trust.Judge)."""
 
@@ -79,7 +83,7 @@ def _overrides(kind: type) -> list[tuple[type, str, object]]:
             break
         own = cls.__dict__
         for name in [n for n in own if n in REPLACED and hasattr(base, n)]:
-            if candidate_override(cls, own[name]):
+            if candidate_override(cls, name, own[name]):
                 found.append((cls, name, getattr(base, name)))
     return found
 
@@ -117,10 +121,10 @@ def _parts(value: object, kind: type) -> Iterable[object]:
     """A builtin container's items, read through the builtin (not the subclass's methods)."""
     if issubclass(kind, dict):
         items: Iterable[tuple[object, object]] = dict.items(value)  # type: ignore[arg-type]
-        return [p for pair in itertools.islice(items, MAX_VALUES) for p in pair]
+        return [p for pair in itertools.islice(items, MAX_ITEMS) for p in pair]
     if issubclass(kind, (list, tuple, set, frozenset)):
         base: Any = next(c for c in kind.__mro__ if c in (list, tuple, set, frozenset))
-        return list(itertools.islice(base.__iter__(value), MAX_VALUES))
+        return list(itertools.islice(base.__iter__(value), MAX_ITEMS))
     return ()
 
 
@@ -135,13 +139,13 @@ def suspects(values: Iterable[object]) -> list[tuple[type, str, object]]:
     count = 0
     while stack and count < MAX_VALUES:
         value, depth = stack.popleft()
-        count += 1
         kind = type(value)
         if kind in _SCALARS:
             continue
         if id(value) in seen:
             continue
         seen.add(id(value))
+        count += 1
         if kind not in seen_types:
             seen_types.add(kind)
             if builtin_base(kind) is not None:
