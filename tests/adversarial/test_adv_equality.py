@@ -134,11 +134,19 @@ def test_self_referential() -> None:
     copy = target
     assert copy == target
     assert [target, add(2, 2)] == [target, 4]
+
+
+def test_locals_kept() -> None:
+    first, second = add(1, 0), add(2, 0)
+    names = locals()
+    for name in ["first", "second"]:
+        assert names[name] is not None  # (the guard must not empty a dict the test holds)
 """
 LISTS = """\
 fail_to_pass = ["tests/test_calc.py::test_add", "tests/test_calc.py::TestAdd::test_add",
                 "tests/test_calc.py::test_in_containers"]
-pass_to_pass = ["tests/test_calc.py::test_zero", "tests/test_cyclic.py::test_self_referential"]
+pass_to_pass = ["tests/test_calc.py::test_zero", "tests/test_cyclic.py::test_self_referential",
+                "tests/test_cyclic.py::test_locals_kept"]
 """
 
 
@@ -196,7 +204,8 @@ def test_a_comparison_the_candidate_decided_is_not_passed(
 @pytest.mark.parametrize("backend", ["docker", "bwrap"])
 def test_the_same_class_comparing_honestly_passes(task: Path, tmp_path: Path, backend: str) -> None:
     """The control: the fix returns the same kind of class (an int subclass with its own,
-    stateful but honest `__eq__`); the self-referential dict compares without a RecursionError."""
+    stateful but honest `__eq__`); the self-referential dict compares without a RecursionError
+    (glom), and a `locals()` dict the test keeps is not emptied by the guard (dateutil)."""
     patch = calc_patch(HONEST.replace("{wrap}", "Total(a + b)"))
     verdict = verify_task(task, patch, tmp_path, backend, without=("tampering",))
     assert verdict.status == "passed", verdict.feedback

@@ -97,9 +97,12 @@ def _ending_pass(original: Callable[..., None]) -> Callable[..., None]:
     667) that dict stays on the frame holding every local as it was, so an object the test
     then deletes stays alive (a test that frees an object and checks a weak reference,
     pallets/flask's test_app_freed_on_zero_refcount, would fail only under the guard). Only
-    function frames: a module's or class's locals are its namespace. The next `locals()`,
+    function frames: a module's or class's locals are its namespace; and only a dict nothing
+    but the frame holds: a test that kept `locals()` itself (dateutil's test_import_tz_all)
+    reads it after the assert. The next `locals()`,
     traceback or debugger fills the dict again from the frame."""
     getframe = sys._getframe
+    getrefcount = sys.getrefcount
     forget_locals = sys.version_info < (3, 13)
 
     def _call_assertion_pass(lineno: int, orig: str, expl: str) -> None:
@@ -109,11 +112,16 @@ def _ending_pass(original: Callable[..., None]) -> Callable[..., None]:
             frame = getframe(1)
             _on_pass.frame = None
             if forget_locals and frame.f_code.co_flags & _CO_OPTIMIZED:
-                frame.f_locals.clear()
+                cached = frame.f_locals
+                if getrefcount(cached) <= _HELD_BY_THE_FRAME_ONLY:
+                    cached.clear()  # (a dict the test itself kept, `names = locals()`, stays)
 
     return _call_assertion_pass
 
 
+_HELD_BY_THE_FRAME_ONLY = 3
+"""sys.getrefcount of a frame's cached locals() dict that nothing else holds: the frame, the
+name it is read into, getrefcount's own argument."""
 _CO_OPTIMIZED = 0x1
 """inspect.CO_OPTIMIZED: the code of a function (fast locals), not of a module or class body."""
 
