@@ -42,7 +42,10 @@ from ooda.agent.sandbox.ownership import Lease, chown_tree
 HOST_GRACE_S = 5.0
 """How long past its timeout the host waits for a command before killing the container."""
 START_TIMEOUT_S = float(os.environ.get("OODA_SANDBOX_START_TIMEOUT", "120"))
-"""How long a new container may take to connect back and import its toolchain."""
+"""How long a new container may take to connect back and import its toolchain; also the
+extra grace of a command whose tool PID 1 may still have to import first (it counts that
+import in the command's own time, and answers once the command is ended: an import cannot be
+interrupted, and on a loaded machine pytest's takes 10-15 s)."""
 RESET_TIMEOUT_S = 30.0
 CLOSE_WAIT_S = 3.0
 """How long close() waits for an idle container's PID 1 to exit before force-removing it."""
@@ -131,6 +134,8 @@ class DockerSandbox:
         """Why the sandbox refuses commands (reset() then fails and the pool discards it)."""
         self._killed = False
         """The host killed the container because a command outlived its timeout."""
+        self._imported: set[str] = set()
+        """The tools PID 1 has answered a command with (imported by then)."""
         self._closed = False
         self._one_at_a_time = threading.Lock()  # each run ends by killing every other process
         self.container_id = ""
@@ -202,8 +207,10 @@ class DockerSandbox:
                    "timeout": timeout_s, "cap": cap_bytes}
         disk = DiskWatch(self.workspace, self.limits.disk)
         done = threading.Event()
+        tools = zygote.wanted_tools([str(a) for a in argv], list(zygote.TOOLS))
+        importing = [t for t in tools if t not in self._imported]
         try:
-            self._sock.settimeout(timeout_s + HOST_GRACE_S)
+            self._sock.settimeout(timeout_s + HOST_GRACE_S + (START_TIMEOUT_S if importing else 0))
             zygote.send(self._sock, json.dumps(request).encode())
             watcher = threading.Thread(target=self._watch, args=(disk, done), daemon=True)
             watcher.start()
@@ -229,6 +236,7 @@ class DockerSandbox:
             return self._unusable(duration)
         info = json.loads(header)
         text = output.decode("utf-8", "replace")
+        self._imported.update(tools)
         if info.get("timed_out"):
             return ExecResult(None, text, duration, timed_out=True)
         code = int(info["exit"]) if info.get("exit") is not None else 125

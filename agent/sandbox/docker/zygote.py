@@ -524,14 +524,16 @@ class Capped:
 
 def run(
     sock: socket.socket, request: dict[str, Any], loaded: list[str], base_env: dict[str, str],
-    warm: dict[str, dict[str, bytes]],
+    warm: dict[str, dict[str, bytes]], received: float | None = None,
 ) -> tuple[dict[str, Any], bytes]:
     """Run one command (see the module docstring); its header and output. If the host goes
-    away meanwhile, kill everything and exit."""
+    away meanwhile, kill everything and exit. The timeout counts from `received`, when the
+    request arrived: importing a tool the command needs is part of its time, as in a fresh
+    interpreter (and the host, which counts from sending it, gets its answer within its grace)."""
     sweep()
     ooms = oom_kills()
     cancelled = False
-    started = time.monotonic()
+    started = time.monotonic() if received is None else received
     deadline = started + max(float(request.get("timeout", 60.0)), 0.0)
     output = Capped(int(request.get("cap", 256 * 1024)))
     read_end, write_end = os.pipe()
@@ -686,9 +688,10 @@ def main(args: list[str]) -> None:
             os._exit(0)
         request = json.loads(message)
         if request.get("op") == "run":
+            received = time.monotonic()
             for needed in wanted_tools([str(a) for a in request.get("argv", [])], pending):
                 load(needed)
-            header, output = run(sock, request, loaded, base_env, warm)
+            header, output = run(sock, request, loaded, base_env, warm, received)
             send(sock, json.dumps(header).encode())
             send(sock, output)
         elif request.get("op") == "cancel":

@@ -80,3 +80,19 @@ def test_a_normal_machine_s_environment(box: Sandbox) -> None:
     assert not any("/run/ooda" in p for p in seen["path"]), seen["path"]
     assert seen["site"] is None or "/run/ooda" not in seen["site"]  # the image's own, if any
     assert not (box.workspace / ".probe").exists()
+
+
+def test_a_hanging_test_run_ends_at_its_timeout_and_the_sandbox_stays(tmp_path: Path) -> None:
+    """On a fresh Docker sandbox PID 1 may import pytest before a pytest command: that import
+    counts in the command's time, and the host waits for it, so the hanging run ends timed out
+    (its output kept the second time) instead of the host killing the container."""
+    for box in open_sandbox("docker", tmp_path / "ws"):
+        (box.workspace / "test_hang.py").write_text(
+            "import time\n\n\ndef test_ok():\n    pass\n\n\ndef test_hang():\n    time.sleep(600)\n")
+        argv = ["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_hang.py"]
+        first = box.run(argv, timeout_s=3)
+        assert first.timed_out and not first.output.startswith("sandbox unusable"), first
+        second = box.run(argv, timeout_s=8)
+        assert second.timed_out and second.output.startswith("."), second
+        after = box.run(["echo", "alive"], timeout_s=30)
+        assert after.exit_code == 0 and after.output == "alive\n", after
