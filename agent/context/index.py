@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ooda.agent.context import graph, store
-from ooda.agent.context.units import FileUnits, Unit, cut, imports_of
+from ooda.agent.context.units import AST_MAX_CHARS, FileUnits, Unit, cut, imports_of
 from ooda.agent.context.words import terms
 
 if TYPE_CHECKING:
@@ -36,6 +36,9 @@ SKIP_TOP = frozenset({"build", "dist"})
 """Top-level folders that hold copies of the code (build outputs)."""
 INDEX_VERSION = 4
 """Bumped whenever what is cached changes shape (the per-file entries' keys include it)."""
+LARGE_CUT_VERSION = 2
+"""Bumped when the cutting of files too large to parse changes (units.AST_MAX_CHARS): only
+their per-file entries, and the indexes holding them, are made anew."""
 _NAME = re.compile(r"\b[A-Za-z_]\w*")
 _LITERAL = re.compile(r"""(?<![\w'"])(['"])(-{0,2}:?[A-Za-z][\w.:-]{2,48})\1""")
 """A string literal that reads as a name: an option (`--import-mode`), a configuration value
@@ -193,8 +196,9 @@ def load_index(repo: Path, *, cache: bool = True) -> RepoIndex:
         if data is None:
             continue
         contents[rel] = data
+        large = f".{LARGE_CUT_VERSION}" if len(data) > AST_MAX_CHARS else ""
         keys[rel] = hashlib.sha1(
-            f"v{INDEX_VERSION}\0{rel}\0".encode() + data).hexdigest()
+            f"v{INDEX_VERSION}{large}\0{rel}\0".encode() + data).hexdigest()
     fingerprint = hashlib.sha1(
         f"v{INDEX_VERSION}\n".encode() + "".join(f"{k}\n" for k in keys.values()).encode()
     ).hexdigest()

@@ -86,12 +86,16 @@ def cut(path: str, text: str, module: str) -> FileUnits:
 
 
 def _cut_lines(path: str, lines: list[str]) -> list[Unit]:
-    """Units from the top-level lines alone: each top-level def or class (with the decorators
-    and comments before it) up to the next top-level statement, the rest as runs of code."""
+    """Units from the lines alone: each top-level def or class (with the decorators and
+    comments before it) up to the next top-level statement, a top-level class cut further at
+    its methods (the defs at its body's indentation: `Class.method`), the rest as runs of
+    code."""
     units: list[Unit] = []
     start = 1
     current: tuple[str, UnitKind, int] = ("<module>", "code", 0)
     pending = 0  # the first decorator line of a definition not yet begun
+    owner = ""  # the top-level class being read
+    indent: str | None = None  # its body's indentation
 
     def close(end: int) -> None:
         if end >= start:
@@ -99,7 +103,33 @@ def _cut_lines(path: str, lines: list[str]) -> list[Unit]:
             units.append(Unit(path, name, kind, start, end, (line, line) if line else (0, -1)))
 
     for number, line in enumerate(lines, start=1):
-        if not line or line[0] in " \t#)]}":
+        if not line:
+            continue
+        if line[0] in " \t":
+            if not owner:
+                continue
+            body = line.lstrip(" \t")
+            if indent is None:
+                if not body or body.startswith("#"):
+                    continue
+                indent = line[: len(line) - len(body)]
+            if not line.startswith(indent) or line[len(indent) : len(indent) + 1] in " \t":
+                continue
+            inner = line[len(indent) :]
+            if inner.startswith("@"):
+                pending = pending or number
+                continue
+            found = _TOP_DEF.match(inner)
+            if found is None:
+                pending = 0
+                continue
+            close((pending or number) - 1)
+            start = pending or number
+            pending = 0
+            kind: UnitKind = "class" if inner.startswith("class") else "def"
+            current = (f"{owner}.{found.group(1)}", kind, number)
+            continue
+        if line[0] in "#)]}":
             continue
         if line.startswith("@"):
             pending = pending or number
@@ -111,9 +141,12 @@ def _cut_lines(path: str, lines: list[str]) -> list[Unit]:
         close((pending or number) - 1)
         start = pending or number
         pending = 0
+        owner, indent = "", None
         if found:
-            kind: UnitKind = "class" if line.startswith("class") else "def"
+            kind = "class" if line.startswith("class") else "def"
             current = (found.group(1), kind, number)
+            if kind == "class":
+                owner = found.group(1)
         else:
             current = ("<module>", "code", 0)
     close(len(lines))

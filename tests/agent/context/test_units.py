@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ooda.agent.context.units import cut, imports_of
 
 SOURCE = '''"""Doc."""
@@ -65,3 +67,20 @@ def test_a_huge_file_is_cut_by_its_top_level_lines() -> None:
     assert len(parsed.units) == 9001
     assert parsed.units[1].qualname == "rule0" and parsed.units[1].head == (3, 3)
     assert parsed.units[-1].end == len(("import os\n\n" + body).splitlines())
+
+
+def test_a_file_too_large_to_parse_is_cut_at_its_classes_methods(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from ooda.agent.context import units
+
+    monkeypatch.setattr(units, "AST_MAX_CHARS", 10)
+    text = ('"""Doc."""\nimport os\n\n\nclass Big:\n    """A big class."""\n\n    x = 1\n\n'
+            "    def one(self):\n        return 1\n\n    @property\n    def two(self):\n"
+            "        return 2\n\n\ndef after():\n    return os\n")
+    found = units.cut("m.py", text, "m")
+    assert [(u.qualname, u.kind) for u in found.units] == [
+        ("<module>", "code"), ("Big", "class"), ("Big.one", "def"), ("Big.two", "def"),
+        ("after", "def")]
+    two = found.units[3]
+    assert text.splitlines()[two.start - 1] == "    @property"
+    assert [u.start for u in found.units[1:]] == [u.end + 1 for u in found.units[:-1]]
