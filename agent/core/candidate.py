@@ -94,8 +94,8 @@ class Candidates:
         try:
             return self.ctx.source_for(attempt).propose(self.request(attempt),
                                                          self.ctx.work_deadline)
-        except Exhausted:
-            self.finish(attempt, "cancelled", NO_MORE)
+        except Exhausted as exc:  # (why, if the source said: the feedback)
+            self.finish(attempt, "cancelled", NO_MORE, feedback=str(exc))
         except ContextOverflow as exc:
             if attempt.parent is None:  # the first prompt, the same for every candidate
                 self._fatal(attempt, exc)

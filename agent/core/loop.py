@@ -154,7 +154,8 @@ class Loop:
             if rounds.winner is not None or self.candidates.fatal is not None:
                 return
             if all(a.reason == NO_MORE for a in batch) and not self._next_source():
-                rounds.reason = NO_MORE
+                why = next((a.feedback for a in batch if a.feedback != NO_MORE), "")
+                rounds.reason = f"{NO_MORE} ({why})" if why else NO_MORE
                 return
             if self.stop.is_set() and time.monotonic() >= self.work_deadline:
                 rounds.reason = "budget"

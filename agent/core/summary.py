@@ -37,7 +37,7 @@ def ending(attempts: list[Attempt], winner: Attempt | None, reason: str, *,
         reason = "budget"
     if attempts and all(a.status == "error" for a in attempts):
         return "error", attempts[-1].reason or "every attempt errored"
-    if attempts and not any(map(_whole_answer, attempts)) and reason != NO_MORE:
+    if attempts and not any(map(_whole_answer, attempts)) and not reason.startswith(NO_MORE):
         return "error", _no_answer_reason(attempts, reason)  # (a source with nothing to
         # propose, such as mutation with no line pointed at, failed: it is no endpoint)
     return "failed", reason

@@ -78,7 +78,7 @@ class MutationSource:
                 self._mutants = self._start(request, deadline)
             number, mutant = next(self._mutants, (0, None))
         if mutant is None:
-            raise Exhausted
+            raise Exhausted(self._tried())
         files = mutant.files(request.read_base)
         if request.parent is not None:  # each mutant starts from the task
             for path in request.parent.files:
@@ -103,6 +103,12 @@ class MutationSource:
         singles = single_mutants(self.suspects, request.read_base)
         self.singles = len(singles)
         return enumerate(itertools.chain(singles, pairs(singles, request.read_base)), 1)
+
+    def _tried(self) -> str:
+        """What was tried, and what limited it: why the source has nothing left."""
+        tried = (f"{self.singles} single mutants of {len(self.suspects)} suspicious lines and "
+                 "pairs of the best tried") if self.suspects else "no suspicious line"
+        return f"{tried}; {self.note}" if self.note else tried
 
     def _fallback(self, request: Request, trace: BaseTrace) -> list[Suspect]:
         """Lines to mutate when nothing points anywhere: the smallest editable files first."""

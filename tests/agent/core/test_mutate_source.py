@@ -67,7 +67,8 @@ def test_a_source_with_nothing_left_ends_the_run(task: Task, tmp_path: Path) -> 
     source = MutationSource(task)
     result, lines, summary, _ = run_loop(task, source, TracingVerifier(passes=False),
                                          tmp_path, samples=8, rounds=1000)
-    assert result.status == "failed" and summary["reason"] == NO_MORE
+    assert result.status == "failed" and summary["reason"].startswith(NO_MORE)
+    assert "single mutants of 1 suspicious lines and pairs of the best tried" in summary["reason"]
     patches = [line["patch_sha256"] for line in lines
                if line["status"] == "failed" and not line["duplicate_of"]]
     assert len(patches) == len(set(patches)) > source.singles > 3  # every mutant once, pairs too
@@ -148,4 +149,6 @@ def test_nothing_to_propose_is_a_failed_run_not_an_endpoint_error(tmp_path: Path
     task = Task(id="big", statement="?", repo=repo, fail_to_pass=["tests/test_m.py"])
     result, _, summary, _ = run_loop(task, MutationSource(task), FakeVerifier(), tmp_path,
                                      samples=2, rounds=3)
-    assert result.status == "failed" and summary["reason"] == NO_MORE
+    assert result.status == "failed" and summary["reason"] == (
+        f"{NO_MORE} (no suspicious line; the verifier cannot trace the tests; no line was "
+        "pointed at, in too large a repository to mutate blindly)")
