@@ -6,6 +6,7 @@ when it is a plain pytest call (`pytest_command`), refused otherwise (NotGradabl
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 
 from ooda.agent.contracts.protocols import Sandbox
@@ -51,8 +52,13 @@ class PytestRunner:
 
     def still_running(self, sandbox: Sandbox, request: TestRequest, output: str) -> str | None:
         """After a run of `request` timed out with `output`: the test it was running, from
-        pytest's `-q` progress (one character per finished test) and the order a quick
-        `--collect-only` of the same request lists (None when that cannot tell)."""
+        pytest's `-q` progress (one character per finished test) and the order a
+        `--collect-only` of the same request lists (None when that cannot tell).
+
+        The listing gets COLLECT_TIMEOUT_S whatever the run's own limit (a short limit is
+        what makes a test hang, and a loaded machine collects slowly). With no test finished
+        the run may still have been collecting: the first test is named only when listing
+        them took less than half the run's limit."""
         done = finished_count(output)
         if request.ids:
             args = list(request.ids)
@@ -61,10 +67,13 @@ class PytestRunner:
             if parsed is None:
                 return None
             args = parsed[0]
+        started = time.monotonic()
         listed = run_pytest(sandbox, [*args, *_one_id_a_line(args), "--collect-only"],
-                            min(COLLECT_TIMEOUT_S, request.timeout_s), pre_test=request.pre_test)
+                            COLLECT_TIMEOUT_S, pre_test=request.pre_test)
         if listed.timed_out:
             return None
+        if done == 0 and time.monotonic() - started >= request.timeout_s / 2:
+            return None  # collecting took most of the run's time: it may not have got further
         ids = [ln.strip() for ln in listed.output.splitlines() if "::" in ln and " " not in
                ln.strip()]
         return ids[done] if done < len(ids) else None
@@ -77,8 +86,8 @@ class PytestRunner:
 
 RUNNER = PytestRunner()
 
-COLLECT_TIMEOUT_S = 30.0
-"""How long listing the tests may take after a run timed out."""
+COLLECT_TIMEOUT_S = 60.0
+"""How long listing the tests may take after a run timed out (only then: a hang is rare)."""
 
 _PROGRESS = re.compile(r"^([.FEsxXpR]+)(?:\s+\[\s*\d+%\])?$")
 

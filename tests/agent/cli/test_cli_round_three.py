@@ -206,6 +206,7 @@ def test_a_hanging_test_is_named_with_what_to_do(tmp_path: Path) -> None:
     sandbox's PID 1 does not end a warm pytest run at its timeout today, so the host kills
     the container and its output, which names the running test, is lost: told to h34.)"""
     sandbox_name = "bwrap"
+    limit = "30"  # test_add finishes well within it even on a heavily loaded machine
     from cli_helpers import ooda
 
     from ooda.agent.models.server import ReplayServer
@@ -220,16 +221,44 @@ def test_a_hanging_test_is_named_with_what_to_do(tmp_path: Path) -> None:
     with ReplayServer([MEDIAN.parent]) as server:
         done = ooda("run", str(repo), "--statement", "add is wrong", "--test-cmd",
                     "python -m pytest -q", "--model", "m", "--base-url", server.start(),
-                    "--verifier-timeout", "5", "--sandbox", sandbox_name,
+                    "--verifier-timeout", limit, "--sandbox", sandbox_name,
                     "--runs-dir", str(tmp_path / "runs"),
                     env={"OPENAI_API_KEY": "ooda-local"})
     assert done.returncode == 2, done.stderr
     assert done.stderr == (
         "ooda: error: the test command 'python -m pytest -q' does not run on the unpatched "
-        "code: the tests did not finish within 5s (tests/test_calc.py::test_slow_network was "
-        "still running): give it more time (--verifier-timeout SECONDS; now 5), or leave that "
+        f"code: the tests did not finish within {limit}s (tests/test_calc.py::test_slow_network "
+        f"was still running): give it more time (--verifier-timeout SECONDS; now {limit}), or "
+        "leave that "
         "test out (add `--deselect tests/test_calc.py::test_slow_network` to the test "
         "command)\n")
+
+
+def test_a_run_that_may_still_have_been_collecting_names_no_test(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """#12 under load: with no test finished, the run may not have got past collecting; the
+    first test is named only when listing the tests took less than half the run's limit."""
+    from ooda.verifiers.pytest_check.parse import TestRun
+    from ooda.verifiers.runners import pytest_runner
+    from ooda.verifiers.runners.request import TestRequest
+
+    listing = "tests/test_a.py::test_one\ntests/test_a.py::test_two\n\n2 tests collected\n"
+    clock = iter([100.0, 103.0] * 3)
+    monkeypatch.setattr(pytest_runner.time, "monotonic", lambda: next(clock))
+    seen: list[float] = []
+
+    def listed(sandbox: object, args: list[str], timeout_s: float, **_: object) -> TestRun:
+        seen.append(timeout_s)
+        return TestRun(output=listing)
+
+    monkeypatch.setattr(pytest_runner, "run_pytest", listed)
+    runner = pytest_runner.RUNNER
+    short = TestRequest(command="python -m pytest -q", timeout_s=5)
+    assert runner.still_running(None, short, "") is None  # type: ignore[arg-type]
+    assert runner.still_running(None, short, ".") == "tests/test_a.py::test_two"  # type: ignore[arg-type]
+    long = TestRequest(command="python -m pytest -q", timeout_s=60)
+    assert runner.still_running(None, long, "") == "tests/test_a.py::test_one"  # type: ignore[arg-type]
+    assert seen == [pytest_runner.COLLECT_TIMEOUT_S] * 3  # never the run's own short limit
 
 
 def test_progress_counting_and_the_listing_flags() -> None:
