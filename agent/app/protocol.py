@@ -26,7 +26,7 @@ from ooda.agent.contracts.errors import InfraError
 from ooda.agent.contracts.protocols import Verdict
 from ooda.agent.core.blind_select import JUDGED
 from ooda.agent.core.loop import INTERRUPTED, Attempt, RunResult
-from ooda.agent.core.runlog import RunLog
+from ooda.agent.core.runlog import RunLog, SummaryRecorder
 from ooda.agent.core.sources import source_kind
 from ooda.agent.support.text import one_line
 from ooda.agent.verify.plan import TaskPlan
@@ -113,7 +113,7 @@ def judge_candidates(judge: TaskVerifier, result: RunResult, log: RunLog,
 
 
 @contextlib.contextmanager
-def judging_recorded(result: RunResult, log: RunLog) -> Iterator[None]:
+def judging_recorded(result: RunResult, recorder: SummaryRecorder) -> Iterator[None]:
     """A judge that fails (a sandbox that broke, Ctrl-C) leaves a run.json that says so: the
     loop's own summary would say "passed" of a patch the hidden tests never judged."""
     try:
@@ -125,16 +125,17 @@ def judging_recorded(result: RunResult, log: RunLog) -> Iterator[None]:
                           status="error", reason=f"judging the submitted patch: {why}",
                           winner=None, resolved=False)
         with contextlib.suppress(InfraError):
-            log.write_summary(summary)
+            recorder.now(summary)
         raise
 
 
-def blind_outcome(result: RunResult, judgement: Judgement, log: RunLog,
+def blind_outcome(result: RunResult, judgement: Judgement, recorder: SummaryRecorder,
                   regression: dict[str, Any] | None = None) -> RunResult:
     """The run as the hidden tests judged it: passed when the submitted patch passes them
     (then it is the winner and final.diff), failed otherwise; the loop's own status kept as
     `loop_status`. submitted.diff always holds what was submitted. `regression`: what the
     regression tests were (run.json `regression`: each test file run on the base)."""
+    log = recorder.log
     submitted = judgement.submitted
     if submitted is not None:
         (log.dir / "submitted.diff").write_text(submitted.patch, encoding="utf-8")
@@ -167,16 +168,17 @@ def blind_outcome(result: RunResult, judgement: Judgement, log: RunLog,
         regression=regression or {},
         time_to_first_pass_s=result.summary.submitted_verified_s if resolved else None,
     )
-    log.write_summary(summary)
+    recorder.record(summary)
     return replace(result, status=status, reason=reason, winner=submitted if resolved else None,
                    summary=summary)
 
 
-def plain_outcome(result: RunResult, protocol: Protocol, hidden: bool, log: RunLog) -> RunResult:
+def plain_outcome(result: RunResult, protocol: Protocol, hidden: bool,
+                  recorder: SummaryRecorder) -> RunResult:
     """A run whose loop saw the task's own tests (oracle, or no hidden tests): resolved is the
     loop's pass, and so is oracle coverage."""
     passed = result.status == "passed"
     result.summary = replace(result.summary, protocol=protocol, hidden_tests=hidden,
                              resolved=passed, oracle_coverage=passed)
-    log.write_summary(result.summary)
+    recorder.record(result.summary)
     return result

@@ -39,7 +39,7 @@ from ooda.agent.core.records import (
 )
 from ooda.agent.core.repo_view import RepoView
 from ooda.agent.core.repro_writer import ReproWriter
-from ooda.agent.core.runlog import RunLog
+from ooda.agent.core.runlog import RunLog, SummaryRecorder
 from ooda.agent.core.schedule import ModelSchedule, Tier, digest
 from ooda.agent.core.sources import CandidateSource, as_source, learns, model_of
 from ooda.agent.core.summary import ending, summarize
@@ -85,6 +85,9 @@ class Loop:
         self.schedule = schedule or ModelSchedule.single(self.source)
         self.verifier = verifier
         self.sandbox: str | None = None
+        self.recorder = SummaryRecorder(log)
+        """Where run.json goes: written when the loop ends, unless its owner holds it (the run
+        session writes it once, at the run's end)."""
         """The name of the backend `verifier` runs candidates on (run.json's `sandbox`)."""
         self.log = log
         self.config = config
@@ -188,7 +191,7 @@ class Loop:
         if winner is not None and self.config.select != "blind":
             self.log.write_final_diff(winner.patch)  # a blind run's judge writes it, if resolved
         summary = self.summary(status, reason, winner, rounds.used, submitted)
-        self.log.write_summary(summary)
+        self.recorder.record(summary)
         if fatal is not None:
             raise fatal
         return RunResult(status, reason, winner, list(self.attempts), rounds.used, summary,
@@ -205,7 +208,7 @@ class Loop:
         attempts.jsonl."""
         with contextlib.suppress(Exception):  # best effort: the user is waiting
             self.candidates.interrupted(list(self.attempts), INTERRUPTED)
-            self.log.write_summary(self.summary("error", INTERRUPTED, None, rounds_used))
+            self.recorder.now(self.summary("error", INTERRUPTED, None, rounds_used))
 
     def _budget_left(self) -> float:
         """The fraction of the budget left: the smaller of time and tokens."""

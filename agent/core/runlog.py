@@ -106,9 +106,31 @@ class RunLog:
         with self._writing():
             write_atomic(self.dir / "final.diff", patch)
 
-    def write_summary(self, summary: RunSummary) -> None:
+    def _write_summary(self, summary: RunSummary) -> None:
+        """run.json (only SummaryRecorder calls it: run.json has one writer)."""
         with self._writing():
             write_json_atomic(self.dir / "run.json", summary.to_json())
+
+
+class SummaryRecorder:
+    """run.json's one writer. `record` keeps the run's summary as it stands and, unless the
+    run's owner holds it (`hold`: the run session writes it once, at the end, with where the
+    command's seconds went), writes it; `now` writes at once (an end that cannot wait: Ctrl-C,
+    a set-up or a judge that failed)."""
+
+    def __init__(self, log: RunLog, *, hold: bool = False) -> None:
+        self.log = log
+        self.hold = hold
+        self.summary: RunSummary | None = None
+
+    def record(self, summary: RunSummary) -> None:
+        self.summary = summary
+        if not self.hold:
+            self.log._write_summary(summary)
+
+    def now(self, summary: RunSummary) -> None:
+        self.summary = summary
+        self.log._write_summary(summary)
 
 
 def read_summary(run_dir: Path) -> RunSummary | None:

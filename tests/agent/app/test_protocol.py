@@ -19,7 +19,7 @@ from ooda.agent.contracts.errors import InfraError
 from ooda.agent.contracts.protocols import Verdict
 from ooda.agent.core.loop import Attempt, RunResult
 from ooda.agent.core.records import RunSummary
-from ooda.agent.core.runlog import RunLog
+from ooda.agent.core.runlog import RunLog, SummaryRecorder
 from ooda.tasks.loader import Task
 
 
@@ -43,7 +43,8 @@ def result_with(tmp_path: Path) -> tuple[RunResult, RunLog, Attempt]:
 def test_the_hidden_tests_decide_the_status_and_the_loop_keeps_its_own(tmp_path: Path) -> None:
     result, log, submitted = result_with(tmp_path)
     failing = Verdict("failed", "pytest failed: test_hidden")
-    judged = blind_outcome(result, Judgement(submitted, failing, {"r1c2": "failed"}), log)
+    judged = blind_outcome(result, Judgement(submitted, failing, {"r1c2": "failed"}),
+                           SummaryRecorder(log))
     assert (judged.status, judged.winner) == ("failed", None)
     run = json.loads((log.dir / "run.json").read_text())
     assert (run["status"], run["loop_status"], run["resolved"]) == ("failed", "passed", False)
@@ -52,7 +53,7 @@ def test_the_hidden_tests_decide_the_status_and_the_loop_keeps_its_own(tmp_path:
     assert (log.dir / "submitted.diff").read_text() == submitted.patch
     assert not (log.dir / "final.diff").exists()
     passing = Judgement(submitted, Verdict("passed", "passed"), {"r1c2": "passed"})
-    judged = blind_outcome(result, passing, log)
+    judged = blind_outcome(result, passing, SummaryRecorder(log))
     run = json.loads((log.dir / "run.json").read_text())
     assert judged.winner is submitted and run["time_to_first_pass_s"] == 4.5
     assert run["oracle"] == {"submitted_verdict": "passed", "judged": {"r1c2": "passed"},
@@ -62,7 +63,7 @@ def test_the_hidden_tests_decide_the_status_and_the_loop_keeps_its_own(tmp_path:
 
 def test_a_judge_that_breaks_leaves_an_error_not_the_loops_pass(tmp_path: Path) -> None:
     result, log, _ = result_with(tmp_path)
-    with pytest.raises(InfraError), judging_recorded(result, log):
+    with pytest.raises(InfraError), judging_recorded(result, SummaryRecorder(log)):
         raise InfraError("the docker sandbox broke while verifying: the container went away")
     run = json.loads((log.dir / "run.json").read_text())
     assert (run["status"], run["loop_status"], run["winner"]) == ("error", "passed", None)

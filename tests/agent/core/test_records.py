@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ooda.agent.core.records import AttemptRecord, RunSummary, StageRecord, Tokens
-from ooda.agent.core.runlog import RunLog, read_attempts, read_summary
+from ooda.agent.core.runlog import RunLog, SummaryRecorder, read_attempts, read_summary
 
 
 def test_a_run_directory_reads_back_what_was_written(tmp_path: Path) -> None:
@@ -19,7 +19,7 @@ def test_a_run_directory_reads_back_what_was_written(tmp_path: Path) -> None:
     log.record_attempt(record)
     summary = RunSummary("run-1", "t", "failed", "rounds exhausted", model="m", attempts=1,
                          tokens=Tokens(10, 3), environment="environment: from env.toml")
-    log.write_summary(summary)
+    SummaryRecorder(log).record(summary)
     assert read_attempts(log.dir) == [record]
     assert read_summary(log.dir) == summary
 
