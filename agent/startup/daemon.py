@@ -388,9 +388,12 @@ def preload() -> None:
     for name in PRELOAD:
         importlib.import_module(name)
     from ooda.agent.cli import app as cli
+    from ooda.agent.contracts.stages import STAGES
     from ooda.agent.models.http_client import exercise_http_client
     from ooda.verifiers.runners import runners
 
+    for stage in STAGES:  # the cascade builds its stages from the registry, lazily
+        importlib.import_module(stage.module)
     exercise_http_client()
     runners()  # the test runners' table (imports each runner module)
     commands.register(cli.app)
