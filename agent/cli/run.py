@@ -31,7 +31,7 @@ from ooda.agent.contracts.options import (
     SandboxOptions,
     StageOptions,
 )
-from ooda.agent.support.textsafe import markup_safe, printable
+from ooda.agent.support.textsafe import is_printable, markup_safe, printable
 
 if TYPE_CHECKING:
     from ooda.agent.core.records import RunSummary
@@ -204,14 +204,35 @@ def _task(path: Path, statement: str | None, test_cmd: str | None,
     )
 
 
+def _print_patch(console: Any, patch: str, final_diff: Path) -> None:
+    """The winning diff on stdout: highlighted in a terminal, byte-exact when piped. A patch
+    carrying control characters (a candidate's terminal escapes) is shown escaped in a terminal
+    and not written to a pipe at all: an escaped copy would apply as a different fix, a raw one
+    would drive the terminal of whoever reads the pipe; final.diff keeps it exact."""
+    from rich.syntax import Syntax
+
+    from ooda.agent.cli.console import make_console
+
+    out = make_console(stderr=False)
+    exact = is_printable(patch)
+    if out.is_terminal:
+        out.print(Syntax(printable(patch), "diff", theme="ansi_dark"))
+    elif exact:
+        sys.stdout.write(patch if patch.endswith("\n") else patch + "\n")
+        sys.stdout.flush()
+    if not exact:
+        where = "shown above with its control characters escaped" if out.is_terminal else \
+            "not written to stdout"
+        console.print(f"note: the fix carries control characters (terminal escapes): {where}; "
+                      f"the exact patch is {final_diff}", highlight=False)
+    console.print(f"final.diff: {final_diff}")
+
+
 def _print_run_result(
     console: Any, summary: RunSummary, run_dir: Path, patch: str | None,
     dollars: float | None,
 ) -> None:
-    from rich.syntax import Syntax
-
     from ooda.agent.app.progress import tokens_phrase
-    from ooda.agent.cli.console import make_console
 
     style = {"passed": "bold green", "failed": "bold red"}.get(summary.status, "bold yellow")
     console.print(
@@ -223,13 +244,7 @@ def _print_run_result(
                         summary.tokens.estimated, summary.tokens.counted)
     )
     if patch:  # the diff on stdout, as `git diff` prints it: `ooda run ... > fix.diff` works
-        out = make_console(stderr=False)
-        if out.is_terminal:
-            out.print(Syntax(printable(patch), "diff", theme="ansi_dark"))
-        else:
-            sys.stdout.write(patch if patch.endswith("\n") else patch + "\n")
-            sys.stdout.flush()
-        console.print(f"final.diff: {run_dir / 'final.diff'}")
+        _print_patch(console, patch, run_dir / "final.diff")
     elif summary.closest:
         console.print(
             f"closest candidate: {markup_safe(summary.closest)} "

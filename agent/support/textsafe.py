@@ -35,6 +35,12 @@ def printable(text: str) -> str:
     return _UNSAFE.sub(_visible, text)
 
 
+def is_printable(text: str) -> bool:
+    """Whether `text` holds no control character but tab, newline and CRLF line ends: safe to
+    write to a terminal as it is (a patch to a CRLF file keeps its line ends byte-exact)."""
+    return all(match.group() == "\r\n" for match in _UNSAFE.finditer(text))
+
+
 def markup_safe(text: str) -> str:
     """`printable(text)` that rich prints literally inside a markup string (`[` escaped)."""
     from rich.markup import escape  # rich only when printing through it (start-up time)

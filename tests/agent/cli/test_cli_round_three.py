@@ -349,6 +349,37 @@ def test_the_final_diff_goes_to_stdout_like_git_diff(tmp_path: Path) -> None:
                    check=True)
 
 
+def test_a_diff_with_terminal_escapes_never_reaches_stdout_raw(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """#15 kept safe: a candidate's patch carrying an escape is not written raw to a pipe (an
+    escaped copy would apply as another fix: nothing is written, final.diff named) and is shown
+    escaped in a terminal; a clean patch, CRLF line ends included, is written byte-exact."""
+    import io
+
+    from rich.console import Console
+
+    import ooda.agent.cli.console as consoles
+    from ooda.agent.cli.run import _print_patch
+
+    final = tmp_path / "final.diff"
+    crlf = "--- a/w.txt\n+++ b/w.txt\n@@ -1 +1 @@\n-a\r\n+b\r\n"
+    evil = "--- a/c.py\n+++ b/c.py\n@@ -1 +1 @@\n-x = 1\n+x = 2  # \x1b]0;t\x07\n"
+    err = Console(file=io.StringIO(), width=300)
+    _print_patch(err, crlf, final)
+    assert capsys.readouterr().out == crlf
+    _print_patch(err, evil, final)
+    assert capsys.readouterr().out == ""
+    said = err.file.getvalue()  # type: ignore[attr-defined]
+    assert "control characters" in said and "not written to stdout" in said and str(final) in said
+    screen = io.StringIO()
+    monkeypatch.setattr(consoles, "make_console",
+                        lambda stderr=True: Console(file=screen, force_terminal=True))
+    _print_patch(err, evil, final)
+    assert "\\x1b]0;t\\x07" in screen.getvalue() and "\x07" not in screen.getvalue()
+    assert "shown above with its control characters escaped" in err.file.getvalue()  # type: ignore[attr-defined]
+
+
 def test_serve_reads_a_changed_replay_file_again(tmp_path: Path) -> None:
     """#15: `ooda serve` kept serving a replay file after it changed."""
     import json
