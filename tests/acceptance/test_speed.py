@@ -22,7 +22,7 @@ from ooda.agent.core.normalize import normal_form, normalized_key
 from ooda.agent.core.runlog import RunLog
 from ooda.agent.models.openai_model import ModelConfig, OpenAIModel
 from ooda.agent.models.server import ReplayServer
-from ooda.agent.sandbox import image
+from ooda.agent.sandbox import fidelity, image
 from ooda.agent.sandbox.local import LocalBackend
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.verify.verifier import TaskVerifier
@@ -164,7 +164,7 @@ def test_preloaded_tools_run_as_a_fresh_interpreter_would(tmp_path: Path) -> Non
         out = box.run(["python3", "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
                        "test_probe.py"], timeout_s=30, env={"GIVEN": "yes"}).output
         assert "PATH0 /work CWD /work" in out and "pytest" in out.split("ARGV0", 1)[1], out
-        assert "ENV yes /tmp" in out, out
+        assert f"ENV yes {fidelity.HOME}" in out, out  # the sandbox's own HOME, as any run
         out = box.run(["python3", "-s", "-B", "sub/run.py", "a", "b"], timeout_s=30).output
         assert out.strip() == "SCRIPT0 /work/sub ['a', 'b']", out
         # a workspace module shadowing a pre-imported one: exec'd, so the shadow wins as it

@@ -20,6 +20,7 @@ from ooda.agent.core.loop import RunResult
 from ooda.agent.core.records import RunSummary
 from ooda.agent.core.runlog import RunLog, new_run_id
 from ooda.agent.verify.plan import TaskPlan, draft_plan
+from ooda.tasks import detect_environment
 from ooda.tasks.loader import Task, VerifierOptions, task_from_repo
 
 PYPROJECT = """\
@@ -64,7 +65,8 @@ def test_auto_detects_and_says_why(repo: Path) -> None:
     plan = planned(task, "auto")
     assert plan.environment_line == ("environment: Python 3.9 (requires-python <3.10), pip "
                                      "install -e . — detected; --environment none to skip")
-    assert plan.environment_table == {"python": "3.9", "install": "python3 -m pip install -e .",
+    assert plan.environment_table == {"python": "3.9", "apt": list(detect_environment.APT),
+                                      "install": "python3 -m pip install -e .",
                                       "runner": {"packages": ["pytest"]}}
     assert plan.environment is not None and plan.environment.python == "3.9"
     assert not (plan.stages.ruff or plan.stages.mypy or plan.stages.security)
