@@ -44,20 +44,19 @@ def test_mutate_repairs_the_median_example(median: Path, tmp_path: Path) -> None
 
 
 def test_a_bug_no_mutant_fixes_ends_with_the_closest_candidate(tmp_path: Path) -> None:
-    """A one-line function: about a dozen mutants (singles and pairs), so the run ends because
-    the source has nothing left, long before its budget, however slow the machine (the budget
-    is only a bound: on a loaded machine the 40 s once given let no candidate be judged)."""
-    task = tmp_path / "words"
+    """A one-line function with two mutants and no pairs (`return s`, the statement deleted),
+    so the run ends in one round because the source has nothing left, long before its budget,
+    however slow the machine (the budget is only a bound: on a loaded machine the 40 s once
+    given let no candidate be judged)."""
+    task = tmp_path / "shout"
     (task / "repo" / "tests").mkdir(parents=True)
-    (task / "repo" / "words.py").write_text(
-        "def reverse_words(sentence):\n    return ' '.join(sentence.split())\n")
-    (task / "repo" / "tests" / "test_words.py").write_text(
-        "from words import reverse_words\n\n\ndef test_reverse():\n"
-        "    assert reverse_words('a b c') == 'c b a'\n")
+    (task / "repo" / "shout.py").write_text("def shout(s):\n    return s.lower()\n")
+    (task / "repo" / "tests" / "test_shout.py").write_text(
+        "from shout import shout\n\n\ndef test_shout():\n    assert shout('a') == 'A'\n")
     (task / "repo" / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
     (task / "task.toml").write_text(
-        'id = "words"\nstatement = "reverse the words"\nrepo = "repo"\n'
-        'fail_to_pass = ["tests/test_words.py::test_reverse"]\n')
+        'id = "shout"\nstatement = "shout the text"\nrepo = "repo"\n'
+        'fail_to_pass = ["tests/test_shout.py::test_shout"]\n')
     proc = ooda("run", str(task), "--model", "mutate", "--time-budget", "600",
                 "--runs-dir", str(tmp_path / "runs"), timeout=900)
     assert proc.returncode == 1, proc.stderr

@@ -5,9 +5,11 @@ run cut short keeps the tests that finished).
 
 Usage: python3 -s -B tracer.py OUT ROOT PER_TEST_S PYTEST_ARGS...
 
-A test running longer than PER_TEST_S is interrupted by SIGALRM with `TracedTestTimeout`, so a
-test that loops forever ends (outcome "timeout") with a traceback through the loop instead of
-hanging the run; after two such tests the limit is a tenth (a suite whose every test loops).
+A test that uses more than PER_TEST_S of CPU time (SIGPROF), or blocks for WALL_FACTOR times
+that on the clock (SIGALRM), is interrupted with `TracedTestTimeout`, so a test that loops
+forever ends (outcome "timeout") with a traceback through the loop instead of hanging the run;
+after two such tests the limit is a tenth (a suite whose every test loops). CPU time, not the
+clock, so a loaded machine does not turn a quick test into a "timeout".
 Written for every Python a task's environment may have (3.7 on, as the guard).
 The process ends with `os._exit`, so atexit handlers of the code under test never run.
 """
@@ -33,6 +35,8 @@ if TYPE_CHECKING:  # (collections.abc's generics are not subscriptable before 3.
 _exit = os._exit
 MAX_FRAMES = 30
 """A traceback's first and last frames kept (of the repository's, each once)."""
+WALL_FACTOR = 4
+"""A test blocked (sleeping, waiting) is stopped at this many times its CPU limit on the clock."""
 
 
 class TracedTestTimeout(Exception):
@@ -82,9 +86,12 @@ class Recorder:
         return self.per_test_s if self.timeouts < 2 else max(0.25, self.per_test_s / 10)
 
     def on_alarm(self, signum: int, frame: Any) -> None:
+        limit = self.limit()
         self.timeouts += 1
         self.outcome = "timeout"
-        raise TracedTestTimeout(f"ran longer than {self.limit():g} s while traced")
+        if signum == signal.SIGPROF:
+            raise TracedTestTimeout(f"used more than {limit:g} s of CPU while traced")
+        raise TracedTestTimeout(f"ran longer than {limit * WALL_FACTOR:g} s while traced")
 
     # ---------------------------------------------------------------- pytest hooks
 
@@ -93,7 +100,9 @@ class Recorder:
         self.reset()
         started = time.time()
         previous = signal.signal(signal.SIGALRM, self.on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, self.limit())
+        previous_prof = signal.signal(signal.SIGPROF, self.on_alarm)
+        signal.setitimer(signal.ITIMER_PROF, self.limit())
+        signal.setitimer(signal.ITIMER_REAL, self.limit() * WALL_FACTOR)
         threading.settrace(self.trace)
         sys.settrace(self.trace)
         try:
@@ -102,7 +111,9 @@ class Recorder:
             sys.settrace(None)
             threading.settrace(None)
             signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
             signal.signal(signal.SIGALRM, previous)
+            signal.signal(signal.SIGPROF, previous_prof)
             self.write(item.nodeid, time.time() - started)
 
     def pytest_runtest_logreport(self, report: Any) -> None:
