@@ -133,7 +133,7 @@ class RunSession:
             return given
         with self.timeline.span("task"):
             draft = draft_plan(self.task, self.options.environment, self.options.sandbox,
-                               self.options.stages)
+                               self.options.stages, time_budget_s=self.loop_options.time_budget_s)
         if draft.environment_line:
             self.say(draft.environment_line)
         return draft

@@ -21,7 +21,7 @@ from no change (SWE-bench's requests-2674). PASS_TO_PASS ids that skip on the ba
 apart: skipped before and after, they say nothing of the change.
 
 Time: when neither the user nor the task set a limit, the unpatched run may take up to
-`base_limit_s()` and a candidate's run then gets `candidate_limit_s()` of its duration (a
+`base_limit_s()` (never more than the task's --time-budget) and a candidate's run then gets `candidate_limit_s()` of its duration (a
 factor, a floor); an unpatched run that does not finish within its limit stops the run with one
 line naming --verifier-timeout (exit 2), unless a task's own limit declares a hang a failure
 (the bug may be the loop). `plan_line` says after the base check, in one line, which tests a

@@ -256,10 +256,14 @@ def draft_plan(
     environment: EnvironmentOptions | None = None,
     sandbox: SandboxOptions | None = None,
     stages: StageOptions | None = None,
+    *,
+    time_budget_s: float | None = None,
 ) -> TaskPlan:
     """The plan of `task` before its base has run: the environment (the task's own, else the
     user's `--environment` choice: detected, ooda's image, or a file), the runner, the stages
-    and the tests. UsageError (one line) for a bad environment or runner."""
+    and the tests. UsageError (one line) for a bad environment or runner. With a task's
+    `time_budget_s` (ooda run, eval, ci), an unpatched run no limit was set for ends within
+    it: the budget is the whole task's."""
     environment = environment or EnvironmentOptions()
     sandbox = sandbox or SandboxOptions()
     stages = stages or StageOptions()
@@ -276,7 +280,7 @@ def draft_plan(
         runner=runner,
         runner_cmd=spec.runner.test_cmd if spec is not None else None,
         pre_test=spec.runner.pre_test if spec is not None else (),
-        stages=_stages(task, stages, tools_absent=chosen),
+        stages=_stages(task, stages, tools_absent=chosen, time_budget_s=time_budget_s),
         tests=TestSets.of(task),
     )
 
@@ -285,7 +289,8 @@ _TYPED_KEYS = frozenset(f.name for f in fields(Stages))
 """The optional stages with a field of their own in Stages (the others' state is `off`)."""
 
 
-def _stages(task: Task, given: StageOptions, *, tools_absent: bool) -> Stages:
+def _stages(task: Task, given: StageOptions, *, tools_absent: bool,
+            time_budget_s: float | None = None) -> Stages:
     """The task's [verifiers] with the user's say on top. An environment the user chose turns
     ruff, mypy and the security stage off, as a task's own does (tasks/loader.py): ooda's
     tools are not in it."""
@@ -298,7 +303,7 @@ def _stages(task: Task, given: StageOptions, *, tools_absent: bool) -> Stages:
         timeout_s=given.verifier_timeout if given.verifier_timeout is not None
         else own.timeout_s if own.timeout_s is not None else LIMIT_FLOOR_S,
         base_timeout_s=None if given.verifier_timeout is not None or own.timeout_s is not None
-        else base_limit_s(),
+        else min(base_limit_s(), time_budget_s or math.inf),
         off=frozenset(k for k in task_keys() if k not in _TYPED_KEYS
                       and (tools_absent or not own.on(k))),
     )

@@ -114,7 +114,7 @@ def run_ci(
             requirements=ci.requirements,
         )
         return draft_plan(task, run_options.environment, run_options.sandbox,
-                          run_options.stages)
+                          run_options.stages, time_budget_s=run_options.loop.time_budget_s)
 
     if run_task_fn is None:
         run_task_fn = functools.partial(run_task, prestarted=prestarted)

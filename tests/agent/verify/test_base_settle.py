@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from ooda.agent.contracts.errors import UsageError
+from ooda.agent.contracts.options import StageOptions
 from ooda.agent.contracts.protocols import CheckSpec
 from ooda.agent.sandbox.local import LocalBackend
 from ooda.agent.verify.base import plan_line
-from ooda.agent.verify.plan import TaskPlan, candidate_limit_s
+from ooda.agent.verify.plan import TaskPlan, base_limit_s, candidate_limit_s, draft_plan
 from ooda.agent.verify.prepare import make_plan
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task, VerifierOptions
@@ -97,6 +98,17 @@ def test_the_limit_s_floor_and_factor(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OODA_TIMEOUT_FACTOR", "zero")
     with pytest.raises(UsageError, match="OODA_TIMEOUT_FACTOR='zero'"):
         candidate_limit_s(1.0)
+
+
+def test_the_unpatched_run_ends_within_the_task_s_time_budget(tmp_path: Path) -> None:
+    """--time-budget is the whole task's (ooda run, eval, ci): an unpatched run no limit was
+    set for gets the budget when it is under base_limit_s(); a limit set stays as set."""
+    task = make_task(tmp_path)
+    assert draft_plan(task).stages.base_run_timeout_s == base_limit_s()
+    assert draft_plan(task, time_budget_s=120).stages.base_run_timeout_s == 120.0
+    assert draft_plan(task, time_budget_s=1e6).stages.base_run_timeout_s == base_limit_s()
+    given = draft_plan(task, stages=StageOptions(verifier_timeout=900), time_budget_s=120)
+    assert given.stages.timeout_given and given.stages.base_run_timeout_s == 900.0
 
 
 def test_an_unpatched_run_that_does_not_finish_stops_naming_the_option(
