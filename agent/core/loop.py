@@ -191,9 +191,10 @@ class Loop:
         if winner is not None and self.config.select != "blind":
             self.log.write_final_diff(winner.patch)  # a blind run's judge writes it, if resolved
         summary = self.summary(status, reason, winner, rounds.used, submitted)
-        self.recorder.record(summary)
-        if fatal is not None:
+        if fatal is not None:  # the run ends on an error: its run.json cannot wait
+            self.recorder.now(summary)
             raise fatal
+        self.recorder.record(summary)
         return RunResult(status, reason, winner, list(self.attempts), rounds.used, summary,
                          submitted)
 
