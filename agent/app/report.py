@@ -77,6 +77,8 @@ def _cards(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
                             f"{summary.get('total', 0)}"),
         ("unresolved", fmt_num(summary.get("unresolved", 0))),
         ("errors (infrastructure)", fmt_num(summary.get("errors", 0))),
+        *([("submitted again (node lost)", fmt_num(summary["resubmitted"]))]
+          if summary.get("resubmitted") else []),
         ("pass@1 (oracle coverage)", fmt_pct((summary.get("pass_at_k") or {}).get("1"))),
         ("median time to first pass", f"{fmt_num(ttfp.get('p50'))} s"),
         ("wall clock", f"{fmt_num(summary.get('wall_s'))} s"),

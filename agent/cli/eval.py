@@ -179,6 +179,8 @@ def print_summary(summary: dict[str, Any], eval_dir: Path, skipped: int,
     total = summary["total"]
     line = (f"resolved {summary['resolved']}/{total} ({100 * summary['resolved_rate']:.1f}%)"
             f", unresolved {summary['unresolved']}, errors {summary['errors']}")
+    if summary.get("resubmitted"):  # --executor ray: tasks run again after a node was lost
+        line += f", submitted again {summary['resubmitted']} (node lost)"
     print(line)
     print("pass@k: " + ", ".join(f"@{k} {100 * v:.1f}%" for k, v in summary["pass_at_k"].items()))
     ttfp = summary["time_to_first_pass_s"]

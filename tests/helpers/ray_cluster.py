@@ -2,9 +2,11 @@
 
 Each node is a `ray start --block` process in a session of its own, so stopping a node (or
 killing it, raylet and workers with it) is one signal to its process group; nothing here runs
-`ray stop`, which would stop every Ray process on the machine. Every node has 1 CPU, its own
-temp dir, usage stats off and the `ooda_sandbox` resource; all of them listen on a loopback
-address. Ray rewrites "127.0.0.1" to the machine's routable address, so the head uses
+`ray stop`, which would stop every Ray process on the machine. Every node has 1 CPU, usage
+stats off and the `ooda_sandbox` resource (`sandboxes` each, default 1); all of them listen on
+a loopback address. The nodes share the cluster's Ray temp dir; each has a scratch dir of its
+own ($TMPDIR of its workers), so a test can see that a task is running on a given node
+(`running_on`). Ray rewrites "127.0.0.1" to the machine's routable address, so the head uses
 127.0.0.2 and worker i 127.0.0.(2+i) (all loopback). Distinct addresses matter: a driver
 attaches to the node whose address it reaches the head from, which must be the head's (a
 driver on a killed worker's raylet would die with it).
@@ -47,15 +49,26 @@ class Cluster:
     env: dict[str, str]
     nodes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def start_node(self, name: str, ip: str, *, head: bool = False) -> None:
+    def start_node(self, name: str, ip: str, *, head: bool = False, sandboxes: int = 1) -> None:
         where = ["--head", "--port", self.address.rsplit(":", 1)[1],
                  "--include-dashboard=false"] if head else ["--address", self.address]
         log = open(self.temp_dir / f"{name}.log", "wb")  # noqa: SIM115 - the node keeps it
+        self.scratch(name).mkdir(exist_ok=True)
         self.nodes[name] = subprocess.Popen(
             [*_ray_cli(), "start", *where, "--node-ip-address", ip, "--num-cpus", "1",
-             "--resources", json.dumps({SANDBOX_RESOURCE: 1}), "--disable-usage-stats",
+             "--resources", json.dumps({SANDBOX_RESOURCE: sandboxes}), "--disable-usage-stats",
              "--temp-dir", str(self.temp_dir), "--block"],
-            stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT,
+            env={**self.env, "TMPDIR": str(self.scratch(name))}, start_new_session=True)
+
+    def scratch(self, name: str) -> Path:
+        """The node's scratch dir: its workers' $TMPDIR."""
+        return self.temp_dir / f"tmp-{name}"
+
+    def running_on(self, name: str) -> list[Path]:
+        """The scratch dirs of the ooda tasks running on the node now (run_on_node's
+        `ooda-ray-*` temp dirs; a killed task's stays)."""
+        return sorted(self.scratch(name).glob("ooda-ray-*"))
 
     def wait_for(self, nodes: int, timeout: float = 60.0) -> None:
         """Until `nodes` nodes are alive (asked through `ray status`)."""
@@ -97,8 +110,10 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def local_cluster(workers: int = 1) -> Iterator[Cluster]:
-    """A head and `workers` worker nodes, stopped on the way out whatever happened."""
+def local_cluster(workers: int = 1, *, head_sandboxes: int = 1,
+                  sandboxes: int = 1) -> Iterator[Cluster]:
+    """A head and `workers` worker nodes, stopped on the way out whatever happened; the head
+    offers `head_sandboxes` task slots (0: it only drives), each worker `sandboxes`."""
     temp_dir = Path(tempfile.mkdtemp(prefix="ooda-ray-"))
     (temp_dir / "tmp").mkdir()
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
@@ -109,10 +124,10 @@ def local_cluster(workers: int = 1) -> Iterator[Cluster]:
            "RAY_health_check_timeout_ms": "1000"}
     cluster = Cluster(f"{NODE_IP}:{_free_port()}", temp_dir, env)
     try:
-        cluster.start_node("head", NODE_IP, head=True)
+        cluster.start_node("head", NODE_IP, head=True, sandboxes=head_sandboxes)
         cluster.wait_for(1)
         for i in range(workers):
-            cluster.start_node(f"worker{i + 1}", f"127.0.0.{3 + i}")
+            cluster.start_node(f"worker{i + 1}", f"127.0.0.{3 + i}", sandboxes=sandboxes)
         cluster.wait_for(1 + workers)
         yield cluster
     finally:

@@ -12,9 +12,16 @@ evaluation directory; the nodes only run tasks:
   options), then returns the run directory as a tar, which the driver unpacks into
   `tasks/<task_id>/` and scores (records.run_record) before appending its one line;
 - a node that dies mid-task (the Ray error is not the task's own) is an infrastructure
-  failure: the task is submitted again, on whatever node is left, up to `NODE_RETRIES` times,
-  then recorded as status "error" (`--resume --retry-errors` runs it again). Only the final
-  outcome is recorded, so a task is never counted twice;
+  failure: one line says so ("node ... lost; task T submitted again, attempt 2 of 3") and the
+  task is submitted again, on whatever node is left, up to `NODE_RETRIES` times, then
+  recorded as status "error" (`--resume --retry-errors` runs it again). Only the final
+  outcome is recorded, so a task is never counted twice; its record counts the times it was
+  submitted again (`resubmitted`). The lost attempt's partial run directory stayed on the
+  dead node and is never fetched: `tasks/<task_id>/` is the finishing attempt's, whole;
+- a model endpoint that refuses every request (a wrong model name or key) stops the
+  evaluation at the first task that meets it, as the local executor does;
+- Ray's own output (its loggers, the error messages its control service sends drivers, its
+  core worker's lines) goes to `ray.log` in the evaluation directory, never to the terminal.
 - the model's concurrency limit is one for the whole cluster: a Ray actor (`_Permits`) hands
   out request permits; a dead node's permits are returned by the driver.
 
@@ -32,7 +39,9 @@ import io
 import logging
 import os
 import pickle
+import re
 import socket
+import sys
 import tarfile
 import tempfile
 import time
@@ -45,7 +54,7 @@ from ooda.agent.app.evaluate.records import error_record, remove_path, run_recor
 from ooda.agent.app.evaluate.refs import TaskRef
 from ooda.agent.app.run import RunOptions, run_task
 from ooda.agent.app.source import open_source
-from ooda.agent.contracts.errors import InfraError, UsageError
+from ooda.agent.contracts.errors import EndpointRefused, InfraError, UsageError
 from ooda.agent.contracts.protocols import Completion, Model
 from ooda.agent.core.records import RunSummary
 from ooda.agent.core.sources import model_of
@@ -60,6 +69,9 @@ SANDBOX_RESOURCE = "ooda_sandbox"
 
 NODE_RETRIES = 2
 """Times a task cut off by a dead node is submitted again before it is recorded as an error."""
+
+RAY_LOG_FILE = "ray.log"
+"""Ray's own output during an evaluation, in the evaluation directory."""
 
 EXTRA_HINT = "--executor ray needs the ray extra: pip install 'ooda[ray]'"
 
@@ -138,6 +150,9 @@ class NodeOutcome:
     run_dir: bytes | None
     """The run directory as a gzipped tar (None when none was made)."""
     node: str
+    refused: bool = False
+    """The model's endpoint refused the task's requests (EndpointRefused): every task would
+    meet it, so the evaluation stops."""
 
 
 def run_on_node(task_data: bytes, options: RunOptions, run_id: str, permits: Any,
@@ -164,6 +179,9 @@ def run_on_node(task_data: bytes, options: RunOptions, run_id: str, permits: Any
                                        timeline=Timeline(start=started))
             return NodeOutcome(str(result.status), result.summary.to_json(), "",
                                time.monotonic() - started, tar_dir(Path(log.dir)), node)
+        except EndpointRefused as exc:
+            return NodeOutcome("error", {}, one_line(exc), time.monotonic() - started, None,
+                               node, refused=True)
         except (InfraError, UsageError) as exc:
             reason = one_line(exc)
         except Exception as exc:  # a bug in one task's run must not sink the evaluation
@@ -235,6 +253,13 @@ class _Events:
         return events
 
 
+def _node_in(message: str) -> tuple[str | None, str | None]:
+    """The node ID and IP a Ray error names ("Node IP: 10.0.0.7, node ID: 1d2b..."), if any."""
+    node_id = re.search(r"node ID: ([0-9a-f]{8,})", message)
+    address = re.search(r"Node IP: ([^\s,]+)", message)
+    return (node_id.group(1) if node_id else None, address.group(1) if address else None)
+
+
 # --------------------------------------------------------------------------- the driver
 
 
@@ -246,6 +271,7 @@ class _Pending:
     data: Any
     """The packed task's object reference (kept for a retry)."""
     tries: int
+    """Times it was submitted again after its node was lost."""
     started: float
 
 
@@ -256,6 +282,8 @@ class RayCluster:
         self._ray = ray
         self._concurrency = concurrency
         self._sandbox = sandbox
+        self._node_of: dict[str, str] = {}
+        """The node each task last started on (from the nodes' events)."""
         self._remote = ray.remote(run_on_node).options(
             num_cpus=0, resources={SANDBOX_RESOURCE: 1}, max_retries=0)
         strategies = importlib.import_module("ray.util.scheduling_strategies")
@@ -270,25 +298,34 @@ class RayCluster:
 
     def run(self, todo: Sequence[TaskRef], options: RunOptions, eval_dir: Path,
             record: Callable[[dict[str, Any]], None],
-            on_start: Callable[[str], None] = lambda task_id: None) -> None:
+            on_start: Callable[[str], None] = lambda task_id: None,
+            say: Callable[[str], None] = lambda line: None) -> None:
         """Run `todo` on the cluster, `concurrency` at a time; `record` gets each task's
-        results.jsonl record, in the order they finish, and `on_start` each task id as a node
-        begins it (the live display), both on this thread."""
+        results.jsonl record, in the order they finish, `on_start` each task id as a node
+        begins it (the live display) and `say` one line per task cut off by a lost node, all
+        on this thread. Raises EndpointRefused when the model's endpoint refuses a task (the
+        tasks still running are cancelled)."""
         queue = deque(todo)
         pending: dict[Any, _Pending] = {}
-        while queue or pending:
-            while queue and len(pending) < self._concurrency:
-                self._send(queue.popleft(), options, eval_dir, pending, record)
-            if not pending:
-                continue
-            done, _ = self._ray.wait(list(pending), num_returns=1, timeout=0.5)
-            for kind, task_id, _node in self._events():
-                if kind == "started":
-                    on_start(task_id)
-            for future in done:
-                outcome = self._collect(future, pending, options, eval_dir)
-                if outcome is not None:
-                    record(outcome)
+        try:
+            while queue or pending:
+                while queue and len(pending) < self._concurrency:
+                    self._send(queue.popleft(), options, eval_dir, pending, record)
+                if not pending:
+                    continue
+                done, _ = self._ray.wait(list(pending), num_returns=1, timeout=0.5)
+                for kind, task_id, node in self._events():
+                    if kind == "started":
+                        self._node_of[task_id] = node
+                        on_start(task_id)
+                for future in done:
+                    outcome = self._collect(future, pending, options, eval_dir, say)
+                    if outcome is not None:
+                        record(outcome)
+        finally:
+            for future in pending:  # stopped early: nothing more runs for this evaluation
+                with contextlib.suppress(Exception):
+                    self._ray.cancel(future)
 
     def _events(self) -> list[tuple[str, str, str]]:
         """The nodes' events since the last call (none when they cannot be had: they only
@@ -316,7 +353,7 @@ class RayCluster:
         pending[self._submit(data, options, ref.id)] = _Pending(ref, data, 0, started)
 
     def _collect(self, future: Any, pending: dict[Any, _Pending], options: RunOptions,
-                 eval_dir: Path) -> dict[str, Any] | None:
+                 eval_dir: Path, say: Callable[[str], None]) -> dict[str, Any] | None:
         """The record of a finished Ray task, or None when it was submitted again."""
         ray = self._ray
         job = pending.pop(future)
@@ -327,16 +364,40 @@ class RayCluster:
             reason = f"internal error: {one_line(exc)[:300]}"
         except ray.exceptions.RayError as exc:  # the node (or its worker process) died
             self.permits.release_all.remote(task_id)
+            lost = self._lost(task_id, exc)
+            attempts = NODE_RETRIES + 1
             if job.tries < NODE_RETRIES:
+                say(f"{lost}; task {task_id} submitted again, attempt {job.tries + 2} of "
+                    f"{attempts}")
                 retry = self._submit(job.data, options, task_id)
                 pending[retry] = dataclasses.replace(job, tries=job.tries + 1)
                 return None
-            reason = (f"infrastructure: the Ray node running it died {job.tries + 1} times "
+            say(f"{lost}; task {task_id} recorded as an infrastructure error after "
+                f"{attempts} attempts (--resume --retry-errors runs it again)")
+            reason = (f"infrastructure: {lost} at each of its {attempts} attempts "
                       f"({type(exc).__name__}: {one_line(exc)[:200]})")
         else:
-            return self._record(task_id, outcome, eval_dir)
-        return error_record(task_id, reason, time.monotonic() - job.started,
-                            eval_dir / "tasks" / task_id, eval_dir)
+            if outcome.refused:  # a wrong model name or key: every task would meet it
+                raise EndpointRefused(outcome.reason)
+            return {**self._record(task_id, outcome, eval_dir), "resubmitted": job.tries}
+        return {**error_record(task_id, reason, time.monotonic() - job.started,
+                               eval_dir / "tasks" / task_id, eval_dir),
+                "resubmitted": job.tries}
+
+    def _lost(self, task_id: str, exc: Exception) -> str:
+        """What cut the task off, said for one line: "node 1a2b3c4d at 10.0.0.7 lost"."""
+        node_id, address = _node_in(str(exc))  # Ray's NodeDiedError names the node
+        node = None
+        node_id = node_id or self._node_of.get(task_id)  # else: the node it started on
+        with contextlib.suppress(Exception):  # only for the wording
+            node = next((n for n in self._ray.nodes() if n.get("NodeID") == node_id), None)
+        address = address or (node or {}).get("NodeManagerAddress")
+        name = f"node {node_id[:8]} at {address or '?'}" if node_id else "its node"
+        if isinstance(exc, self._ray.exceptions.NodeDiedError) or (node and not node["Alive"]):
+            return f"{name} lost"
+        if isinstance(exc, self._ray.exceptions.OutOfMemoryError):
+            return f"Ray stopped it on {name} for want of memory"
+        return f"its Ray worker on {name} died ({type(exc).__name__})"
 
     def _submit(self, data: Any, options: RunOptions, run_id: str) -> Any:
         return self._remote.remote(data, options, run_id, self.permits, self.events,
@@ -356,28 +417,86 @@ class RayCluster:
 
 @contextlib.contextmanager
 def connect(address: str | None, *, concurrency: int, requests: int,
-            sandbox: str | None) -> Iterator[RayCluster]:
+            sandbox: str | None, log_dir: Path) -> Iterator[RayCluster]:
     """Connect to the cluster at `address` (None: $RAY_ADDRESS, else a running local one)
-    for the `with` block. No cluster there: InfraError; no node with a sandbox: UsageError."""
+    for the `with` block, Ray's own output going to `log_dir`/ray.log. No cluster there:
+    InfraError; no node with a sandbox: UsageError."""
     check_available()
-    ray = _ray()
     address = address or os.environ.get("RAY_ADDRESS") or "auto"
     _check_reachable(address)
+    log_path = log_dir / RAY_LOG_FILE
+    with ray_output_to(log_path):
+        ray = _ray()
+        try:
+            ray.init(address=address, logging_level=logging.INFO, log_to_driver=False,
+                     configure_logging=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise InfraError(f"--executor ray: no Ray cluster at {address}: "
+                             f"{one_line(exc)[:200]} (start one with `ray start --head`; "
+                             f"Ray's log: {log_path})") from exc
+        try:
+            offered = ray.cluster_resources().get(SANDBOX_RESOURCE, 0)
+            if not offered:
+                raise UsageError(
+                    f"--executor ray: no node of the cluster offers the {SANDBOX_RESOURCE!r} "
+                    f"resource (start nodes with --resources '{{\"{SANDBOX_RESOURCE}\": 1}}')")
+            yield RayCluster(ray, concurrency, requests, sandbox)
+        finally:
+            ray.shutdown()
+
+
+@contextlib.contextmanager
+def ray_output_to(log_path: Path) -> Iterator[None]:
+    """For the block, whatever Ray writes in this process goes to `log_path`, and ooda's own
+    stderr (`sys.stderr`: the live display, its lines) still reaches the terminal.
+
+    Ray writes from several places that `log_to_driver=False` does not cover: its Python
+    loggers, a thread that prints the error messages its control service publishes to
+    drivers ("node ... has been marked dead ...") on `sys.stdout`, and the core worker's C++
+    code writing to file descriptor 2. So: the "ray" loggers get a handler on the log and
+    stop propagating; file descriptors 1 and 2 point at the log; `sys.stderr` is a new
+    stream on a copy of the original descriptor 2. ooda writes nothing on stdout until the
+    evaluation has ended (its --json summary is printed after this block)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - closed below
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    terminal = open(saved[2], "w", buffering=1, encoding=encoding,  # noqa: SIM115
+                    errors="backslashreplace", closefd=False)
+    text = io.TextIOWrapper(log, encoding="utf-8", errors="backslashreplace",
+                            line_buffering=True, write_through=True)
+    handler = logging.StreamHandler(text)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    loggers = [logging.getLogger(name) for name in ("ray", "ray.data", "ray.tune",
+                                                    "ray.rllib", "ray.train", "ray.serve")]
+    before = [(lg.handlers[:], lg.propagate, lg.level) for lg in loggers]
+    stderr = sys.stderr
     try:
-        ray.init(address=address,
-                 logging_level=logging.WARNING, log_to_driver=False, configure_logging=True)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise InfraError(f"--executor ray: no Ray cluster at {address}: "
-                         f"{one_line(exc)[:200]} (start one with `ray start --head`)") from exc
-    try:
-        offered = ray.cluster_resources().get(SANDBOX_RESOURCE, 0)
-        if not offered:
-            raise UsageError(
-                f"--executor ray: no node of the cluster offers the {SANDBOX_RESOURCE!r} "
-                f"resource (start nodes with --resources '{{\"{SANDBOX_RESOURCE}\": 1}}')")
-        yield RayCluster(ray, concurrency, requests, sandbox)
+        for lg in loggers:
+            lg.handlers[:] = [handler]
+            lg.propagate = False
+        logging.getLogger("ray").setLevel(logging.INFO)
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        sys.stderr = terminal
+        yield
     finally:
-        ray.shutdown()
+        for stream in (sys.stdout, terminal):  # Ray's buffered text to the log, ours out
+            with contextlib.suppress(Exception):
+                stream.flush()
+        sys.stderr = stderr
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
+        for lg, (handlers, propagate, level) in zip(loggers, before, strict=True):
+            lg.handlers[:] = handlers
+            lg.propagate = propagate
+            lg.setLevel(level)
+        with contextlib.suppress(Exception):
+            text.close()  # closes `log` too
 
 
 def _check_reachable(address: str) -> None:

@@ -165,6 +165,8 @@ def build_summary(config: dict[str, Any], results: Sequence[dict[str, Any]],
         "tasks_per_min": round(figures["finished"] / wall_s * 60, 3) if wall_s > 0 else None,
         "tokens": figures.pop("tokens"),
         **figures,
+        # tasks submitted again after their Ray node was lost (the local executor: 0)
+        "resubmitted": sum(int(r.get("resubmitted") or 0) for r in results),
     }
     if phases:
         summary["phases"] = phases

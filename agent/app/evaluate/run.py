@@ -178,7 +178,8 @@ def _evaluate(options: EvalOptions, eval_id: str, eval_dir: Path, console: Conso
         if todo and options.executor == "ray":  # the nodes open their own backend and model
             cluster = stack.enter_context(ray_executor.connect(
                 options.ray_address, concurrency=options.concurrency,
-                requests=options.model_requests(), sandbox=options.run.sandbox.sandbox))
+                requests=options.model_requests(), sandbox=options.run.sandbox.sandbox,
+                log_dir=eval_dir))
         elif todo:  # resources first: a missing sandbox leaves the directory untouched
             if backend is None:
                 with timeline.span("environment"):
@@ -214,7 +215,9 @@ def _evaluate(options: EvalOptions, eval_id: str, eval_dir: Path, console: Conso
             if cluster is not None:
                 cluster.run(todo, task_options, eval_dir,
                             lambda record: bar.note(_finish(eval_dir, state, record)),
-                            on_start=bar.start)
+                            on_start=bar.start,
+                            say=lambda line: console.print(f"ooda: {line}", markup=False,
+                                                           highlight=False))
             else:
                 # no `with`: on Ctrl-C nobody waits for the running tasks (a request may hang)
                 pool = ThreadPoolExecutor(max_workers=options.concurrency,
@@ -295,7 +298,8 @@ def _check_dir(
         (eval_dir / TASKS_DIR).is_dir() and any((eval_dir / TASKS_DIR).iterdir())
     )
     occupied = started or (
-        eval_dir.is_dir() and any(p.name not in (EVAL_FILE, TASKS_DIR, LOCK_FILE)
+        eval_dir.is_dir() and any(p.name not in (EVAL_FILE, TASKS_DIR, LOCK_FILE,
+                                                 ray_executor.RAY_LOG_FILE)
                                   for p in eval_dir.iterdir())
     )
     if occupied and not options.resume:
