@@ -15,7 +15,7 @@ bash scripts/lint.sh                      # layer contracts, ruff, mypy --strict
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1   # the host's many pytest plugins cost ~2 s a start
 export OODA_REQUIRE_SANDBOXES=1           # a missing sandbox is a failure here, not a skip
 set +e
-timeout 2400 python -m pytest -q -ra "$@" tests
+timeout 2400 python -m pytest -q -ra --durations=30 "$@" tests
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
