@@ -58,6 +58,27 @@ TRANSFORMS: dict[str, Callable[[str], str]] = {
 }
 
 
+def _scan_sources(repo: Path, test_files: set[str], text: HiddenText, plain: HiddenText,
+                  examples: list[str], name: str) -> tuple[int, int, int]:
+    """The repository's source lines outside the test patch's files: (how many, how many
+    withheld, how many of those hold a hidden line's letters as written); the first lines
+    withheld only by substitution or decoding join `examples` (5 in all)."""
+    lines_seen = withheld = exact = 0
+    for path in sorted(repo.rglob("*.py")):
+        rel = path.relative_to(repo).as_posix()
+        if rel in test_files or "/." in f"/{rel}":
+            continue
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            lines_seen += 1
+            if text.holds(line):
+                withheld += 1
+                if plain._in(_norm(line)):
+                    exact += 1
+                elif len(examples) < 5:
+                    examples.append(f"{name}: {rel}: {line.strip()[:90]}")
+    return lines_seen, withheld, exact
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dirs", nargs="+", type=Path)
@@ -82,19 +103,9 @@ def main() -> None:
         plain = HiddenText(hidden.lines)
         plain.shapes = []  # the letters-and-digits match alone (the filter before round four)
         tasks += 1
-        test_files = set(hidden.files)
-        for path in sorted(task.repo.rglob("*.py")):
-            rel = path.relative_to(task.repo).as_posix()
-            if rel in test_files or "/." in f"/{rel}":
-                continue
-            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-                lines_seen += 1
-                if text.holds(line):
-                    withheld += 1
-                    if plain._in(_norm(line)):
-                        exact += 1
-                    elif len(examples) < 5:
-                        examples.append(f"{task_dir.name}: {rel}: {line.strip()[:90]}")
+        seen, held, as_written = _scan_sources(task.repo, set(hidden.files), text, plain,
+                                               examples, task_dir.name)
+        lines_seen, withheld, exact = lines_seen + seen, withheld + held, exact + as_written
         for line in hidden.lines:
             if len(line.strip()) < 16:
                 continue

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 UnitKind = Literal["def", "class", "code", "imports"]
@@ -90,70 +90,90 @@ def _cut_lines(path: str, lines: list[str]) -> list[Unit]:
     comments before it) up to the next top-level statement, a top-level class cut further at
     its methods (the defs at its body's indentation: `Class.method`), the rest as runs of
     code."""
-    units: list[Unit] = []
-    start = 1
-    current: tuple[str, UnitKind, int] = ("<module>", "code", 0)
-    pending = 0  # the first decorator line of a definition not yet begun
-    owner = ""  # the top-level class being read
-    indent: str | None = None  # its body's indentation
-
-    def close(end: int) -> None:
-        if end >= start:
-            name, kind, line = current
-            units.append(Unit(path, name, kind, start, end, (line, line) if line else (0, -1)))
-
+    cut = _LineCut(path)
     for number, line in enumerate(lines, start=1):
         if not line:
             continue
         if line[0] in " \t":
-            if not owner:
-                continue
-            body = line.lstrip(" \t")
-            if indent is None:
-                if not body or body.startswith("#"):
-                    continue
-                indent = line[: len(line) - len(body)]
-            if not line.startswith(indent) or line[len(indent) : len(indent) + 1] in " \t":
-                continue
-            inner = line[len(indent) :]
-            if inner.startswith("@"):
-                pending = pending or number
-                continue
-            found = _TOP_DEF.match(inner)
-            if found is None:
-                pending = 0
-                continue
-            close((pending or number) - 1)
-            start = pending or number
-            pending = 0
-            kind: UnitKind = "class" if inner.startswith("class") else "def"
-            current = (f"{owner}.{found.group(1)}", kind, number)
-            continue
-        if line[0] in "#)]}":
-            continue
-        if line.startswith("@"):
-            pending = pending or number
-            continue
-        found = _TOP_DEF.match(line)
-        if found is None and current[1] == "code" and number - start < CHUNK_LINES:
-            pending = 0
-            continue
-        close((pending or number) - 1)
-        start = pending or number
-        pending = 0
-        owner, indent = "", None
-        if found:
-            kind = "class" if line.startswith("class") else "def"
-            current = (found.group(1), kind, number)
-            if kind == "class":
-                owner = found.group(1)
-        else:
-            current = ("<module>", "code", 0)
-    close(len(lines))
+            cut.indented(number, line)
+        elif line[0] not in "#)]}":
+            cut.top_level(number, line)
+    cut.close(len(lines))
+    units = cut.units
     if not units:
         units.append(Unit(path, "<module>", "code", 1, max(len(lines), 1), (0, -1)))
     units[0].start = 1
     return units
+
+
+@dataclass
+class _LineCut:
+    """`_cut_lines` as it reads a file's lines: the unit being read and where it began."""
+
+    path: str
+    units: list[Unit] = field(default_factory=list)
+    start: int = 1
+    current: tuple[str, UnitKind, int] = ("<module>", "code", 0)
+    pending: int = 0
+    """The first decorator line of a definition not yet begun."""
+    owner: str = ""
+    """The top-level class being read."""
+    indent: str | None = None
+    """Its body's indentation."""
+
+    def close(self, end: int) -> None:
+        if end >= self.start:
+            name, kind, line = self.current
+            self.units.append(Unit(self.path, name, kind, self.start, end,
+                                   (line, line) if line else (0, -1)))
+
+    def begin(self, number: int, current: tuple[str, UnitKind, int]) -> None:
+        """A unit begins at line `number` (or at its first decorator)."""
+        self.close((self.pending or number) - 1)
+        self.start = self.pending or number
+        self.pending = 0
+        self.current = current
+
+    def indented(self, number: int, line: str) -> None:
+        """A line inside a top-level statement: in a class, a method begins a unit."""
+        if not self.owner:
+            return
+        body = line.lstrip(" \t")
+        if self.indent is None:
+            if not body or body.startswith("#"):
+                return
+            self.indent = line[: len(line) - len(body)]
+        indent = self.indent
+        if not line.startswith(indent) or line[len(indent) : len(indent) + 1] in " \t":
+            return
+        inner = line[len(indent) :]
+        if inner.startswith("@"):
+            self.pending = self.pending or number
+            return
+        found = _TOP_DEF.match(inner)
+        if found is None:
+            self.pending = 0
+            return
+        kind: UnitKind = "class" if inner.startswith("class") else "def"
+        self.begin(number, (f"{self.owner}.{found.group(1)}", kind, number))
+
+    def top_level(self, number: int, line: str) -> None:
+        """A top-level line (neither a comment nor a closing bracket)."""
+        if line.startswith("@"):
+            self.pending = self.pending or number
+            return
+        found = _TOP_DEF.match(line)
+        if found is None and self.current[1] == "code" and number - self.start < CHUNK_LINES:
+            self.pending = 0
+            return
+        self.owner, self.indent = "", None
+        if found is None:
+            self.begin(number, ("<module>", "code", 0))
+            return
+        kind: UnitKind = "class" if line.startswith("class") else "def"
+        self.begin(number, (found.group(1), kind, number))
+        if kind == "class":
+            self.owner = found.group(1)
 
 
 def _first_line(node: ast.stmt) -> int:

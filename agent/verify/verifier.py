@@ -49,7 +49,7 @@ from ooda.agent.support import fstree
 from ooda.agent.support.collected import Collected, collected, doctest_changes
 from ooda.agent.verify import base_trace
 from ooda.agent.verify.baselines import Baselines
-from ooda.agent.verify.blind import BlindChecks
+from ooda.agent.verify.blind import BlindChecks, BlindSpec
 from ooda.agent.verify.environment import EnvironmentBackend, PreparedEnv, prepare_environment
 from ooda.agent.verify.harness_apply import apply_prediction, restore_test_files
 from ooda.agent.verify.plan import TaskPlan, draft_plan
@@ -248,12 +248,7 @@ class TaskVerifier:
         held: Sandbox | None = sandbox
         lane: SpareLane | None = None
         try:
-            check = self._check(changed)
-            if self.apply_rule == "strict":  # (a prediction may apply with fuzz: all lines)
-                check.changed_lines = changed_lines(patch)
-            if blind is not None:
-                check = blind.apply(check)
-            check.verdict_only = verdict_only
+            check = self._check_for(patch, changed, blind, verdict_only)
             first, late = split_at_tests(self.verifiers)
             host, in_sandbox = split_host_first(first)
             if verdict_only:  # no feedback follows: the tests first, where most candidates
@@ -290,6 +285,17 @@ class TaskVerifier:
             for result in results:
                 (log_dir / f"{result.name}.log").write_text(result.log, encoding="utf-8")
         return self._withhold_hidden(verdict_from(results, changed))
+
+    def _check_for(self, patch: str, changed: list[str], blind: BlindSpec | None,
+                   verdict_only: bool) -> CheckSpec:
+        """What the stages check of this candidate."""
+        check = self._check(changed)
+        if self.apply_rule == "strict":  # (a prediction may apply with fuzz: all lines)
+            check.changed_lines = changed_lines(patch)
+        if blind is not None:
+            check = blind.apply(check)
+        check.verdict_only = verdict_only
+        return check
 
     def _weighed_late(self, results: list[VerifierResult], first: list[Verifier],
                       late: list[Verifier]) -> list[Verifier]:

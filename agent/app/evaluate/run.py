@@ -144,8 +144,8 @@ def evaluate(
     console = console or Console(stderr=True, soft_wrap=True)
     with evaluation_lock(eval_dir, eval_id, lambda line: console.print(f"ooda: {line}")):
         try:
-            return _evaluate(options, eval_id, eval_dir, console, show_progress, run_one,
-                             backend, model, prestarted, timeline)
+            return _evaluate(options, eval_id, eval_dir, console, show_progress,
+                             _Shared(run_one, backend, model, prestarted), timeline)
         except OSError as exc:  # a full disk: said as what it is, with what was kept
             why = storage_problem(exc)
             if why is None:
@@ -156,11 +156,21 @@ def evaluate(
                              ) from exc
 
 
+@dataclass(frozen=True)
+class _Shared:
+    """What the caller of `evaluate` may give every task (see `evaluate`)."""
+
+    run_one: RunOne | None
+    backend: SandboxBackend | None
+    model: Model | None
+    prestarted: Prestarted | None
+
+
 def _evaluate(options: EvalOptions, eval_id: str, eval_dir: Path, console: Console,
-              show_progress: bool, run_one: RunOne | None, backend: SandboxBackend | None,
-              model: Model | None, prestarted: Prestarted | None,
-              timeline: Timeline) -> EvalOutcome:
+              show_progress: bool, shared: _Shared, timeline: Timeline) -> EvalOutcome:
     """`evaluate` with the directory's lock held."""
+    run_one, backend, model, prestarted = (shared.run_one, shared.backend, shared.model,
+                                           shared.prestarted)
     with timeline.span("task"):
         refs = load_refs(options, eval_dir / WORK_DIR)
     _check_model_inputs(options, refs)
@@ -219,23 +229,7 @@ def _evaluate(options: EvalOptions, eval_id: str, eval_dir: Path, console: Conso
                             say=lambda line: console.print(f"ooda: {line}", markup=False,
                                                            highlight=False))
             else:
-                # no `with`: on Ctrl-C nobody waits for the running tasks (a request may hang)
-                pool = ThreadPoolExecutor(max_workers=options.concurrency,
-                                          thread_name_prefix="ooda-eval")
-                futures = [pool.submit(work, ref) for ref in todo]
-                try:
-                    for fut in futures:
-                        fut.result()
-                except KeyboardInterrupt:  # the CLI says where the partial evaluation is
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise KeyboardInterrupt(str(eval_dir)) from None
-                except EndpointRefused:  # the tasks running meet it at their first request
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    raise
-                except BaseException:
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise
-                pool.shutdown(wait=True)
+                _run_in_threads(todo, work, options.concurrency, eval_dir)
         writing = time.monotonic()
     timeline.until_now("writing", since=writing)  # the backend and the model closed too
     wall_s, phases = state.outputs()
@@ -249,6 +243,27 @@ def _evaluate(options: EvalOptions, eval_id: str, eval_dir: Path, console: Conso
             f"{first.get('reason', '')}); see {eval_dir}; rerun with --resume --retry-errors"
         )
     return EvalOutcome(eval_dir, summary, len(todo), len(refs) - len(todo))
+
+
+def _run_in_threads(todo: list[TaskRef], work: Callable[[TaskRef], None], concurrency: int,
+                    eval_dir: Path) -> None:
+    """`work` on each task, `concurrency` at a time, in this process."""
+    # no `with`: on Ctrl-C nobody waits for the running tasks (a request may hang)
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="ooda-eval")
+    futures = [pool.submit(work, ref) for ref in todo]
+    try:
+        for fut in futures:
+            fut.result()
+    except KeyboardInterrupt:  # the CLI says where the partial evaluation is
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise KeyboardInterrupt(str(eval_dir)) from None
+    except EndpointRefused:  # the tasks running meet it at their first request
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 def _check_model_inputs(options: EvalOptions, refs: Sequence[TaskRef]) -> None:

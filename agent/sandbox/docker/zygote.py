@@ -347,16 +347,10 @@ def fast_target(
     found = shutil.which(argv[0], path=env.get("PATH", "")) if argv else None
     if found is None or os.path.realpath(found) != os.path.realpath(sys.executable):
         return None
-    no_user_site = safe_path = False
-    rest = argv[1:]
-    while rest and rest[0].startswith("-") and rest[0] != "-m":
-        if set(rest[0][1:]) - {"s", "B", "P"} or rest[0] == "-":
-            return None  # an interpreter option a fork cannot apply
-        no_user_site = no_user_site or "s" in rest[0]
-        safe_path = safe_path or "P" in rest[0]
-        rest = rest[1:]
-    if not rest:
+    flags = _interpreter_flags(argv[1:])
+    if flags is None:
         return None
+    no_user_site, safe_path, rest = flags
     if rest[0] == "-m":
         if len(rest) < 2 or rest[1] not in loaded:
             return None
@@ -377,8 +371,34 @@ def fast_target(
             return None
     # -P: a fresh interpreter puts neither the cwd (-m) nor the script's directory first
     prepended = [] if safe_path and kind == "module" else [cwd] if safe_path else [first, cwd]
+    beside = _warm_beside(list(dict.fromkeys(prepended)), loaded, warm)
+    if beside is None:
+        return None
+    return kind, target, args, no_user_site, safe_path, beside
+
+
+def _interpreter_flags(args: list[str]) -> tuple[bool, bool, list[str]] | None:
+    """The interpreter options before `-m` or the script: (-s given, -P given, what follows
+    them), or None when there is nothing to run or an option a fork cannot apply."""
+    no_user_site = safe_path = False
+    rest = args
+    while rest and rest[0].startswith("-") and rest[0] != "-m":
+        if set(rest[0][1:]) - {"s", "B", "P"} or rest[0] == "-":
+            return None  # an interpreter option a fork cannot apply
+        no_user_site = no_user_site or "s" in rest[0]
+        safe_path = safe_path or "P" in rest[0]
+        rest = rest[1:]
+    if not rest:
+        return None
+    return no_user_site, safe_path, rest
+
+
+def _warm_beside(directories: list[str], loaded: list[str],
+                 warm: dict[str, dict[str, bytes]]) -> list[str] | None:
+    """The loaded warm packages whose folders lie in `directories` (put first on sys.path),
+    or None when one of their modules would shadow a module already loaded."""
     beside = []
-    for directory in dict.fromkeys(prepended):
+    for directory in directories:
         try:
             names = os.listdir(directory)
         except OSError:
@@ -391,7 +411,7 @@ def fast_target(
             if held is None or not same_package(os.path.join(directory, name), held):
                 return None  # a workspace module would shadow one already loaded
             beside.append(module)
-    return kind, target, args, no_user_site, safe_path, beside
+    return beside
 
 
 def _late_pth_paths(site: Any) -> None:

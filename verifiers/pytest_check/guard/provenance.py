@@ -347,18 +347,22 @@ class Provenance:
                 self._on_made(code, _getframe(1))
         elif event == "sys._getframe":
             if not self._busy:  # our own _getframe below raises this event again
-                self._busy = True
-                try:
-                    origin = self.origins.get(id(_getframe(1).f_code))
-                finally:
-                    self._busy = False
-                if origin is not None and not origin.trusted and not origin.path:
-                    self.events.append(("search", "sys._getframe from code it made at run time"))
+                self._on_getframe()
         elif event in _SEARCHES:
             if self.trusted(_getframe(1).f_code) is not True:
                 self.events.append(("search", event))
         elif len(args) == 3 and args[1] == "__code__":  # object.__setattr__
             self._on_code_set(args[0], args[2], _getframe(1))
+
+    def _on_getframe(self) -> None:
+        """sys._getframe called by code the run made at run time (from no file): a search."""
+        self._busy = True
+        try:
+            origin = self.origins.get(id(_getframe(2).f_code))  # _audit's caller
+        finally:
+            self._busy = False
+        if origin is not None and not origin.trusted and not origin.path:
+            self.events.append(("search", "sys._getframe from code it made at run time"))
 
     def _on_exec(self, code: types.CodeType, caller: types.FrameType) -> None:
         if self._is_import(caller):
