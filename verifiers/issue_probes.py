@@ -28,6 +28,8 @@ import re
 import textwrap
 from pathlib import Path
 
+from ooda.agent.contracts.protocols import ReproTest
+
 PROBE_NAME = "probe_issue"
 """The probe's name among a run's reproduction tests (the model's are `repro_N`)."""
 SEPARATOR = "=== ooda-issue-block"
@@ -166,6 +168,12 @@ def probe_from_issue(text: str, package: str | None = None) -> str | None:
     if not blocks:
         return None
     return DRIVER % {"blocks": blocks, "separator": SEPARATOR, "pytest_mark": PYTEST_MARK}
+
+
+def issue_probe(statement: str, repo: Path) -> ReproTest | None:
+    """The issue's own examples as a probe test (`PROBE_NAME`), when it has some."""
+    source = probe_from_issue(statement, top_package(repo))
+    return None if source is None else ReproTest(PROBE_NAME, source, required=False, probe=True)
 
 
 def behaviour(output: str) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -42,6 +43,7 @@ from ooda.agent.verify.base import plan_line
 from ooda.agent.verify.plan import TaskPlan, draft_plan
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task
+from ooda.verifiers.issue_probes import issue_probe
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -218,7 +220,8 @@ class RunSession:
                                  self.options.model.price_completion))
                     if self.console is not None else None)
         writer = (ReproWriter(task, asked, ready.verifier, self.loop_options.repro_tests,
-                              self.log.dir / "reproduction")
+                              self.log.dir / "reproduction",
+                              functools.partial(issue_probe, task.statement, task.repo))
                   if setup.blind and ready.verifier is not None and asked is not None else None)
         kind = self.first_kind
         first = kind.open(task) if kind is not None and kind.open is not None else None

@@ -201,7 +201,7 @@ class ReproTest:
     AssertionError); an optional one (it failed on the base for another reason) only counts
     when candidates are ranked."""
     probe: bool = False
-    """Not a test but a probe: the issue's own examples (agent/core/issue_probes.py), never
+    """Not a test but a probe: the issue's own examples (verifiers/issue_probes.py), never
     passed or failed; each candidate's output there is compared with the others' and the
     base's."""
     base_behaviour: tuple[str, ...] = ()

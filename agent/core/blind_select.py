@@ -3,7 +3,7 @@
 A blind run (docs/SWEBENCH.md) sees only its own checks. Each distinct judged candidate's
 `Evidence` is what they said of it: its regression tests (which ran, which broke), the
 model's reproduction tests it passed, whether the other checks passed, and how it behaved on
-the issue's own examples (agent/core/issue_probes.py) beside the unpatched code's behaviour.
+the issue's own examples (verifiers/issue_probes.py) beside the unpatched code's behaviour.
 `rank` orders the candidates by, in this order (each step only among those level so far):
 
 1. **regression tests, weighed**: a test every candidate that reproduces the fix breaks is

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,6 @@ from ooda.agent.core import repro_prompt
 from ooda.agent.core.budget import Budget
 from ooda.agent.support.text import one_line
 from ooda.tasks.loader import Task
-from ooda.verifiers.issue_probes import PROBE_NAME, probe_from_issue, top_package
 
 WRITING_SHARE = 0.3
 """The share of the time left that the requests may take (at least MIN_WRITING_S)."""
@@ -52,8 +52,12 @@ class ReproWriter:
     """Writes, de-duplicates and hands over one run's reproduction tests."""
 
     def __init__(self, task: Task, model: Model, judge: ReproJudge, count: int,
-                 out_dir: Path | None = None) -> None:
-        """`task`: the run's visible task; `out_dir`: where each answer is kept."""
+                 out_dir: Path | None = None,
+                 probe: Callable[[], ReproTest | None] | None = None) -> None:
+        """`task`: the run's visible task; `out_dir`: where each answer is kept; `probe`: the
+        issue's own examples as a probe, if it has some (verifiers/issue_probes.py)."""
+        self.probe = probe
+        self._probe_name: str | None = None
         self.task = task
         self.model = model
         self.judge = judge
@@ -140,12 +144,13 @@ class ReproWriter:
         return tests
 
     def _probe(self) -> list[ReproTest]:
-        """The issue's own examples as a probe (verifiers/issue_probes.py), when it has some."""
-        source = probe_from_issue(self.task.statement, top_package(self.task.repo))
-        if source is None:
+        """The issue's own examples as a probe, when it has some."""
+        probe = self.probe() if self.probe is not None else None
+        if probe is None:
             return []
-        self._save(f"{PROBE_NAME}.py", source)
-        return [ReproTest(PROBE_NAME, source, required=False, probe=True)]
+        self._probe_name = probe.name
+        self._save(f"{probe.name}.py", probe.source)
+        return [probe]
 
     def _settle(self) -> None:
         """Each request's fate from the verifier's judgement on the base."""
@@ -184,11 +189,11 @@ class ReproWriter:
 
     def summary(self) -> dict[str, Any]:
         """run.json's `reproduction`: the requests, the tests kept, their tokens and time."""
-        kept = [r for r in self.on_base if r.kept and r.name != PROBE_NAME]
+        kept = [r for r in self.on_base if r.kept and r.name != self._probe_name]
         return {
             "requested": self.count,
-            "scripts": sum(1 for r in self.on_base if r.name != PROBE_NAME),
-            "probe": any(r.kept for r in self.on_base if r.name == PROBE_NAME),
+            "scripts": sum(1 for r in self.on_base if r.name != self._probe_name),
+            "probe": any(r.kept for r in self.on_base if r.name == self._probe_name),
             "kept": len(kept),
             "required": sum(1 for r in kept if r.required),
             "seconds": round(self.seconds, 3),
@@ -204,7 +209,7 @@ class ReproWriter:
             "on_base": [
                 {"test": r.name, "status": r.status, "exception": r.exception, "kept": r.kept,
                  "required": r.required, **({"behaviour": list(r.behaviour)}
-                                            if r.name == PROBE_NAME else {})}
+                                            if r.name == self._probe_name else {})}
                 for r in self.on_base
             ],
         }

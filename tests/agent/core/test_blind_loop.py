@@ -19,6 +19,7 @@ from ooda.agent.contracts.protocols import (
     Verdict,
     VerifierResult,
 )
+from ooda.agent.core.budget import Budget
 from ooda.agent.core.loop import Loop, LoopOptions, RunResult
 from ooda.agent.core.repro_writer import ReproWriter
 from ooda.agent.core.runlog import RunLog
@@ -166,3 +167,20 @@ def test_no_script_in_the_answers_leaves_the_loop_to_the_other_checks(
     result, verifier = run(task, model, tmp_path, samples=1)
     assert verifier.adopted == [] and result.winner is not None
     assert (result.summary.reproduction or {})["requests"][0]["fate"] == "no script in the answer"
+
+
+def test_the_issue_probe_goes_to_the_judge_beside_the_written_tests(task: Task,
+                                                                    tmp_path: Path) -> None:
+    """The probe the run hands the writer (verifiers/issue_probes.py) is judged on the base
+    with the model's scripts, kept as a file, and counted apart from them in run.json."""
+    probe = ReproTest("probe_issue", "print(1)\n", required=False, probe=True)
+    verifier = Verifier()
+    log = RunLog(tmp_path / "runs", "run1")
+    writer = ReproWriter(task, Model({}), verifier, 1, log.dir / "reproduction", lambda: probe)
+    writer.start(Budget(30), time.monotonic() + 30, threading.Event())
+    writer.join(10)
+    assert [t.name for t in verifier.adopted] == ["repro_1", "probe_issue"]
+    assert (log.dir / "reproduction" / "probe_issue.py").read_text() == "print(1)\n"
+    summary = writer.summary()
+    assert summary["scripts"] == 1 and summary["kept"] == 1 and summary["probe"] is True
+    assert [r.get("behaviour") for r in summary["on_base"]] == [None, []]
