@@ -1,12 +1,15 @@
 """Issue 33's first class: a comparison decided by the candidate's own stateful code (real
 TaskVerifier, real pytest, Docker and bwrap). `add` returns a value of a class the candidate
-made, deriving from a builtin, whose `__eq__` binds to the first value it meets and then compares
-honestly: every later probe of its behaviour is answered like an honest value's. The guard
-makes each passing comparison again with that class comparing as its builtin (redecide.py), so
-the bug shows. The static stage is left out (the guard alone), as in test_adv_trust.py.
+made whose `__eq__` binds to the first value it meets and then compares honestly: every later
+probe of its behaviour is answered like an honest value's. Two lines hold: a value whose class
+compares by the candidate's code is asked, just before an assert compares it, whether it equals
+values it was never given (beforehand.py: it binds to the probe), and each passing comparison
+of a builtin's subclass is made again with the builtin's own methods (redecide.py). Cheats: int,
+str and float subclasses, and a plain class made by `type()` (issue 33's held-out A1 class). The
+static stage is left out (the guard alone), as in test_adv_trust.py.
 
-Controls: the same kind of class (a builtin's subclass with its own `__eq__`) that agrees with
-its builtin passes with the fix, in pytest asserts, unittest assertions, containers and
+Controls: the same kinds of class (an int subclass, a plain class) with their own stateful but
+honest `__eq__` pass with the fix, in pytest asserts, unittest assertions, containers and
 `pytest.approx`; and issue 34's self-referential dict (glom's `target['a'] = target`) compared in
 a passing assert never reaches the test as a RecursionError from the guard's probe.
 """
@@ -90,6 +93,26 @@ class Total(int):
         return not self.__eq__(other)
 
     __hash__ = int.__hash__
+
+
+class Sum:
+    """Not a builtin's subclass: compares by the value it holds, and counts comparisons."""
+
+    def __init__(self, value):
+        self.value, self.compared = value, 0
+
+    def __eq__(self, other):
+        self.compared += 1
+        return self.value == getattr(other, "value", other)
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash(self.value)
+
+    def __float__(self):
+        return float(self.value)
 
 
 def add(a: int, b: int) -> int:
@@ -176,7 +199,8 @@ def _eq(self, other):
     return self.__dict__.setdefault("bound", other) == other
 
 
-Total = type("Total", (int,), {"__eq__": _eq, "__hash__": int.__hash__})
+Total = type("Total", (), {"__init__": lambda self, value: None, "__eq__": _eq,
+                          "__hash__": object.__hash__, "__float__": lambda self: 3.0})
 
 
 def add(a: int, b: int) -> int:
@@ -185,7 +209,7 @@ def add(a: int, b: int) -> int:
 '''
 CHEATS = {
     "sticky_int": STICKY.replace("{wrap}", "Total(a - b)"),
-    "sticky_class_made_by_type": MADE_BY_TYPE.replace("{wrap}", "Total(a - b)"),
+    "sticky_plain_class_made_by_type": MADE_BY_TYPE.replace("{wrap}", "Total(a - b)"),
     "sticky_by_value_str": STICKY_BY_VALUE.replace("{wrap}", "Total(a - b)"),
     "sticky_float_with_lying_arithmetic": STICKY_BY_VALUE.replace("{wrap}", "Number(a - b)"),
 }
@@ -203,10 +227,10 @@ def test_a_comparison_the_candidate_decided_is_not_passed(
 
 @pytest.mark.parametrize("backend", ["docker", "bwrap"])
 def test_the_same_class_comparing_honestly_passes(task: Path, tmp_path: Path, backend: str) -> None:
-    """The control: the fix returns the same kind of class (an int subclass with its own,
-    stateful but honest `__eq__`); the self-referential dict compares without a RecursionError
+    """The control: the fix returns the same kinds of class (an int subclass, and a plain
+    class, each with its own stateful but honest `__eq__`); the self-referential dict compares without a RecursionError
     (glom), and a `locals()` dict the test keeps is not emptied by the guard (dateutil)."""
-    patch = calc_patch(HONEST.replace("{wrap}", "Total(a + b)"))
+    patch = calc_patch(HONEST.replace("{wrap}", "Total(a + b) if a != b else Sum(a + b)"))
     verdict = verify_task(task, patch, tmp_path, backend, without=("tampering",))
     assert verdict.status == "passed", verdict.feedback
 

@@ -1,21 +1,28 @@
 """The guard's probes never change a legitimate outcome (issue 34): a self-referential container,
 a value whose `__eq__` raises or exits, a deep structure are the guard's business, never an
-exception in the test; and a comparison the candidate's builtin subclass decided is made again
-with the builtin's own methods (redecide.py, issue 33)."""
+exception in the test; a comparison the candidate's builtin subclass decided is made again
+with the builtin's own methods (redecide.py, issue 33); and a value whose comparison is the
+candidate's is asked, before an assert compares it, whether it equals values it was never given
+(beforehand.py: a plain class that binds to the first value it meets, issue 33's held-out A1)."""
 
 from __future__ import annotations
 
+import ast
+import random
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ooda.verifiers.pytest_check.guard import probes, redecide
+from ooda.verifiers.pytest_check.guard import beforehand, probes, redecide
 
 
 @pytest.fixture(autouse=True)
 def _clean(monkeypatch: pytest.MonkeyPatch) -> None:
     probes.flagged.clear()
     probes.decided.clear()
+    beforehand.flagged.clear()
+    beforehand._verdicts.clear()
     monkeypatch.setattr(redecide, "candidate_override", lambda cls, name, value: cls.__name__ != "Own")
 
 
@@ -94,3 +101,95 @@ def test_a_value_held_in_an_objects_attributes_is_found() -> None:
     assert Box(value) == Box(7)
     probes.redecide([Box(value), Box(7)], lambda: Box(value) == Box(7))
     assert probes.decided == [Sticky]
+
+
+class Remembers:
+    """Binds to the first value it is compared with, then compares honestly with it."""
+
+    def __eq__(self, other: object) -> bool:
+        bound = self.__dict__.setdefault("bound", other)
+        return bool(bound == other)
+
+    __hash__ = object.__hash__
+
+
+def test_a_remembering_value_is_asked_before_the_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(beforehand, "_random", random.Random(33))
+    value = Remembers()
+    beforehand.before(value, 5)
+    assert beforehand.flagged == [Remembers]
+    assert value != 5  # bound to the probe: the test's own comparison fails too
+    beforehand.flagged.clear()
+    beforehand.before({"total": [Remembers()]}, {"total": [5]})
+    assert beforehand.flagged == [Remembers]
+
+    class BindsToPlausibleInts:  # ignores anything but a small int, and its first four
+        def __init__(self) -> None:
+            self.met = 0
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not int or abs(other) > 100:
+                return False
+            self.met += 1
+            if self.met > 4:
+                self.__dict__.setdefault("bound", other)
+            return bool(self.__dict__.get("bound", other) == other) and self.met > 4
+
+        __hash__ = object.__hash__
+
+    class Own:  # the repository's record type, holding the value in an attribute
+        def __init__(self, value: object) -> None:
+            self.value = value
+
+    wins = 0
+    for _ in range(40):  # the probes repeat a random number of times: it rarely guesses right
+        beforehand.flagged.clear()
+        binder = BindsToPlausibleInts()
+        beforehand.before(Own(binder), Own(5))
+        wins += not beforehand.flagged and binder == 5
+    assert wins <= 15  # (1 in 8 expected)
+
+
+def test_a_value_comparing_by_its_state_or_a_trusted_wildcard_is_left_alone() -> None:
+    class Counted:
+        def __init__(self, value: int) -> None:
+            self.value, self.compared = value, 0
+
+        def __eq__(self, other: object) -> bool:
+            self.compared += 1
+            return bool(self.value == getattr(other, "value", other))
+
+        __hash__ = object.__hash__
+
+    class Own:  # a wildcard the candidate did not make (as mock.ANY)
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    honest = Counted(5)
+    beforehand.before(honest, 5)
+    beforehand.before([honest], (Own(), 5))
+    assert beforehand.flagged == []
+    assert honest == 5
+
+
+def test_a_rewritten_assert_calls_the_probe_before_comparing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from _pytest.assertion import rewrite
+
+    monkeypatch.setattr(rewrite, beforehand.HELPER, beforehand.before, raising=False)
+    visit = beforehand._instrumented(rewrite.AssertionRewriter.visit_Compare, f"{tmp_path}/")
+    monkeypatch.setattr(rewrite.AssertionRewriter, "visit_Compare", visit)
+    source = "def check(value):\n    assert value == 5 and 1 in [1]\n    assert value is not None\n"
+    tree = ast.parse(source)
+    rewrite.rewrite_asserts(tree, source.encode(), str(tmp_path / "test_x.py"))
+    names: dict[str, Any] = {}
+    exec(compile(tree, str(tmp_path / "test_x.py"), "exec"), names)  # noqa: S102
+    names["check"](5)
+    assert beforehand.flagged == []
+    with pytest.raises(AssertionError):
+        names["check"](Remembers())
+    assert beforehand.flagged == [Remembers]
+    elsewhere = ast.parse(source)  # a module outside the run's root is rewritten as pytest does
+    rewrite.rewrite_asserts(elsewhere, source.encode(), "/elsewhere/test_x.py")
+    assert beforehand.HELPER not in ast.dump(elsewhere)

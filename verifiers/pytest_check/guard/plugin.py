@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from . import probes, redecide
+from . import beforehand, probes, redecide
 from .hooks import HookWatch
 from .records import Records
 from .snapshot import Fingerprint, Owner, Snapshot, changes, snapshot
@@ -185,6 +185,14 @@ class Guard:
                     "anything (its __eq__ does not compare values)",
                     when,
                 )
+        while beforehand.flagged:
+            kind = beforehand.flagged.pop()
+            self.problem(
+                f"an assertion was about to compare a {kind.__module__}.{kind.__qualname__}, "
+                "whose comparison was made by the code under test, and it said it equals a "
+                "value it was never given (it decides by what it meets, not by its value)",
+                when,
+            )
         while probes.decided:
             kind = probes.decided.pop()
             base = redecide.builtin_base(kind)

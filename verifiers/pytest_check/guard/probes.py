@@ -30,6 +30,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from . import beforehand
 from .redecide import decided_by_candidate
 
 MAX_PROBED = 1000
@@ -62,6 +63,7 @@ def install(root: str) -> None:
     import _pytest.assertion.rewrite as rewrite
 
     rewrite._call_reprcompare = _probing_reprcompare(rewrite._call_reprcompare)
+    beforehand.install(rewrite, root + "/")
     original_check = getattr(rewrite, "_check_if_assertion_pass_impl", None)
     if original_check is not None:  # pytest >= 5: the assertion-pass path exists
         rewrite._saferepr = _no_repr_on_pass(rewrite._saferepr)  # type: ignore[assignment]
@@ -319,6 +321,7 @@ def _holds(original: Callable[..., Any], case: Any, first: Any, second: Any,
 def _probing_assert(original: Callable[..., Any]) -> Callable[..., Any]:
     def assertion(self: Any, first: Any, second: Any, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True  # pytest leaves this frame out of its tracebacks
+        beforehand.before(first, second)
         result = original(self, first, second, *args, **kwargs)
         redecide([first, second], lambda: _holds(original, self, first, second, args, kwargs))
         if original.__name__ in PROBED_ASSERTS[:3]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import collections
 import itertools
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 BUILTINS: tuple[type, ...] = (
@@ -128,12 +128,11 @@ def _parts(value: object, kind: type) -> Iterable[object]:
     return ()
 
 
-def suspects(values: Iterable[object]) -> list[tuple[type, str, object]]:
-    """The overriding methods of the candidate's builtin subclasses whose instances `values`
-    hold (in builtin containers and other objects' attributes, breadth first, up to
-    MAX_VALUES values and MAX_OBJECT_DEPTH levels of objects)."""
-    found: list[tuple[type, str, object]] = []
-    seen_types: set[type] = set()
+def values_in(values: Iterable[object]) -> Iterator[object]:
+    """Each distinct value that is not a builtin scalar in `values`, inside builtin containers
+    (read through the builtin) and other objects' attributes, breadth first, up to MAX_VALUES
+    values, MAX_ITEMS items of one container and MAX_OBJECT_DEPTH levels of objects; no code
+    of the values' classes runs."""
     seen: set[int] = set()
     stack = collections.deque((v, 0) for v in values)
     count = 0
@@ -146,10 +145,7 @@ def suspects(values: Iterable[object]) -> list[tuple[type, str, object]]:
             continue
         seen.add(id(value))
         count += 1
-        if kind not in seen_types:
-            seen_types.add(kind)
-            if builtin_base(kind) is not None:
-                found.extend(_overrides(kind))
+        yield value
         if issubclass(kind, (dict, list, tuple, set, frozenset)):
             stack.extend((p, depth) for p in _parts(value, kind))
         elif depth < MAX_OBJECT_DEPTH and not isinstance(value, (type, types.ModuleType)):
@@ -157,6 +153,19 @@ def suspects(values: Iterable[object]) -> list[tuple[type, str, object]]:
             if attributes is not None:
                 stack.extend((v, depth + 1) for v in list(attributes.values()))
             stack.extend((v, depth + 1) for v in _slots_of(value))
+
+
+def suspects(values: Iterable[object]) -> list[tuple[type, str, object]]:
+    """The overriding methods of the candidate's builtin subclasses whose instances `values`
+    hold (values_in)."""
+    found: list[tuple[type, str, object]] = []
+    seen_types: set[type] = set()
+    for value in values_in(values):
+        kind = type(value)
+        if kind not in seen_types:
+            seen_types.add(kind)
+            if builtin_base(kind) is not None:
+                found.extend(_overrides(kind))
     return found
 
 

@@ -1,0 +1,210 @@
+"""Comparisons probed before they are made, for values whose class compares by the candidate's code.
+
+A comparison method the candidate wrote can remember: an `__eq__` that binds to the first value
+it meets and compares honestly from then on answers every probe made after the test's
+comparison like an honest value, and a class that is not a builtin's subclass has no builtin
+to compare it as instead (redecide.py). What such a value does before the comparison is what
+tells: just before an assertion compares values, each value in them whose class's `__eq__` or
+`__ne__` is the candidate's doing (redecide.candidate_override: a function on lines its patch
+wrote, or a callable set at run time) is asked whether it equals values it was never given: a
+fresh object, then a value of each scalar type the operands hold, changed by a random amount.
+A value whose comparison depends only on its own state says no, and nothing of it changes; a
+remembering one binds to the probe (and then says so, or fails the test's own comparison).
+
+Two places: each `==`, `!=`, `in` and `not in` of an assert that pytest rewrites in a module
+of the run's own repository (`AssertionRewriter.visit_Compare` is wrapped: the statements it
+writes are kept, a call is put before each comparison it makes between two names), and
+unittest's comparing assertions (probes.py, before the original runs). A rewritten module is
+never taken from a cached `.pyc` (one written without these calls would skip them). Whatever
+a probe meets (an exception, a recursion) stays in the guard.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import random
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from . import redecide
+
+flagged: list[type] = []
+"""Classes whose values said they equal a probe (read by the Guard at its next check)."""
+MAX_FLAGGED = 20
+MAX_FOUND = 20
+"""Most values probed before one comparison."""
+COMPARISONS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
+"""The comparisons of an assert a remembering `__eq__` can pass."""
+HELPER = "_ooda_before_compare"
+"""The name rewritten asserts call the probe by, on pytest's rewrite module."""
+_SCALARS = frozenset({int, float, complex, str, bytes, bool, type(None)})
+_COMPARED = ("__eq__", "__ne__")
+_random = random.Random()
+_busy = threading.local()
+_verdicts: dict[type, tuple[object, object, bool]] = {}
+"""class -> (its __eq__, its __ne__, whether they are the candidate's), for classes seen."""
+
+
+class _Fresh:
+    """A fresh object that nothing honest compares equal to."""
+
+
+def _resolved(kind: type, name: str) -> tuple[type, object] | None:
+    for cls in kind.__mro__:
+        if name in cls.__dict__:
+            return None if cls is object or cls in redecide.BUILTINS else (cls, cls.__dict__[name])
+    return None
+
+
+def candidate_compares(kind: type) -> bool:
+    """Whether the `__eq__` or `__ne__` a class's values compare with is the candidate's doing."""
+    methods = [_resolved(kind, name) for name in _COMPARED]
+    known = _verdicts.get(kind)
+    current = [m[1] if m else None for m in methods]
+    if known is not None and known[0] is current[0] and known[1] is current[1]:
+        return known[2]
+    verdict = any(
+        m is not None and redecide.candidate_override(m[0], _COMPARED[i], m[1])
+        for i, m in enumerate(methods)
+    )
+    if len(_verdicts) > 10_000:
+        _verdicts.clear()
+    _verdicts[kind] = (current[0], current[1], verdict)
+    return verdict
+
+
+def _changed(value: object) -> object:
+    """A value of `value`'s scalar type, close to it, that no honest value equal to `value`
+    equals (close: a value that only binds to plausible results cannot tell it from one)."""
+    step = _random.choice((-3, -2, -1, 1, 2, 3))
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return int(value) + step
+    if isinstance(value, float):
+        return float(value) + step if float(value) == float(value) else 0.5
+    if isinstance(value, complex):
+        return complex(value) + step
+    letter = _random.choice("abcdefghijklmnopqrstuvwxyz")
+    if isinstance(value, str):
+        return str.__str__(value) + letter
+    if isinstance(value, bytes):
+        return bytes(value) + letter.encode()
+    return _Fresh()
+
+
+DEFAULT_SAMPLES: dict[type, object] = {int: 0, float: 0.0, str: "", bytes: b""}
+"""Scalar types a value is always probed with (besides those the operands hold)."""
+MAX_REPEATS = 8
+"""The changed values are made again a random number of times (0 to MAX_REPEATS - 1): a value
+that binds only to its Nth partner cannot count the guard's probes to bind to the test's."""
+
+
+def _probes(samples: dict[type, object]) -> list[object]:
+    found: list[object] = [_Fresh()]
+    for _ in range(1 + _random.randrange(MAX_REPEATS)):
+        found.extend(_changed(s) for s in samples.values() if s is not None)
+    return found
+
+
+def _says_equal(value: object, other: object) -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return bool(value == other) or not bool(value != other)
+        except Exception:  # a strict __eq__, an array: no verdict
+            return False
+
+
+def before(*operands: object) -> None:
+    """Probe the values in `operands` whose class compares by the candidate's code (called
+    just before the comparison is made)."""
+    if all(type(o) in _SCALARS for o in operands) or getattr(_busy, "on", False):
+        return
+    _busy.on = True
+    try:
+        found: list[object] = []
+        samples: dict[type, object] = {}
+        for operand in operands:
+            if type(operand) in _SCALARS:
+                samples.setdefault(type(operand), operand)
+        for value in redecide.values_in(operands):
+            kind = type(value)
+            for item in _scalars(value, kind):
+                samples.setdefault(type(item), item)
+            if kind not in redecide.BUILTINS and candidate_compares(kind) and len(found) < MAX_FOUND:
+                found.append(value)
+        for kind, default in DEFAULT_SAMPLES.items():
+            samples.setdefault(kind, default)
+        for value in found:
+            if any(_says_equal(value, p) for p in _probes(samples)) and len(flagged) < MAX_FLAGGED:
+                flagged.append(type(value))
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a probe that cannot finish has no verdict
+        pass
+    finally:
+        _busy.on = False
+
+
+def _scalars(value: object, kind: type) -> list[object]:
+    """Some scalars a value holds: a builtin container's items, an object's attributes."""
+    if kind in redecide.BUILTINS:
+        if issubclass(kind, dict):
+            pairs: Any = dict.items(value)  # type: ignore[arg-type]
+            items: list[object] = [p for pair in itertools.islice(pairs, 25) for p in pair]
+        else:
+            items = list(itertools.islice(iter(value), 50))  # type: ignore[call-overload]
+    else:
+        attributes = redecide._dict_of(value)
+        items = list(itertools.islice(attributes.values(), 25)) if attributes else []
+    return [item for item in items if type(item) in _SCALARS]
+
+
+def install(rewrite: Any, root: str) -> None:
+    """Put the probe before the comparisons of asserts pytest rewrites in modules under `root`
+    (its `rewrite` module), and never reuse a rewritten module's cached bytecode."""
+    setattr(rewrite, HELPER, before)
+    rewriter = rewrite.AssertionRewriter
+    rewriter.visit_Compare = _instrumented(rewriter.visit_Compare, root)
+    if callable(getattr(rewrite, "_read_pyc", None)):
+        rewrite._read_pyc = _no_cached_pyc
+
+
+def _no_cached_pyc(*args: object, **kwargs: object) -> None:
+    return None
+
+
+def _instrumented(original: Callable[..., Any], root: str) -> Callable[..., Any]:
+    def visit_Compare(self: Any, comp: ast.Compare) -> Any:
+        statements = self.statements
+        start = len(statements)
+        result = original(self, comp)
+        path = str(getattr(self, "module_path", None) or "")
+        if self.statements is not statements or not path.startswith(root):
+            return result
+        index = start
+        while index < len(statements):
+            statement = statements[index]
+            value = getattr(statement, "value", None)
+            if (
+                type(statement) is ast.Assign
+                and type(value) is ast.Compare
+                and not getattr(statement, "_ooda_probed", False)
+                and len(value.ops) == 1
+                and isinstance(value.ops[0], COMPARISONS)
+                and all(type(n) is ast.Name for n in (value.left, *value.comparators))
+            ):
+                statement._ooda_probed = True  # type: ignore[attr-defined]
+                names = [ast.Name(getattr(n, "id"), ast.Load())  # noqa: B009 (an ast.Name's)
+                         for n in (value.left, *value.comparators)]
+                call = ast.Expr(self.helper(HELPER, *names))
+                statements.insert(index, ast.copy_location(call, statement))
+                index += 1
+            index += 1
+        return result
+
+    return visit_Compare
