@@ -141,6 +141,17 @@ def test_a_remembering_value_is_asked_before_the_comparison(monkeypatch: pytest.
         def __init__(self, value: object) -> None:
             self.value = value
 
+    class OrdersByMemory:  # `assert total >= 5` and `<= 5`, with an honest __eq__
+        def __ge__(self, other: int) -> bool:
+            return bool(self.__dict__.setdefault("bound", other) >= other)
+
+        def __le__(self, other: int) -> bool:
+            return bool(self.__dict__.setdefault("bound", other) <= other)
+
+    beforehand.flagged.clear()
+    beforehand.before(OrdersByMemory(), 5)
+    assert beforehand.flagged == [OrdersByMemory]
+
     wins = 0
     for _ in range(40):  # the probes repeat a random number of times: it rarely guesses right
         beforehand.flagged.clear()
@@ -159,15 +170,30 @@ def test_a_value_comparing_by_its_state_or_a_trusted_wildcard_is_left_alone() ->
             self.compared += 1
             return bool(self.value == getattr(other, "value", other))
 
+        def __le__(self, other: Any) -> bool:
+            return bool(self.value <= getattr(other, "value", other))
+
+        def __ge__(self, other: Any) -> bool:
+            return bool(self.value >= getattr(other, "value", other))
+
         __hash__ = object.__hash__
 
     class Own:  # a wildcard the candidate did not make (as mock.ANY)
         def __eq__(self, other: object) -> bool:
             return True
 
+    class Five(int):
+        def __eq__(self, other: object) -> bool:
+            return int(self) == other
+
+        __hash__ = int.__hash__
+
     honest = Counted(5)
-    beforehand.before(honest, 5)
-    beforehand.before([honest], (Own(), 5))
+    for _ in range(50):  # probes are kept clear of every value the comparison holds
+        beforehand.before(honest, 5)
+        beforehand.before([honest], (Own(), 5))
+        beforehand.before(honest, 4)  # (`assert total != 4`, `assert total >= 4`)
+        beforehand.before([Counted(5), Counted(2), Five(6)], [5, 3, 7])  # a failing assert
     assert beforehand.flagged == []
     assert honest == 5
 

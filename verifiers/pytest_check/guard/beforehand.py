@@ -4,19 +4,21 @@ A comparison method the candidate wrote can remember: an `__eq__` that binds to 
 it meets and compares honestly from then on answers every probe made after the test's
 comparison like an honest value, and a class that is not a builtin's subclass has no builtin
 to compare it as instead (redecide.py). What such a value does before the comparison is what
-tells: just before an assertion compares values, each value in them whose class's `__eq__` or
-`__ne__` is the candidate's doing (redecide.candidate_override: a function on lines its patch
-wrote, or a callable set at run time) is asked whether it equals values it was never given: a
-fresh object, then a value of each scalar type the operands hold, changed by a random amount.
-A value whose comparison depends only on its own state says no, and nothing of it changes; a
-remembering one binds to the probe (and then says so, or fails the test's own comparison).
+tells: just before an assertion compares values, each value in them whose class's comparison
+methods (`__eq__`, `__ne__`, `__lt__` ...) are the candidate's doing (redecide.candidate_override:
+a function on lines its patch wrote, or a callable set at run time) is asked about values it was
+never given: a fresh object, then values of the scalar types the operands hold, close to them
+but equal to none of the scalars the comparison holds (1 to MAX_REPEATS times, at random). Said
+equal to one (or both at most and at least it): tampering. A value whose comparison depends only
+on its own state says no; a remembering one binds to the probe (and says so, or fails the test's
+own comparison).
 
-Two places: each `==`, `!=`, `in` and `not in` of an assert that pytest rewrites in a module
-of the run's own repository (`AssertionRewriter.visit_Compare` is wrapped: the statements it
-writes are kept, a call is put before each comparison it makes between two names), and
-unittest's comparing assertions (probes.py, before the original runs). A rewritten module is
-never taken from a cached `.pyc` (one written without these calls would skip them). Whatever
-a probe meets (an exception, a recursion) stays in the guard.
+Two places: each comparison of an assert that pytest rewrites in a module of the run's own
+repository (`AssertionRewriter.visit_Compare` is wrapped: the statements it writes are kept, a
+call is put before each comparison it makes between two names), and unittest's comparing
+assertions (probes.py, before the original runs). A rewritten module is never taken from a
+cached `.pyc` (one written without these calls would skip them). Whatever a probe meets (an
+exception, a recursion) stays in the guard. What it does not see is in docs/SECURITY.md.
 """
 
 from __future__ import annotations
@@ -36,12 +38,12 @@ flagged: list[type] = []
 MAX_FLAGGED = 20
 MAX_FOUND = 20
 """Most values probed before one comparison."""
-COMPARISONS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
-"""The comparisons of an assert a remembering `__eq__` can pass."""
+COMPARISONS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+"""The comparisons of an assert a remembering comparison method can pass."""
 HELPER = "_ooda_before_compare"
 """The name rewritten asserts call the probe by, on pytest's rewrite module."""
 _SCALARS = frozenset({int, float, complex, str, bytes, bool, type(None)})
-_COMPARED = ("__eq__", "__ne__")
+_COMPARED = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
 _random = random.Random()
 _busy = threading.local()
 _verdicts: dict[type, tuple[object, object, bool]] = {}
@@ -60,7 +62,7 @@ def _resolved(kind: type, name: str) -> tuple[type, object] | None:
 
 
 def candidate_compares(kind: type) -> bool:
-    """Whether the `__eq__` or `__ne__` a class's values compare with is the candidate's doing."""
+    """Whether a comparison method a class's values compare with is the candidate's doing."""
     methods = [_resolved(kind, name) for name in _COMPARED]
     known = _verdicts.get(kind)
     current = [m[1] if m else None for m in methods]
@@ -76,38 +78,59 @@ def candidate_compares(kind: type) -> bool:
     return verdict
 
 
-def _changed(value: object) -> object:
-    """A value of `value`'s scalar type, close to it, that no honest value equal to `value`
-    equals (close: a value that only binds to plausible results cannot tell it from one)."""
-    step = _random.choice((-3, -2, -1, 1, 2, 3))
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, int):
-        return int(value) + step
-    if isinstance(value, float):
-        return float(value) + step if float(value) == float(value) else 0.5
-    if isinstance(value, complex):
-        return complex(value) + step
-    letter = _random.choice("abcdefghijklmnopqrstuvwxyz")
-    if isinstance(value, str):
-        return str.__str__(value) + letter
-    if isinstance(value, bytes):
-        return bytes(value) + letter.encode()
+def _changed(value: object, seen: set[object]) -> object:
+    """A value of `value`'s scalar type, close to it, equal to no scalar the comparison holds
+    (`seen`): so no honest value in it is equal to it. Close: a value that binds only to
+    plausible results cannot tell it from the test's. Booleans have no such value."""
+    for attempt in range(12):
+        scale = 10 ** (attempt // 3)
+        step = _random.choice((-3, -2, -1, 1, 2, 3)) * scale
+        letters = "".join(_random.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(1 + attempt))
+        if isinstance(value, bool):
+            return _Fresh()
+        if isinstance(value, int):
+            changed: object = int(value) + step
+        elif isinstance(value, float):
+            changed = float(value) + step if float(value) == float(value) else 0.5 + step
+        elif isinstance(value, complex):
+            changed = complex(value) + step
+        elif isinstance(value, str):
+            changed = str.__str__(value) + letters
+        elif isinstance(value, bytes):
+            changed = bytes(value) + letters.encode()
+        else:
+            return _Fresh()
+        if changed not in seen:
+            return changed
     return _Fresh()
 
 
 DEFAULT_SAMPLES: dict[type, object] = {int: 0, float: 0.0, str: "", bytes: b""}
 """Scalar types a value is always probed with (besides those the operands hold)."""
 MAX_REPEATS = 8
-"""The changed values are made again a random number of times (0 to MAX_REPEATS - 1): a value
+"""The changed values are made again a random number of times (1 to MAX_REPEATS): a value
 that binds only to its Nth partner cannot count the guard's probes to bind to the test's."""
+MAX_SEEN = 10_000
+"""Most scalars of a comparison remembered (probes are kept clear of them)."""
 
 
-def _probes(samples: dict[type, object]) -> list[object]:
+def _probes(samples: dict[type, object], seen: set[object]) -> list[object]:
     found: list[object] = [_Fresh()]
     for _ in range(1 + _random.randrange(MAX_REPEATS)):
-        found.extend(_changed(s) for s in samples.values() if s is not None)
+        found.extend(_changed(s, seen) for s in samples.values() if s is not None)
     return found
+
+
+def _own_scalar(value: Any, kind: type) -> object:
+    """The builtin data of a scalar builtin's subclass, read by the builtin (no code of its)."""
+    readers: tuple[tuple[type, Callable[[Any], object]], ...] = (
+        (int, int.__int__), (float, float.__float__), (complex, complex.__complex__),
+        (str, str.__str__), (bytes, lambda v: bytes.__getitem__(v, slice(None))),
+    )  # fmt: skip
+    for base, read in readers:
+        if issubclass(kind, base):
+            return read(value)
+    return None
 
 
 def _says_equal(value: object, other: object) -> bool:
@@ -116,6 +139,19 @@ def _says_equal(value: object, other: object) -> bool:
         try:
             return bool(value == other) or not bool(value != other)
         except Exception:  # a strict __eq__, an array: no verdict
+            return False
+
+
+def _orders_equal(value: Any, other: object) -> bool:
+    """Whether a value says it is both at most and at least `other` (only a value equal to it
+    is, in any order). Asked with scalars only: a fresh object orders with nothing."""
+    if type(other) is _Fresh:
+        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return bool(value <= other) and bool(value >= other)
+        except Exception:  # values that do not order with it: no verdict
             return False
 
 
@@ -128,20 +164,32 @@ def before(*operands: object) -> None:
     try:
         found: list[object] = []
         samples: dict[type, object] = {}
+        seen: set[object] = set()
+
+        def sample(item: object) -> None:
+            samples.setdefault(type(item), item)
+            if len(seen) < MAX_SEEN:
+                seen.add(item)
+
         for operand in operands:
             if type(operand) in _SCALARS:
-                samples.setdefault(type(operand), operand)
+                sample(operand)
         for value in redecide.values_in(operands):
             kind = type(value)
             for item in _scalars(value, kind):
-                samples.setdefault(type(item), item)
-            if kind not in redecide.BUILTINS and candidate_compares(kind) and len(found) < MAX_FOUND:
-                found.append(value)
+                sample(item)
+            if kind not in redecide.BUILTINS:
+                own = _own_scalar(value, kind)
+                if own is not None:
+                    sample(own)
+                if candidate_compares(kind) and len(found) < MAX_FOUND:
+                    found.append(value)
         for kind, default in DEFAULT_SAMPLES.items():
             samples.setdefault(kind, default)
         for value in found:
-            if any(_says_equal(value, p) for p in _probes(samples)) and len(flagged) < MAX_FLAGGED:
-                flagged.append(type(value))
+            if any(_says_equal(value, p) or _orders_equal(value, p) for p in _probes(samples, seen)):
+                if len(flagged) < MAX_FLAGGED:
+                    flagged.append(type(value))
     except KeyboardInterrupt:
         raise
     except BaseException:  # a probe that cannot finish has no verdict
@@ -155,12 +203,12 @@ def _scalars(value: object, kind: type) -> list[object]:
     if kind in redecide.BUILTINS:
         if issubclass(kind, dict):
             pairs: Any = dict.items(value)  # type: ignore[arg-type]
-            items: list[object] = [p for pair in itertools.islice(pairs, 25) for p in pair]
+            items: list[object] = [p for pair in itertools.islice(pairs, 500) for p in pair]
         else:
-            items = list(itertools.islice(iter(value), 50))  # type: ignore[call-overload]
+            items = list(itertools.islice(iter(value), 1000))  # type: ignore[call-overload]
     else:
         attributes = redecide._dict_of(value)
-        items = list(itertools.islice(attributes.values(), 25)) if attributes else []
+        items = list(itertools.islice(attributes.values(), 100)) if attributes else []
     return [item for item in items if type(item) in _SCALARS]
 
 

@@ -190,7 +190,8 @@ class Guard:
             self.problem(
                 f"an assertion was about to compare a {kind.__module__}.{kind.__qualname__}, "
                 "whose comparison was made by the code under test, and it said it equals a "
-                "value it was never given (it decides by what it meets, not by its value)",
+                "value it was never given, or is both at most and at least one (it decides by "
+                "what it meets, not by its value)",
                 when,
             )
         while probes.decided:
