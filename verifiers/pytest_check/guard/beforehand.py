@@ -218,12 +218,21 @@ def install(rewrite: Any, root: str) -> None:
     setattr(rewrite, HELPER, before)
     rewriter = rewrite.AssertionRewriter
     rewriter.visit_Compare = _instrumented(rewriter.visit_Compare, root)
-    if callable(getattr(rewrite, "_read_pyc", None)):
-        rewrite._read_pyc = _no_cached_pyc
+    read_pyc = getattr(rewrite, "_read_pyc", None)
+    if callable(read_pyc):
+        rewrite._read_pyc = _no_cached_pyc(read_pyc, root)
 
 
-def _no_cached_pyc(*args: object, **kwargs: object) -> None:
-    return None
+def _no_cached_pyc(original: Callable[..., Any], root: str) -> Callable[..., Any]:
+    """pytest's `_read_pyc`, except that a module under `root` is never read from its cache
+    (elsewhere, pytest's own tests of its cache, it is pytest's)."""
+
+    def _read_pyc(source: object, *args: Any, **kwargs: Any) -> Any:
+        if str(source).startswith(root):
+            return None
+        return original(source, *args, **kwargs)
+
+    return _read_pyc
 
 
 def _instrumented(original: Callable[..., Any], root: str) -> Callable[..., Any]:
