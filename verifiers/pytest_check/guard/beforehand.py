@@ -162,30 +162,7 @@ def before(*operands: object) -> None:
         return
     _busy.on = True
     try:
-        found: list[object] = []
-        samples: dict[type, object] = {}
-        seen: set[object] = set()
-
-        def sample(item: object) -> None:
-            samples.setdefault(type(item), item)
-            if len(seen) < MAX_SEEN:
-                seen.add(item)
-
-        for operand in operands:
-            if type(operand) in _SCALARS:
-                sample(operand)
-        for value in redecide.values_in(operands):
-            kind = type(value)
-            for item in _scalars(value, kind):
-                sample(item)
-            if kind not in redecide.BUILTINS:
-                own = _own_scalar(value, kind)
-                if own is not None:
-                    sample(own)
-                if candidate_compares(kind) and len(found) < MAX_FOUND:
-                    found.append(value)
-        for kind, default in DEFAULT_SAMPLES.items():
-            samples.setdefault(kind, default)
+        found, samples, seen = _gather(operands)
         for value in found:
             if any(_says_equal(value, p) or _orders_equal(value, p) for p in _probes(samples, seen)):
                 if len(flagged) < MAX_FLAGGED:
@@ -196,6 +173,36 @@ def before(*operands: object) -> None:
         pass
     finally:
         _busy.on = False
+
+
+def _gather(operands: tuple[object, ...]) -> tuple[list[object], dict[type, object], set[object]]:
+    """The values to probe (their class compares by the candidate's code), a sample scalar of
+    each type the operands hold (and the defaults), and the scalars they hold."""
+    found: list[object] = []
+    samples: dict[type, object] = {}
+    seen: set[object] = set()
+
+    def sample(item: object) -> None:
+        samples.setdefault(type(item), item)
+        if len(seen) < MAX_SEEN:
+            seen.add(item)
+
+    for operand in operands:
+        if type(operand) in _SCALARS:
+            sample(operand)
+    for value in redecide.values_in(operands):
+        kind = type(value)
+        for item in _scalars(value, kind):
+            sample(item)
+        if kind not in redecide.BUILTINS:
+            own = _own_scalar(value, kind)
+            if own is not None:
+                sample(own)
+            if candidate_compares(kind) and len(found) < MAX_FOUND:
+                found.append(value)
+    for kind, default in DEFAULT_SAMPLES.items():
+        samples.setdefault(kind, default)
+    return found, samples, seen
 
 
 def _scalars(value: object, kind: type) -> list[object]:
