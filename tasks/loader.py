@@ -62,9 +62,10 @@ __all__ = [
 ]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Task:
-    """One thing to fix: a repository in its broken state and what must pass afterwards."""
+    """One thing to fix: a repository in its broken state and what must pass afterwards.
+    Frozen: a changed task is a new one (`dataclasses.replace`)."""
 
     id: str
     """Task id (default: the task directory's name)."""

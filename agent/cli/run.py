@@ -3,6 +3,7 @@ prints the result, applies the winning patch with --apply."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -179,16 +180,15 @@ def _task(path: Path, statement: str | None, test_cmd: str | None,
 
     if is_task_dir(path):
         task = load_task(path)
-        if statement is not None:
-            task.statement = statement
-        if fail_to_pass:
-            task.fail_to_pass = list(fail_to_pass)
-        if pass_to_pass:
-            task.pass_to_pass = list(pass_to_pass)
         if test_cmd:
             check_test_cmd(test_cmd, "--test-cmd")
-            task.test_cmd = test_cmd
-        return task
+        return dataclasses.replace(
+            task,
+            statement=task.statement if statement is None else statement,
+            fail_to_pass=list(fail_to_pass) if fail_to_pass else task.fail_to_pass,
+            pass_to_pass=list(pass_to_pass) if pass_to_pass else task.pass_to_pass,
+            test_cmd=test_cmd or task.test_cmd,
+        )
     if statement is None:
         raise UsageError(
             f"{path} is not a task directory (no task.toml): say what to do with "

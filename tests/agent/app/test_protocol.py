@@ -3,6 +3,7 @@ record reads once the hidden tests judged it (or failed to)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -28,7 +29,7 @@ def test_blind_is_the_default_for_hidden_tests_and_gold_is_the_oracle(tmp_path: 
     assert protocol_for(False, "m") == "blind" and protocol_for(True, "m") == "oracle"
     assert protocol_for(False, "gold") == "oracle"
     assert not runs_blind(task, "blind")  # nothing hidden: its tests are in its repository
-    task.test_patch = "diff --git a/t.py b/t.py\n"
+    task = dataclasses.replace(task, test_patch="diff --git a/t.py b/t.py\n")
     assert runs_blind(task, "blind") and not runs_blind(task, "oracle")
 
 

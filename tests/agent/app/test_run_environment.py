@@ -103,7 +103,7 @@ def test_what_auto_leaves_alone(repo: Path, tmp_path: Path) -> None:
     plan = planned(task, "none")
     assert plan.environment_line == "environment: ooda's image (--environment none)"
     assert plan.environment is None
-    task.environment = {"python": "3.13"}
+    task = dataclasses.replace(task, environment={"python": "3.13"})
     plan = planned(task, "none")
     assert plan.environment_line == (
         "environment: the task's own [environment] (--environment none ignored)")

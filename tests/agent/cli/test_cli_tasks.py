@@ -3,6 +3,7 @@ hint of `ooda run` for a task directory named differently (issue 15.7)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -44,3 +45,20 @@ def test_an_unreachable_url_is_an_infrastructure_error(tmp_path: Path) -> None:
                   str(tmp_path / "out"))
     assert failed.returncode == 3 and "cannot clone" in failed.stderr
     assert len(failed.stderr.strip().splitlines()) == 1
+
+
+def test_a_task_directory_takes_the_command_lines_overrides_as_a_new_task() -> None:
+    """`ooda run TASK_DIR --statement ... --fail-to-pass ...`: the overridden fields change, the
+    others are the task's own (Task is frozen: a new task, nothing changed in place)."""
+    from ooda.agent.cli.run import _task
+    from ooda.tasks.loader import load_task
+
+    median = Path(__file__).resolve().parents[3] / "tasks" / "examples" / "median"
+    own = load_task(median)
+    task = _task(median, "say it again", "python -m pytest -q", ["tests/test_x.py::test_y"], None)
+    assert (task.statement, task.test_cmd) == ("say it again", "python -m pytest -q")
+    assert task.fail_to_pass == ["tests/test_x.py::test_y"]
+    assert task.pass_to_pass == own.pass_to_pass and task.repo == own.repo
+    assert _task(median, None, None, None, None) == own
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        own.statement = "changed in place"  # type: ignore[misc]

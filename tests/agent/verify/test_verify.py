@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import threading
 import time
@@ -208,7 +209,8 @@ def test_forbidden_edits_are_invalid(task: Task, tmp_path: Path, patch: str, pat
 
 
 def test_test_patch_is_applied_after_the_candidate(task: Task, tmp_path: Path) -> None:
-    task.test_patch = (task.test_patch or "") + diff("notes.txt", "one\ntwo\n", "one\nthree\n")
+    task = dataclasses.replace(
+        task, test_patch=(task.test_patch or "") + diff("notes.txt", "one\ntwo\n", "one\nthree\n"))
     verifier = make(task, tmp_path)
     conflicting = diff("notes.txt", "one\ntwo\n", "one\nfour\n") + calc_patch(GOLD)
     verdict = verifier.verify(conflicting)
