@@ -7,13 +7,16 @@ fixes more of the single-line bugs of the literature's benchmarks weighs more), 
 change first (the smallest change the tests accept is preferred). Two mutants that leave the
 file with the same text are one. Pairs come after every single mutant: two mutants of the
 `PAIR_POOL` best ones whose changes do not overlap, the pair of better-ranked ones first.
+Whether a mutant still parses is checked as it is drawn (`parsing`): a parse of a large file per
+mutant made took minutes on a real repository's suspects before the first one was tried.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ooda.agent.mutation.localise import Suspect
@@ -57,7 +60,8 @@ class Mutant:
 
 
 def single_mutants(suspects: Sequence[Suspect], read: ReadFile) -> list[Mutant]:
-    """Every operator on every suspect line, ranked, one per distinct resulting file."""
+    """Every operator on every suspect line, ranked, one per distinct resulting file; not yet
+    checked to parse (`parsing`)."""
     by_path: dict[str, list[Suspect]] = {}
     for suspect in suspects:
         by_path.setdefault(suspect.path, []).append(suspect)
@@ -68,7 +72,7 @@ def single_mutants(suspects: Sequence[Suspect], read: ReadFile) -> list[Mutant]:
             continue
         score = {s.line: s.score for s in lines}
         seen: set[str] = set()
-        for mutation in mutations(path, source, [s.line for s in lines]):
+        for mutation in mutations(path, source, [s.line for s in lines], parsing_only=False):
             digest = hashlib.sha256(apply(source, [mutation.change]).encode()).hexdigest()
             if digest in seen:
                 continue
@@ -80,9 +84,9 @@ def single_mutants(suspects: Sequence[Suspect], read: ReadFile) -> list[Mutant]:
 
 
 def pairs(singles: Sequence[Mutant], read: ReadFile, pool: int = PAIR_POOL) -> Iterator[Mutant]:
-    """Pairs of the `pool` best single mutants whose changes do not overlap, the best-ranked
-    pairs first (by the sum of the two ranks' positions), one per distinct result."""
-    best = list(singles[:pool])
+    """Pairs of the `pool` best single mutants that parse whose changes do not overlap, the
+    best-ranked pairs first (by the sum of the two ranks' positions), one per distinct result."""
+    best = list(itertools.islice(parsing(singles, read), pool))
     order = sorted((i + j, i, j) for i in range(len(best)) for j in range(i + 1, len(best)))
     seen = {_digest(m.files(read)) for m in best}  # (two that undo each other: a single)
     for _, i, j in order:
@@ -96,6 +100,13 @@ def pairs(singles: Sequence[Mutant], read: ReadFile, pool: int = PAIR_POOL) -> I
             continue
         seen.add(digest)
         yield mutant
+
+
+def parsing(mutants: Iterable[Mutant], read: ReadFile) -> Iterator[Mutant]:
+    """The mutants whose files still parse, checked one by one as they are drawn."""
+    for mutant in mutants:
+        if all(_parses(text) for text in mutant.files(read).values()):
+            yield mutant
 
 
 def _digest(files: dict[str, str]) -> str:

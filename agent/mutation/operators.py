@@ -134,10 +134,12 @@ MAX_NAMES = 8
 """At most this many variables in scope stand in for one name (its own scope's first)."""
 
 
-def mutations(path: str, source: str, lines: Sequence[int]) -> list[Mutation]:
+def mutations(path: str, source: str, lines: Sequence[int], *,
+              parsing_only: bool = True) -> list[Mutation]:
     """Every operator applied once to each node standing on one of `lines` of `source` (the
     file `path`), in the order of `lines` and then `OPERATORS`; [] for a file libcst cannot
-    read. Each mutated file still parses."""
+    read. With `parsing_only`, each mutated file still parses (a parse of the whole file per
+    mutation: on a large file, most of the time; mutants.parsing checks as they are drawn)."""
     try:
         wrapper = MetadataWrapper(cst.parse_module(source))
     except (cst.ParserSyntaxError, RecursionError, ValueError):
@@ -146,7 +148,7 @@ def mutations(path: str, source: str, lines: Sequence[int]) -> list[Mutation]:
     wrapper.visit(collector)
     order = {line: index for index, line in enumerate(lines)}
     found = sorted(collector.found, key=lambda m: (order[m.line], m.priority))
-    return [m for m in found if _parses(source, m.change)]
+    return [m for m in found if not parsing_only or _parses(source, m.change)]
 
 
 def apply(source: str, changes: Sequence[Change]) -> str:

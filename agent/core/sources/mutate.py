@@ -92,7 +92,7 @@ class MutationSource:
 
     def _start(self, request: Request, deadline: float) -> Iterator[tuple[int, Mutant]]:
         """Localise, then every mutant in order, numbered from 1."""
-        from ooda.agent.mutation.mutants import pairs, single_mutants
+        from ooda.agent.mutation.mutants import pairs, parsing, single_mutants
 
         trace = self._trace(request, deadline)
         self.note = trace.spectrum.note
@@ -102,7 +102,8 @@ class MutationSource:
                                  failure_text=trace.failure_text) or self._fallback(request, trace)
         singles = single_mutants(self.suspects, request.read_base)
         self.singles = len(singles)
-        return enumerate(itertools.chain(singles, pairs(singles, request.read_base)), 1)
+        return enumerate(itertools.chain(parsing(singles, request.read_base),
+                                         pairs(singles, request.read_base)), 1)
 
     def _tried(self) -> str:
         """What was tried, and what limited it: why the source has nothing left."""

@@ -4,9 +4,11 @@ resulting file, pairs after singles and never overlapping."""
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 from ooda.agent.mutation.localise import Suspect
-from ooda.agent.mutation.mutants import pairs, single_mutants
+from ooda.agent.mutation.mutants import Mutant, pairs, parsing, single_mutants
+from ooda.agent.mutation.operators import Change
 
 FILES = {
     "m.py": "def mid(a, lo, hi):\n    m = (lo + hi) // 2\n    if a[m] == 0:\n        return m\n"
@@ -40,3 +42,13 @@ def test_pairs_combine_two_singles_without_overlap() -> None:
     first = found[0].mutations
     assert {first[0].change.start, first[1].change.start} != {first[0].change.start}
     assert "m.py:2:" in found[0].description or "m.py:3:" in found[0].description
+
+
+def test_a_mutant_that_does_not_parse_is_dropped_as_it_is_drawn() -> None:
+    files = {"k.py": "def f(a):\n    return a.b\n"}
+    singles = single_mutants([Suspect("k.py", 2, 1.0)], files.get)
+    assert singles
+    drawn = list(parsing(singles, files.get))
+    assert drawn and all(ast.parse(m.files(files.get)["k.py"]) for m in drawn)
+    broken = Mutant((replace(singles[0].mutations[0], change=Change(0, 3, "de f")),), 1.0)
+    assert list(parsing([broken, *singles], files.get)) == drawn
