@@ -46,8 +46,9 @@ _SCALARS = frozenset({int, float, complex, str, bytes, bool, type(None)})
 _COMPARED = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
 _random = random.Random()
 _busy = threading.local()
-_verdicts: dict[type, tuple[object, object, bool]] = {}
-"""class -> (its __eq__, its __ne__, whether they are the candidate's), for classes seen."""
+_verdicts: dict[type, tuple[list[object], bool]] = {}
+"""class -> (its comparison methods, whether one is the candidate's), for classes seen (the
+verdict stands while the methods are the same objects)."""
 
 
 class _Fresh:
@@ -64,17 +65,17 @@ def _resolved(kind: type, name: str) -> tuple[type, object] | None:
 def candidate_compares(kind: type) -> bool:
     """Whether a comparison method a class's values compare with is the candidate's doing."""
     methods = [_resolved(kind, name) for name in _COMPARED]
-    known = _verdicts.get(kind)
     current = [m[1] if m else None for m in methods]
-    if known is not None and known[0] is current[0] and known[1] is current[1]:
-        return known[2]
+    known = _verdicts.get(kind)
+    if known is not None and all(known[0][i] is m for i, m in enumerate(current)):
+        return known[1]
     verdict = any(
         m is not None and redecide.candidate_override(m[0], _COMPARED[i], m[1])
         for i, m in enumerate(methods)
     )
     if len(_verdicts) > 10_000:
         _verdicts.clear()
-    _verdicts[kind] = (current[0], current[1], verdict)
+    _verdicts[kind] = (current, verdict)
     return verdict
 
 
