@@ -44,7 +44,7 @@ HELPER = "_ooda_before_compare"
 """The name rewritten asserts call the probe by, on pytest's rewrite module."""
 _SCALARS = frozenset({int, float, complex, str, bytes, bool, type(None)})
 _COMPARED = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
-_random = random.Random()
+_random: random.Random = random.SystemRandom()  # (no state a forked run would share)
 _busy = threading.local()
 _verdicts: dict[type, tuple[list[object], bool]] = {}
 """class -> (its comparison methods, whether one is the candidate's), for classes seen (the
