@@ -16,6 +16,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import itertools
+import math
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -59,14 +61,18 @@ class Mutant:
         return {path: apply(read(path) or "", changes) for path, changes in changed.items()}
 
 
-def single_mutants(suspects: Sequence[Suspect], read: ReadFile) -> list[Mutant]:
+def single_mutants(suspects: Sequence[Suspect], read: ReadFile,
+                   deadline: float = math.inf) -> list[Mutant]:
     """Every operator on every suspect line, ranked, one per distinct resulting file; not yet
-    checked to parse (`parsing`)."""
+    checked to parse (`parsing`). Files are read in the order of their best suspect; none is
+    begun after `deadline` (time.monotonic)."""
     by_path: dict[str, list[Suspect]] = {}
     for suspect in suspects:
         by_path.setdefault(suspect.path, []).append(suspect)
     ranked: list[tuple[float, int, int, Mutant]] = []
     for path, lines in by_path.items():
+        if time.monotonic() > deadline:
+            break
         source = read(path)
         if source is None:
             continue

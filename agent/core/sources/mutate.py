@@ -100,7 +100,7 @@ class MutationSource:
             request.verifier.limit_test_time(time_limit(trace.spectrum))
         self.suspects = localise(trace.spectrum, trace.editable, passing_ids=trace.passing,
                                  failure_text=trace.failure_text) or self._fallback(request, trace)
-        singles = single_mutants(self.suspects, request.read_base)
+        singles = single_mutants(self.suspects, request.read_base, deadline)
         self.singles = len(singles)
         return enumerate(itertools.chain(parsing(singles, request.read_base),
                                          pairs(singles, request.read_base)), 1)

@@ -29,6 +29,7 @@ def test_singles_follow_the_suspects_and_are_distinct() -> None:
     assert ranks == sorted(ranks, reverse=True)
     assert all(m.mutations[0].line in (2, 3) for m in singles)
     assert single_mutants([Suspect("gone.py", 1, 1.0)], read) == []
+    assert single_mutants([Suspect("m.py", 3, 1.0)], read, deadline=0.0) == []  # (past it)
 
 
 def test_pairs_combine_two_singles_without_overlap() -> None:
