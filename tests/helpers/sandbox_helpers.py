@@ -34,6 +34,16 @@ def backend_or_skip(name: str) -> SandboxBackend:
     return got
 
 
+def quick_sandbox_args() -> list[str]:
+    """`--sandbox bwrap` where bwrap works (it starts in a fraction of Docker's time), else
+    nothing (the default backend): for end-to-end tests whose point is not the backend."""
+    import shutil
+
+    works = shutil.which("bwrap") is not None and subprocess.run(
+        ["bwrap", "--dev-bind", "/", "/", "true"], capture_output=True).returncode == 0
+    return ["--sandbox", "bwrap"] if works else []
+
+
 def open_sandbox(name: str, workspace: Path, requirements: Path | None = None) -> Iterator[Sandbox]:
     """Fixture body: a sandbox of backend `name` over `workspace`, closed afterwards."""
     workspace.mkdir(parents=True, exist_ok=True)

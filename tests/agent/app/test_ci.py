@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from fake_github import FakeGitHub
+from sandbox_helpers import quick_sandbox_args
 
 from ooda.agent.app.ci.comment import render_comment, review_comments, suggestions_from_patch
 from ooda.agent.app.ci.github import COMMENT_MARKER, PullRequestEvent, read_event
@@ -602,7 +603,7 @@ def test_e2e_junit_fixes_the_pull_requests_failure_and_names_what_it_leaves_fail
     monkeypatch.setenv("OPENAI_API_KEY", "ooda-local")
     with ReplayServer([script], models=["fast-model"]) as server:
         args = [*e2e_args(repo, tmp_path, server.start()), "--junit", str(junit),
-                "--base", "main", "--json"]
+                "--base", "main", "--json", *quick_sandbox_args()]
         code, out, err = invoke(args, capsys, monkeypatch)
     assert code == 0, err
     assert json.loads(out)["status"] == "passed"

@@ -23,6 +23,7 @@ from xml.etree import ElementTree
 
 import pytest
 from rich.console import Console
+from sandbox_helpers import quick_sandbox_args
 
 from ooda.agent.app import evaluate as ev
 from ooda.agent.app.evaluate.lock import holder as holder_of
@@ -676,7 +677,7 @@ def test_an_endpoint_that_cuts_every_stream_is_an_error_that_retry_errors_redoes
     env = {**os.environ, "OPENAI_API_KEY": "ooda-local", "OODA_DAEMON": "0"}
     args = ["eval", str(taskset), "--model", "fast", "-n", "2", "--rounds", "2",
             "--time-budget", "20", "--runs-dir", str(tmp_path / "runs"), "--eval-id", "e1",
-            "--json"]
+            "--json", *quick_sandbox_args()]
     import socket
 
     with socket.socket() as probe:  # one address for both servers: the evaluation's options
