@@ -4,8 +4,10 @@ SWE-bench predictions and the reports (also re-rendered by `ooda report`)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,49 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+@dataclass(frozen=True)
+class TaskResult:
+    """One results.jsonl line: a task's outcome in an evaluation. A finished run's line and a
+    task that could not be run (infrastructure, a bad task) have the same keys, the latter
+    with empty values."""
+
+    task_id: str
+    status: str
+    """resolved | unresolved | error."""
+    reason: str
+    last_reason: str = ""
+    """The reason of the last candidate judged (what an unresolved task is shown with)."""
+    attempts: int = 0
+    rounds: int = 0
+    n: int = 0
+    c: int = 0
+    time_to_first_pass_s: float | None = None
+    tokens: dict[str, Any] = field(default_factory=lambda: {"prompt": 0, "completion": 0})
+    last_failed_verifier: str | None = None
+    edit_formats: dict[str, int] = field(default_factory=dict)
+    invalid_reasons: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0
+    first_token_s: float = 0.0
+    generation_s: float = 0.0
+    verification_s: float = 0.0
+    verifier_run_s: float = 0.0
+    run_dir: str | None = None
+    """The run's directory, relative to the evaluation's (None: none was made)."""
+    models: dict[str, Any] = field(default_factory=dict)
+    winner_model: str | None = None
+    fail_to_pass_passing_before: list[str] = field(default_factory=list)
+    protocol: str | None = None
+    hidden_tests: bool = False
+    oracle_coverage: bool = False
+    submitted: str | None = None
+    selection: str | None = None
+    """Why the submitted candidate was chosen (a blind run)."""
+    reproduction: dict[str, int] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 def run_record(task_id: str, status: str, summary: RunSummary, run_dir: Path,
                eval_dir: Path) -> dict[str, Any]:
     """The results.jsonl line of a finished run (status resolved | unresolved | error)."""
@@ -62,38 +107,38 @@ def run_record(task_id: str, status: str, summary: RunSummary, run_dir: Path,
     if summary.oracle is not None:  # blind: pass@k counts what the hidden tests said after
         stats.update(n=int(summary.oracle.get("n", 0)), c=int(summary.oracle.get("c", 0)))
     reproduction = summary.reproduction or {}
-    return {
-        "task_id": task_id,
-        "status": {"passed": "resolved", "error": "error"}.get(status, "unresolved"),
-        "reason": summary.reason,
-        "last_reason": _last_reason(attempts),
-        "attempts": summary.attempts,
-        "rounds": summary.rounds_used,
-        "n": stats["n"],
-        "c": stats["c"],
-        "time_to_first_pass_s": summary.time_to_first_pass_s,
-        "tokens": {**summary.tokens.to_json(),
-                   "estimated": summary.tokens.estimated or stats["tokens_estimated"]},
-        "last_failed_verifier": stats["last_failed_verifier"],
-        "edit_formats": stats["edit_formats"],
-        "invalid_reasons": stats["invalid_reasons"],
-        "wall_s": summary.wall_s,
-        "first_token_s": stats["first_token_s"],
-        "generation_s": stats["generation_s"],
-        "verification_s": stats["verification_s"],
-        "verifier_run_s": stats["verifier_run_s"],
-        "run_dir": _relative(run_dir, eval_dir),
-        "models": summary.models,
-        "winner_model": summary.winner_model,
-        "fail_to_pass_passing_before": list(summary.fail_to_pass_passing_before),
-        "protocol": summary.protocol,
-        "hidden_tests": summary.hidden_tests,
-        "oracle_coverage": summary.oracle_coverage,
-        "submitted": summary.submitted,
-        "selection": (summary.selection or {}).get("why"),
-        "reproduction": {k: reproduction.get(k, 0) for k in ("requested", "kept", "required")}
+    return TaskResult(
+        task_id=task_id,
+        status={"passed": "resolved", "error": "error"}.get(status, "unresolved"),
+        reason=summary.reason,
+        last_reason=_last_reason(attempts),
+        attempts=summary.attempts,
+        rounds=summary.rounds_used,
+        n=stats["n"],
+        c=stats["c"],
+        time_to_first_pass_s=summary.time_to_first_pass_s,
+        tokens={**summary.tokens.to_json(),
+                "estimated": summary.tokens.estimated or stats["tokens_estimated"]},
+        last_failed_verifier=stats["last_failed_verifier"],
+        edit_formats=stats["edit_formats"],
+        invalid_reasons=stats["invalid_reasons"],
+        wall_s=summary.wall_s,
+        first_token_s=stats["first_token_s"],
+        generation_s=stats["generation_s"],
+        verification_s=stats["verification_s"],
+        verifier_run_s=stats["verifier_run_s"],
+        run_dir=_relative(run_dir, eval_dir),
+        models=summary.models,
+        winner_model=summary.winner_model,
+        fail_to_pass_passing_before=list(summary.fail_to_pass_passing_before),
+        protocol=summary.protocol,
+        hidden_tests=summary.hidden_tests,
+        oracle_coverage=summary.oracle_coverage,
+        submitted=summary.submitted,
+        selection=(summary.selection or {}).get("why"),
+        reproduction={k: reproduction.get(k, 0) for k in ("requested", "kept", "required")}
         if reproduction else None,
-    }
+    ).to_json()
 
 
 def _last_reason(attempts: list[AttemptRecord]) -> str:
@@ -106,14 +151,10 @@ def _last_reason(attempts: list[AttemptRecord]) -> str:
 def error_record(task_id: str, reason: str, wall_s: float, run_dir: Path,
                  eval_dir: Path) -> dict[str, Any]:
     """The results.jsonl line of a task that could not be run (infrastructure, bad task)."""
-    return {
-        "task_id": task_id, "status": "error", "reason": reason, "attempts": 0, "rounds": 0,
-        "n": 0, "c": 0, "time_to_first_pass_s": None, "tokens": {"prompt": 0, "completion": 0},
-        "last_failed_verifier": None, "wall_s": round(wall_s, 3), "first_token_s": 0.0,
-        "generation_s": 0.0,
-        "verification_s": 0.0, "verifier_run_s": 0.0,
-        "run_dir": _relative(run_dir, eval_dir) if run_dir.exists() else None,
-    }
+    return TaskResult(
+        task_id, "error", reason, wall_s=round(wall_s, 3),
+        run_dir=_relative(run_dir, eval_dir) if run_dir.exists() else None,
+    ).to_json()
 
 
 def _relative(path: Path, base: Path) -> str:
