@@ -198,24 +198,38 @@ def test_a_value_comparing_by_its_state_or_a_trusted_wildcard_is_left_alone() ->
     assert honest == 5
 
 
-def test_a_rewritten_assert_calls_the_probe_before_comparing(
+def test_every_comparison_of_a_rewritten_module_is_probed_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from _pytest.assertion import rewrite
 
-    monkeypatch.setattr(rewrite, beforehand.HELPER, beforehand.before, raising=False)
-    visit = beforehand._instrumented(rewrite.AssertionRewriter.visit_Compare, f"{tmp_path}/")
-    monkeypatch.setattr(rewrite.AssertionRewriter, "visit_Compare", visit)
-    source = "def check(value):\n    assert value == 5 and 1 in [1]\n    assert value is not None\n"
+    monkeypatch.setattr(rewrite, beforehand.HELPER, beforehand.compare, raising=False)
+    run = beforehand._instrumented(rewrite.AssertionRewriter.run, f"{tmp_path}/")
+    monkeypatch.setattr(rewrite.AssertionRewriter, "run", run)
+    source = (
+        "def check(value):\n"
+        "    assert value == 5 and 1 in [1] and 2 not in [1] and not (3 < 2)\n"
+        "    assert value is not None\n"
+        "def outside(value):\n"
+        "    ok = value == 5\n"
+        "    assert ok\n"
+        "def in_a_generator(values):\n"
+        "    assert all(v == 5 for v in values)\n"
+    )
+    names: dict[str, Any] = {}
     tree = ast.parse(source)
     rewrite.rewrite_asserts(tree, source.encode(), str(tmp_path / "test_x.py"))
-    names: dict[str, Any] = {}
     exec(compile(tree, str(tmp_path / "test_x.py"), "exec"), names)  # noqa: S102
     names["check"](5)
+    names["outside"](5)
+    names["in_a_generator"]([5, 5])
     assert beforehand.flagged == []
-    with pytest.raises(AssertionError):
-        names["check"](Remembers())
-    assert beforehand.flagged == [Remembers]
+    for name, value in (("check", Remembers()), ("outside", Remembers()),
+                        ("in_a_generator", [Remembers()])):
+        beforehand.flagged.clear()
+        with pytest.raises(AssertionError):
+            names[name](value)
+        assert beforehand.flagged == [Remembers], name
     elsewhere = ast.parse(source)  # a module outside the run's root is rewritten as pytest does
     rewrite.rewrite_asserts(elsewhere, source.encode(), "/elsewhere/test_x.py")
     assert beforehand.HELPER not in ast.dump(elsewhere)

@@ -13,18 +13,19 @@ equal to one (or both at most and at least it): tampering. A value whose compari
 on its own state says no; a remembering one binds to the probe (and says so, or fails the test's
 own comparison).
 
-Two places: each comparison of an assert that pytest rewrites in a module of the run's own
-repository (`AssertionRewriter.visit_Compare` is wrapped: the statements it writes are kept, a
-call is put before each comparison it makes between two names), and unittest's comparing
-assertions (probes.py, before the original runs). A rewritten module is never taken from a
-cached `.pyc` (one written without these calls would skip them). Whatever a probe meets (an
-exception, a recursion) stays in the guard. What it does not see is in docs/SECURITY.md.
+Two places: every single comparison in a module pytest rewrites under the run's root (its
+asserts, and also `ok = f() == 5`, `all(a == b for ...)`, `self.assertTrue(a == b)`: after
+`AssertionRewriter.run`, each is made through `compare`, which probes and then compares as the
+operator does), and unittest's comparing assertions (probes.py, before the original runs). A
+rewritten module is never taken from a cached `.pyc` (one written without these calls would
+skip them). Whatever a probe meets (an exception, a recursion) stays in the guard. What it does not see is in docs/SECURITY.md.
 """
 
 from __future__ import annotations
 
 import ast
 import itertools
+import operator
 import random
 import threading
 import warnings
@@ -40,8 +41,8 @@ MAX_FOUND = 20
 """Most values probed before one comparison."""
 COMPARISONS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 """The comparisons of an assert a remembering comparison method can pass."""
-HELPER = "_ooda_before_compare"
-"""The name rewritten asserts call the probe by, on pytest's rewrite module."""
+HELPER = "_ooda_compare"
+"""The name rewritten modules call `compare` by, on pytest's rewrite module."""
 _SCALARS = frozenset({int, float, complex, str, bytes, bool, type(None)})
 _COMPARED = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
 _random: random.Random = random.SystemRandom()  # (no state a forked run would share)
@@ -221,14 +222,30 @@ def _scalars(value: object, kind: type) -> list[object]:
 
 
 def install(rewrite: Any, root: str) -> None:
-    """Put the probe before the comparisons of asserts pytest rewrites in modules under `root`
-    (its `rewrite` module), and never reuse a rewritten module's cached bytecode."""
-    setattr(rewrite, HELPER, before)
+    """Put the probe in each comparison of the modules pytest rewrites under `root` (through
+    its `rewrite` module), and never reuse such a module's cached bytecode."""
+    setattr(rewrite, HELPER, compare)
     rewriter = rewrite.AssertionRewriter
-    rewriter.visit_Compare = _instrumented(rewriter.visit_Compare, root)
+    rewriter.run = _instrumented(rewriter.run, root)
     read_pyc = getattr(rewrite, "_read_pyc", None)
     if callable(read_pyc):
         rewrite._read_pyc = _no_cached_pyc(read_pyc, root)
+
+
+_OPERATORS: tuple[Callable[[Any, Any], object], ...] = (
+    operator.eq, operator.ne, lambda a, b: a in b, lambda a, b: a not in b,
+    operator.lt, operator.le, operator.gt, operator.ge,
+)  # fmt: skip
+"""What each of COMPARISONS does, in its order."""
+
+
+def compare(left: Any, right: Any, index: int) -> object:
+    """`left <op> right` (op: COMPARISONS[index]), its values probed first when they are not
+    both builtin scalars. What a rewritten test module calls in place of each comparison."""
+    __tracebackhide__ = True  # pytest leaves this frame out of its tracebacks
+    if type(left) not in _SCALARS or type(right) not in _SCALARS:
+        before(left, right)
+    return _OPERATORS[index](left, right)
 
 
 def _no_cached_pyc(original: Callable[..., Any], root: str) -> Callable[..., Any]:
@@ -244,32 +261,33 @@ def _no_cached_pyc(original: Callable[..., Any], root: str) -> Callable[..., Any
 
 
 def _instrumented(original: Callable[..., Any], root: str) -> Callable[..., Any]:
-    def visit_Compare(self: Any, comp: ast.Compare) -> Any:
-        statements = self.statements
-        start = len(statements)
-        result = original(self, comp)
-        path = str(getattr(self, "module_path", None) or "")
-        if self.statements is not statements or not path.startswith(root):
-            return result
-        index = start
-        while index < len(statements):
-            statement = statements[index]
-            value = getattr(statement, "value", None)
-            if (
-                type(statement) is ast.Assign
-                and type(value) is ast.Compare
-                and not getattr(statement, "_ooda_probed", False)
-                and len(value.ops) == 1
-                and isinstance(value.ops[0], COMPARISONS)
-                and all(type(n) is ast.Name for n in (value.left, *value.comparators))
-            ):
-                statement._ooda_probed = True  # type: ignore[attr-defined]
-                names = [ast.Name(getattr(n, "id"), ast.Load())  # noqa: B009 (an ast.Name's)
-                         for n in (value.left, *value.comparators)]
-                call = ast.Expr(self.helper(HELPER, *names))
-                statements.insert(index, ast.copy_location(call, statement))
-                index += 1
-            index += 1
-        return result
+    """pytest's `AssertionRewriter.run`, then, in a module under `root` that it gave its helper
+    import, every single comparison (in asserts or not: `ok = f() == 5`, `all(a == b for ...)`,
+    `self.assertTrue(a == b)`) made through `compare`."""
 
-    return visit_Compare
+    def run(self: Any, mod: ast.Module) -> None:
+        original(self, mod)
+        path = str(getattr(self, "module_path", None) or "")
+        if path.startswith(root) and _imports_helpers(mod):
+            _Comparisons().visit(mod)
+            ast.fix_missing_locations(mod)
+
+    return run
+
+
+def _imports_helpers(mod: ast.Module) -> bool:
+    return any(
+        type(node) is ast.Import and any(a.asname == "@pytest_ar" for a in node.names)
+        for node in mod.body
+    )
+
+
+class _Comparisons(ast.NodeTransformer):
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        self.generic_visit(node)
+        if len(node.ops) != 1 or not isinstance(node.ops[0], COMPARISONS):
+            return node
+        index = next(i for i, kind in enumerate(COMPARISONS) if isinstance(node.ops[0], kind))
+        helper = ast.Attribute(ast.Name("@pytest_ar", ast.Load()), HELPER, ast.Load())
+        call = ast.Call(helper, [node.left, node.comparators[0], ast.Constant(index)], [])
+        return ast.copy_location(call, node)
