@@ -18,7 +18,8 @@ asserts, and also `ok = f() == 5`, `all(a == b for ...)`, `self.assertTrue(a == 
 `AssertionRewriter.run`, each is made through `compare`, which probes and then compares as the
 operator does), and unittest's comparing assertions (probes.py, before the original runs). A
 rewritten module is never taken from a cached `.pyc` (one written without these calls would
-skip them). Whatever a probe meets (an exception, a recursion) stays in the guard. What it does not see is in docs/SECURITY.md.
+skip them). Whatever a probe meets (an exception, a recursion) stays in the guard. What it
+does not see is in docs/SECURITY.md.
 """
 
 from __future__ import annotations
