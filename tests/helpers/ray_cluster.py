@@ -119,16 +119,19 @@ def local_cluster(workers: int = 1, *, head_sandboxes: int = 1,
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
            # the nodes' scratch (a killed task's too) goes with the cluster
            "TMPDIR": str(temp_dir / "tmp"),
-           # a killed node is declared dead in seconds, not the default half minute
-           "RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
-           "RAY_health_check_timeout_ms": "1000"}
+           # a killed node is declared dead in seconds, not the default half minute (5 missed
+           # checks: a loaded machine's live node must not be declared dead)
+           "RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "5",
+           "RAY_health_check_timeout_ms": "1000",
+           # a loaded machine registers a node in more than the default 10 s
+           "RAY_raylet_start_wait_time_s": "120"}
     cluster = Cluster(f"{NODE_IP}:{_free_port()}", temp_dir, env)
     try:
         cluster.start_node("head", NODE_IP, head=True, sandboxes=head_sandboxes)
         cluster.wait_for(1)
-        for i in range(workers):
+        for i in range(workers):  # one at a time: a loaded machine times out several
             cluster.start_node(f"worker{i + 1}", f"127.0.0.{3 + i}", sandboxes=sandboxes)
-        cluster.wait_for(1 + workers)
+            cluster.wait_for(2 + i, timeout=180)
         yield cluster
     finally:
         cluster.stop()
