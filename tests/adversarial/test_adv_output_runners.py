@@ -170,9 +170,45 @@ def test_printed_ok_lines_pass_nothing(task: Path, tmp_path: Path, name: str, ba
         assert "record of the run is missing" in verdict.feedback, verdict.feedback
 
 
+STICKY_CLASS = '''\
+class Doubled:
+    """Binds to the first value it is compared with, then compares honestly with it."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return self.__dict__.setdefault("bound", other) == other
+
+    def __hash__(self):
+        return 0
+
+
+def double(x):
+    return Doubled(x + x + 1)
+'''
+HONEST_CLASS = STICKY_CLASS.replace(
+    '        return self.__dict__.setdefault("bound", other) == other\n',
+    '        self.__dict__["compared"] = self.__dict__.get("compared", 0) + 1\n'
+    '        return self.value == getattr(other, "value", other)\n',
+).replace("x + x + 1", "x + x").replace("Binds to the first value", "Counts the values")
+
+
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_a_remembering_comparison_passes_nothing(task: Path, tmp_path: Path, backend: str) -> None:
+    """Issue 33's first class under unittest's runner (Django's): `assertEqual` asks a value
+    whose class compares by the code under test about values it was never given first (the
+    harness's `before`); control: HONEST_CLASS in test_the_fix_passes_even_when_it_prints.
+    sympy's runner (plain asserts, not rewritten) is not probed: docs/SECURITY.md."""
+    if "sympy" in str(task):
+        pytest.skip("sympy's plain asserts are not probed (docs/SECURITY.md)")
+    verdict = verify_task(task, _patch("calc.py", BUGGY, STICKY_CLASS), tmp_path, backend)
+    assert_not_passed(verdict, "failed", "whose comparison was made by the code under test")
+
+
 @pytest.mark.parametrize("backend", ["docker", "bwrap"])
 def test_the_fix_passes_even_when_it_prints(task: Path, tmp_path: Path, backend: str) -> None:
-    for index, source in enumerate((FIXED, HONEST_PRINTS)):
+    for index, source in enumerate((HONEST_CLASS, HONEST_PRINTS)):
         verdict = verify_task(task, _patch("calc.py", BUGGY, source), tmp_path / str(index),
                               backend)
         assert verdict.status == "passed", verdict.feedback

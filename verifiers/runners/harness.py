@@ -59,6 +59,193 @@ def watch(owner, names):
             watched.append((owner, name, vars(owner)[name]))
 
 
+# --------------------------------------------------------------------------- comparisons
+
+COMPARED = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
+SCALARS = (int, float, complex, str, bytes, bool, type(None))
+CONTAINERS = (list, tuple, set, frozenset, dict)
+written = {}  # type: Dict[str, List[Any]]
+"""Real path of each file the candidate's patch changed -> the (first, last) lines it wrote."""
+decided = []  # type: List[str]
+"""Classes whose values said they equal a value they were never given (see `before`)."""
+_verdicts = {}  # type: Dict[Any, Any]
+_random = None  # type: Any
+_busy = [False]
+
+
+class _Fresh(object):
+    """A fresh object that nothing honest compares equal to."""
+
+
+def _written_code(function):
+    # type: (Any) -> bool
+    """Whether a comparison method is code the candidate's patch wrote (lines of a changed
+    file it added or changed; code made at run time counts as written). A C callable has no
+    code to judge here (the pytest guard judges those by provenance)."""
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    if code is None:
+        return False
+    name = code.co_filename
+    if name.startswith("<"):
+        return True
+    spans = written.get(os.path.realpath(name))
+    if spans is None:
+        return False
+    import dis
+    lines = [line for _, line in dis.findlinestarts(code)] + [code.co_firstlineno]
+    first, last = min(lines), max(lines)
+    return any(a <= last and first <= b for a, b in spans)
+
+
+def candidate_compares(kind):
+    # type: (Any) -> bool
+    methods = []
+    for name in COMPARED:
+        found = None
+        for cls in getattr(kind, "__mro__", ()):
+            if name in vars(cls):
+                found = None if cls is object or cls in SCALARS + CONTAINERS else vars(cls)[name]
+                break
+        methods.append(found)
+    known = _verdicts.get(kind)
+    if known is not None and all(known[0][i] is m for i, m in enumerate(methods)):
+        return bool(known[1])
+    verdict = any(m is not None and _written_code(m) for m in methods)
+    if len(_verdicts) > 10000:
+        _verdicts.clear()
+    _verdicts[kind] = (methods, verdict)
+    return verdict
+
+
+def _gather(operands):
+    # type: (Any) -> Any
+    """The values to probe, a scalar of each type the operands hold, and every scalar seen
+    (breadth first through builtin containers and objects' attributes, bounded)."""
+    found, samples, seen = [], {}, set()  # type: List[Any], Dict[Any, Any], Any
+    queue = [(value, 0) for value in operands]
+    ids = set()
+    index = 0
+    while index < len(queue) and index < 20000:
+        value, depth = queue[index]
+        index += 1
+        kind = type(value)
+        if kind in SCALARS:
+            samples.setdefault(kind, value)
+            if len(seen) < 10000:
+                seen.add(value)
+            continue
+        if id(value) in ids:
+            continue
+        ids.add(id(value))
+        if kind is dict:
+            queue.extend((item, depth) for pair in list(dict.items(value))[:1000] for item in pair)
+        elif kind in CONTAINERS:
+            queue.extend((item, depth) for item in list(value)[:1000])
+        else:
+            if candidate_compares(kind) and len(found) < 20:
+                found.append(value)
+            attributes = getattr(value, "__dict__", None) if depth < 3 else None
+            if type(attributes) is dict:
+                queue.extend((item, depth + 1) for item in list(attributes.values())[:100])
+    for kind, default in ((int, 0), (float, 0.0), (str, ""), (bytes, b"")):
+        samples.setdefault(kind, default)
+    return found, samples, seen
+
+
+def _close(value, seen):
+    # type: (Any, Any) -> Any
+    """A value close to `value`, of its type, equal to no scalar seen (None: there is none)."""
+    for attempt in range(12):
+        step = _random.choice((-3, -2, -1, 1, 2, 3)) * 10 ** (attempt // 3)
+        letters = "".join(_random.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(1 + attempt))
+        if isinstance(value, bool) or value is None:
+            return None
+        if isinstance(value, (int, float, complex)):
+            changed = value + step  # type: Any
+        elif isinstance(value, str):
+            changed = value + letters
+        elif isinstance(value, bytes):
+            changed = value + letters.encode("ascii")
+        else:
+            return None
+        if changed not in seen:
+            return changed
+    return None
+
+
+def _says_equal(value, other):
+    # type: (Any, Any) -> bool
+    try:
+        if bool(value == other) or not bool(value != other):
+            return True
+        if type(other) is _Fresh:
+            return False
+        return bool(value <= other) and bool(value >= other)
+    except Exception:
+        return False
+
+
+def before(*operands):
+    # type: (*Any) -> None
+    """Ask each value in `operands` whose class compares by the candidate's code, before a
+    comparing assertion compares them, about values it was never given: a fresh object and
+    values close to the operands' scalars but equal to none of them (1-8 rounds at random). A
+    value that says equal (or both at most and at least one) decides by what it meets, not by
+    its value: an `__eq__` that binds to the first value it meets binds to the probe."""
+    if _busy[0] or all(type(o) in SCALARS for o in operands):
+        return
+    _busy[0] = True
+    try:
+        found, samples, seen = _gather(operands)
+        for value in found:
+            probes = [_Fresh()]  # type: List[Any]
+            for _ in range(1 + _random.randrange(8)):
+                probes.extend(_close(s, seen) for s in samples.values())
+            if any(p is not None and _says_equal(value, p) for p in probes):
+                kind = type(value)
+                name = "%s.%s" % (kind.__module__, getattr(kind, "__qualname__", kind.__name__))
+                if name not in decided and len(decided) < 5:
+                    decided.append(name)
+    except Exception:  # a probe that cannot finish has no verdict
+        pass
+    finally:
+        _busy[0] = False
+
+
+PROBED_ASSERTS = (
+    "assertEqual", "assertNotEqual", "assertIn", "assertNotIn", "assertListEqual",
+    "assertTupleEqual", "assertDictEqual", "assertSetEqual", "assertSequenceEqual",
+    "assertCountEqual", "assertGreater", "assertGreaterEqual", "assertLess", "assertLessEqual",
+    "assertAlmostEqual", "assertNotAlmostEqual", "assertEquals", "assertItemsEqual",
+)
+
+
+def _probing(original):
+    # type: (Callable[..., Any]) -> Callable[..., Any]
+    def assertion(self, first, second, *args, **kwargs):
+        # type: (Any, Any, Any, *Any, **Any) -> Any
+        before(first, second)
+        return original(self, first, second, *args, **kwargs)
+
+    assertion.__name__ = original.__name__
+    assertion.__doc__ = original.__doc__
+    return assertion
+
+
+def install_probes(config, case):
+    # type: (Dict[str, Any], Any) -> None
+    """The comparing assertions of unittest's `TestCase` (`case`) probe first."""
+    global _random
+    import random
+    _random = random.SystemRandom()
+    for path, first, last in config.get("changed_lines", []):
+        written.setdefault(os.path.realpath(path), []).append((int(first), int(last)))
+    for name in PROBED_ASSERTS:
+        original = vars(case).get(name)
+        if callable(original):
+            setattr(case, name, _probing(original))
+
+
 # --------------------------------------------------------------------------- unittest (Django)
 
 
@@ -144,8 +331,8 @@ def _recorded_run(original):
     return run
 
 
-def install_unittest():
-    # type: () -> None
+def install_unittest(config):
+    # type: (Dict[str, Any]) -> None
     """unittest's `TestCase.run` reports to a Recorder; the base `TestResult.add*` record too
     (outcomes reported outside `run`: Django's `_pre_setup` errors, a class set-up's errors);
     every function of the stdlib's unittest watched from now on."""
@@ -163,6 +350,7 @@ def install_unittest():
             setattr(result, name, _recording(original, outcome))
     case = unittest.case.TestCase
     case.run = _recorded_run(vars(case)["run"])  # type: ignore[method-assign]
+    install_probes(config, case)
     for module in (unittest.case, unittest.result, unittest.runner, unittest.suite,
                    unittest.loader, unittest.main):
         watch(module, sorted(n for n, v in vars(module).items() if callable(v)))
@@ -287,7 +475,7 @@ def main(argv):
     if kind == "sympy":
         sys.meta_path.insert(0, SympyWatch())
     else:
-        install_unittest()
+        install_unittest(config)
     sys.argv[:] = [script] + argv[3:]
     sys.path[0] = os.path.dirname(os.path.abspath(script))  # as `python3 SCRIPT` has it
     status = 0
@@ -306,7 +494,7 @@ def main(argv):
     changed = ["%s.%s" % (getattr(owner, "__qualname__", getattr(owner, "__name__", owner)), name)
                for owner, name, value in watched if vars(owner).get(name) is not value]
     record = {"tests": tests, "exit_code": status, "failures": failures[0],
-              "problems": changed[:5]}
+              "problems": changed[:5], "decided": decided[:5]}
     fd = _open(record_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     body = json.dumps(record).encode("utf-8")
     data = _hmac(key, body, _sha256).hexdigest().encode("ascii") + b"\n" + body

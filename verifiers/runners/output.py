@@ -69,7 +69,10 @@ def run_graded(sandbox: Sandbox, request: TestRequest, kind: str, argv: list[str
     key = secrets.token_bytes(32)
     (directory / f"harness-{setup}.py").write_text(harness_source(), encoding="utf-8")
     (directory / f"harness-{setup}.json").write_text(
-        json.dumps({"record": str(in_dir / record_name), "key": key.hex()}), encoding="utf-8")
+        json.dumps({"record": str(in_dir / record_name), "key": key.hex(),
+                    "changed_lines": [[str(PurePosixPath(sandbox.workdir) / path), first, last]
+                                      for path, first, last in request.changed_lines]}),
+        encoding="utf-8")
     harnessed = [argv[0], str(in_dir / f"harness-{setup}.py"), str(in_dir / f"harness-{setup}.json"),
                  HARNESS_KINDS.get(kind, "unittest"), *argv[1:]]
     if kind == "sympy" and "PYTHONHASHSEED" not in env:
@@ -140,6 +143,10 @@ def cross_check(record: dict[str, Any] | None, exit_code: int | None) -> list[st
                 "the harness)"]
     problems = [f"{name} (the test runner's) was replaced at run time"
                 for name in map(str, record["problems"][:5])]
+    problems += [f"an assertion was about to compare a {name}, whose comparison was made by the "
+                 "code under test, and it said it equals a value it was never given (it decides "
+                 "by what it meets, not by its value)"
+                 for name in map(str, list(record.get("decided") or [])[:5])]
     if exit_code is not None and record["exit_code"] != exit_code:
         problems.append(f"the test runner ended with status {record['exit_code']} but the test "
                         f"process exited with {exit_code}")
