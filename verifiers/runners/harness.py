@@ -144,12 +144,28 @@ def _gather(operands):
         else:
             if candidate_compares(kind) and len(found) < 20:
                 found.append(value)
-            attributes = getattr(value, "__dict__", None) if depth < 3 else None
+            attributes = _dict_of(value) if depth < 3 else None
             if type(attributes) is dict:
                 queue.extend((item, depth + 1) for item in list(attributes.values())[:100])
     for kind, default in ((int, 0), (float, 0.0), (str, ""), (bytes, b"")):
         samples.setdefault(kind, default)
     return found, samples, seen
+
+
+def _dict_of(value):
+    # type: (Any) -> Any
+    """An object's instance dictionary, read without running any code of its class (no
+    `__getattr__`: a lazy object is not evaluated)."""
+    for cls in type(value).__mro__:
+        descriptor = vars(cls).get("__dict__")
+        if descriptor is not None:
+            if type(descriptor).__name__ != "getset_descriptor":
+                return None
+            try:
+                return descriptor.__get__(value, type(value))
+            except Exception:
+                return None
+    return None
 
 
 def _close(value, seen):
