@@ -143,16 +143,19 @@ def fidelity_suites(data: Path, only: list[str], repeat: int) -> None:
         plugins = ",".join(subprocess.run([str(python), "-I", "-c", PLUGINS_SCRIPT], text=True,
                                           capture_output=True, check=True).stdout.split())
         with tempfile.TemporaryDirectory() as tmp:
-            guarded = guard_cmd(GUARD, repo, Path(tmp) / "ooda", str(python), files,
-                                (project["mutation"]["file"],))
             runs: dict[str, list[tuple[float, float]]] = {"plain": [], "guard": []}
             counts: dict[str, dict[str, int]] = {}
+            tails: dict[str, str] = {}
             for _ in range(repeat):
+                # installed afresh each time: the guard deletes its config once read (its key)
+                guarded = guard_cmd(GUARD, repo, Path(tmp) / "ooda", str(python), files,
+                                    (project["mutation"]["file"],))
                 for kind, cmd in (("plain", plain), ("guard", guarded)):
                     # the host's pytest autoloads its plugins; ooda names them to the guard
                     seconds, cpu_seconds, proc = run_timed(cmd, repo, kind == "plain", plugins)
                     runs[kind].append((seconds, cpu_seconds))
                     counts[kind] = outcome_counts(proc.stdout)
+                    tails[kind] = (proc.stdout + proc.stderr)[-600:]
         wall = {k: min(w for w, _ in v) for k, v in runs.items()}
         cpu = {k: min(c for _, c in v) for k, v in runs.items()}
         ratios.append((wall["guard"] / wall["plain"], cpu["guard"] / cpu["plain"]))
@@ -160,8 +163,11 @@ def fidelity_suites(data: Path, only: list[str], repeat: int) -> None:
         same += agree
         said = "same" if agree else f"DIFFER ({counts['guard']} under the guard)"
         print(f"{name:16} plain {wall['plain']:6.2f}s guard {wall['guard']:6.2f}s "
-              f"{ratios[-1][0]:.2f}x (CPU {ratios[-1][1]:.2f}x)  outcomes {said}: "
+              f"{ratios[-1][0]:.2f}x (+{wall['guard'] - wall['plain']:.1f}s; CPU "
+              f"{ratios[-1][1]:.2f}x)  outcomes {said}: "
               f"{counts['plain']}", flush=True)
+        if not agree:
+            print("    under the guard: " + tails["guard"].replace("\n", "\n    "), flush=True)
     if ratios:
         walls = sorted(w for w, _ in ratios)
         cpus = sorted(c for _, c in ratios)
