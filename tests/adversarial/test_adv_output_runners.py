@@ -53,9 +53,6 @@ from sympy.testing.runtests import run
 sys.exit(0 if run([a for a in sys.argv[1:] if a.endswith(".py")]) else 1)
 '''
 RUNTESTS_MODULE = '''\
-import importlib.util
-
-
 class PyTestReporter:
     def entering_test(self, f):
         print(f.__name__, end=" ", flush=True)
@@ -73,13 +70,15 @@ class PyTestReporter:
 def run(files):
     reporter, ok = PyTestReporter(), True
     for path in files:
-        spec = importlib.util.spec_from_file_location("t", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        for name in [n for n in vars(module) if n.startswith("test_")]:
-            reporter.entering_test(getattr(module, name))
+        gl = {"__file__": path}  # as sympy's SymPyTests.test_file loads a test file
+        with open(path) as handle:
+            source = handle.read()
+        code = compile(source, path, "exec", flags=0, dont_inherit=True)
+        exec(code, gl)
+        for name in [n for n in gl if n.startswith("test_")]:
+            reporter.entering_test(gl[name])
             try:
-                getattr(module, name)()
+                gl[name]()
                 reporter.test_pass()
             except AssertionError as exc:
                 reporter.test_fail(exc); ok = False
@@ -196,12 +195,10 @@ HONEST_CLASS = STICKY_CLASS.replace(
 
 @pytest.mark.parametrize("backend", ["docker", "bwrap"])
 def test_a_remembering_comparison_passes_nothing(task: Path, tmp_path: Path, backend: str) -> None:
-    """Issue 33's first class under unittest's runner (Django's): `assertEqual` asks a value
-    whose class compares by the code under test about values it was never given first (the
-    harness's `before`); control: HONEST_CLASS in test_the_fix_passes_even_when_it_prints.
-    sympy's runner (plain asserts, not rewritten) is not probed: docs/SECURITY.md."""
-    if "sympy" in str(task):
-        pytest.skip("sympy's plain asserts are not probed (docs/SECURITY.md)")
+    """Issue 33's first class under the output-graded runners: a value whose class compares by
+    the code under test is asked about values it was never given before `assertEqual` (Django's
+    unittest runner) or a comparison of a test file sympy's runner compiles (the harness's
+    `before`); control: HONEST_CLASS in test_the_fix_passes_even_when_it_prints."""
     verdict = verify_task(task, _patch("calc.py", BUGGY, STICKY_CLASS), tmp_path, backend)
     assert_not_passed(verdict, "failed", "whose comparison was made by the code under test")
 

@@ -248,14 +248,20 @@ def _probing(original):
     return assertion
 
 
-def install_probes(config, case):
-    # type: (Dict[str, Any], Any) -> None
-    """The comparing assertions of unittest's `TestCase` (`case`) probe first."""
+def prepare_probes(config):
+    # type: (Dict[str, Any]) -> None
+    """What the probes judge by: the lines the candidate's patch wrote."""
     global _random
     import random
     _random = random.SystemRandom()
     for path, first, last in config.get("changed_lines", []):
         written.setdefault(os.path.realpath(path), []).append((int(first), int(last)))
+
+
+def install_probes(config, case):
+    # type: (Dict[str, Any], Any) -> None
+    """The comparing assertions of unittest's `TestCase` (`case`) probe first."""
+    prepare_probes(config)
     for name in PROBED_ASSERTS:
         original = vars(case).get(name)
         if callable(original):
@@ -433,6 +439,67 @@ def wrap_sympy(module):
         cls = getattr(module, cls_name, None)
         if isinstance(cls, type):
             watch(cls, sorted(n for n, v in vars(cls).items() if callable(v)))
+    module.compile = _comparing_compile  # what its test_file compiles each test file with
+    watch(module, ["compile"])
+
+
+def compare(left, right, index):
+    # type: (Any, Any, int) -> Any
+    """`left <op> right` (op: COMPARE_OPERATORS[index]), its values probed first."""
+    if type(left) not in SCALARS or type(right) not in SCALARS:
+        before(left, right)
+    return COMPARE_OPERATORS[index](left, right)
+
+
+COMPARE_OPERATORS = (
+    lambda a, b: a == b, lambda a, b: a != b, lambda a, b: a in b, lambda a, b: a not in b,
+    lambda a, b: a < b, lambda a, b: a <= b, lambda a, b: a > b, lambda a, b: a >= b,
+)  # type: Any
+COMPARE_NAME = "__ooda_compare__"
+
+
+def _comparing_compile(source, filename, mode, flags=0, dont_inherit=False, *args, **kwargs):
+    # type: (Any, Any, Any, int, bool, *Any, **Any) -> Any
+    """The builtin `compile`, except that a test file's source (a text compiled whole by
+    sympy's runner) has each single comparison made through `compare` (sympy's plain asserts
+    are rewritten by nobody else)."""
+    if mode != "exec" or not isinstance(source, str) or not isinstance(filename, str):
+        return compile(source, filename, mode, flags, dont_inherit, *args, **kwargs)
+    import ast
+    try:
+        tree = ast.parse(source, filename)
+        _comparisons().visit(tree)
+        ast.fix_missing_locations(tree)
+    except Exception:  # not Python the parser reads: the builtin says so
+        return compile(source, filename, mode, flags, dont_inherit, *args, **kwargs)
+    import builtins
+    builtins.__dict__[COMPARE_NAME] = compare
+    return compile(tree, filename, mode, flags, dont_inherit, *args, **kwargs)
+
+
+def _comparisons_class():
+    # type: () -> Any
+    import ast
+    kinds = (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+
+    class Comparisons(ast.NodeTransformer):
+        def visit_Compare(self, node):
+            # type: (Any) -> Any
+            self.generic_visit(node)
+            if len(node.ops) != 1 or not isinstance(node.ops[0], kinds):
+                return node
+            index = [i for i, kind in enumerate(kinds) if isinstance(node.ops[0], kind)][0]
+            number = ast.Constant(index) if hasattr(ast, "Constant") else ast.Num(index)
+            call = ast.Call(ast.Name(COMPARE_NAME, ast.Load()),
+                            [node.left, node.comparators[0], number], [])
+            return ast.copy_location(call, node)
+
+    return Comparisons
+
+
+def _comparisons():
+    # type: () -> Any
+    return _comparisons_class()()
 
 
 class SympyWatch(object):
@@ -489,6 +556,7 @@ def main(argv):
     record_path = config["record"]
     key = bytes.fromhex(config.get("key", ""))
     if kind == "sympy":
+        prepare_probes(config)
         sys.meta_path.insert(0, SympyWatch())
     else:
         install_unittest(config)
