@@ -126,12 +126,12 @@ class Overlap(Setup):
         assert opening is not None
         self.settling = s.setup_thread.submit(settle, s.draft, opening, s.timeline)
         s.stack.callback(abandon, self.settling)
-        self.gate = GatedVerifier(self.settling)
         return Ready(s.draft, None)
 
     def judging(self, s: RunSession, ready: Ready, progress: RunProgress | None) -> PatchVerifier:
+        self.gate = GatedVerifier(self.settling,
+                                  on_failure=progress.discard if progress is not None else None)
         if progress is not None:  # its rows wait for the base check
-            self.gate = GatedVerifier(self.settling, on_failure=progress.discard)
             progress.hold()
             self.settling.add_done_callback(functools.partial(_shown_or_dropped, progress))
         return self.gate
