@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +28,7 @@ from ooda.agent.app.options import RunOptions
 from ooda.agent.app.progress import RunProgress
 from ooda.agent.app.protocol import protocol_for
 from ooda.agent.app.source import open_source
+from ooda.agent.context import warm
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import EndpointReport, Model, SandboxBackend
 from ooda.agent.core.loop import INTERRUPTED, Loop, RunResult
@@ -104,6 +106,7 @@ class RunSession:
         self.setup_thread: ThreadPoolExecutor
         self.work_root: Path
         self._base_started: list[float] = []
+        self._warming: subprocess.Popen[bytes] | None = None
 
     def run(self) -> tuple[RunResult, RunLog]:
         """plan → set-up → loop → the protocol's finish → run.json."""
@@ -158,6 +161,8 @@ class RunSession:
             ready = setup.ready(self)
             if self._base_started:
                 self.timeline.until_now("base_check", since=self._base_started[0])
+            with self.timeline.span("task"):  # the first prompt's index, if still building
+                warm.finish(self._warming)
         self.say_passing_before(ready.settled)
         self.say_plan(ready.settled)
         return ready, source, strong
@@ -174,8 +179,12 @@ class RunSession:
         return as_source(model), strong
 
     def base_started(self, value: T) -> T:
-        """`value`, noting when it came (the base check starts then)."""
+        """`value`, noting when it came (the base check starts then). The first prompt's
+        context index is built meanwhile, in a process of its own (agent/context/warm.py)."""
         self._base_started.append(time.monotonic())
+        if self.kind.asks_endpoint and self._warming is None:
+            self._warming = warm.start(self.task.repo)
+            self.stack.callback(warm.stop, self._warming)
         return value
 
     @contextlib.contextmanager
