@@ -80,11 +80,13 @@ class _Fresh(object):
 def _written_code(function):
     # type: (Any) -> bool
     """Whether a comparison method is code the candidate's patch wrote (lines of a changed
-    file it added or changed; code made at run time counts as written). A C callable has no
-    code to judge here (the pytest guard judges those by provenance)."""
+    file it added or changed; code made at run time counts as written), or a callable with no
+    code that is not a builtin type's own slot (`functools.partial(operator.is_not, None)` set
+    as `__eq__`): the harness has no provenance to clear it, and probing an honest one is
+    harmless."""
     code = getattr(getattr(function, "__func__", function), "__code__", None)
     if code is None:
-        return False
+        return type(function).__name__ not in ("wrapper_descriptor", "method-wrapper")
     name = code.co_filename
     if name.startswith("<"):
         return True
