@@ -233,3 +233,25 @@ def test_every_comparison_of_a_rewritten_module_is_probed_first(
     elsewhere = ast.parse(source)  # a module outside the run's root is rewritten as pytest does
     rewrite.rewrite_asserts(elsewhere, source.encode(), "/elsewhere/test_x.py")
     assert beforehand.HELPER not in ast.dump(elsewhere)
+
+
+def test_a_module_below_a_comment_or_docstring_still_compiles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """attrs' tests/conftest.py (a licence comment, then imports) failed to load under the
+    guard: "AST node line range (3, 1) is not valid" (bench/guard_overhead.py --fidelity)."""
+    from _pytest.assertion import rewrite
+
+    monkeypatch.setattr(rewrite, beforehand.HELPER, beforehand.compare, raising=False)
+    run = beforehand._instrumented(rewrite.AssertionRewriter.run, f"{tmp_path}/")
+    monkeypatch.setattr(rewrite.AssertionRewriter, "run", run)
+    for source in ("# SPDX-License-Identifier: MIT\n\nimport os\n\nSKIP = []\nif not SKIP:\n"
+                   "    SKIP.append(os.sep)\n",
+                   '"""Tests."""\nimport os\n\n\ndef test_sep():\n    ok = os.sep == "/"\n'
+                   '    assert ok and os.sep == "/"\n'):
+        tree = ast.parse(source)
+        rewrite.rewrite_asserts(tree, source.encode(), str(tmp_path / "conftest.py"))
+        names: dict[str, Any] = {}
+        exec(compile(tree, str(tmp_path / "conftest.py"), "exec"), names)  # noqa: S102
+        if "test_sep" in names:
+            names["test_sep"]()

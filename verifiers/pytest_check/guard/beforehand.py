@@ -270,8 +270,9 @@ def _instrumented(original: Callable[..., Any], root: str) -> Callable[..., Any]
         original(self, mod)
         path = str(getattr(self, "module_path", None) or "")
         if path.startswith(root) and _imports_helpers(mod):
-            _Comparisons().visit(mod)
-            ast.fix_missing_locations(mod)
+            _Comparisons().visit(mod)  # locates its own nodes: pytest's imports have no
+            # end_lineno, and fix_missing_locations over the module would give them line 1
+            # (compile: "AST node line range (3, 1) is not valid" below a comment or docstring)
 
     return run
 
@@ -291,4 +292,4 @@ class _Comparisons(ast.NodeTransformer):
         index = next(i for i, kind in enumerate(COMPARISONS) if isinstance(node.ops[0], kind))
         helper = ast.Attribute(ast.Name("@pytest_ar", ast.Load()), HELPER, ast.Load())
         call = ast.Call(helper, [node.left, node.comparators[0], ast.Constant(index)], [])
-        return ast.copy_location(call, node)
+        return ast.fix_missing_locations(ast.copy_location(call, node))
