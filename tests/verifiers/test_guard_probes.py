@@ -123,12 +123,12 @@ def test_a_remembering_value_is_asked_before_the_comparison(monkeypatch: pytest.
     beforehand.before({"total": [Remembers()]}, {"total": [5]})
     assert beforehand.flagged == [Remembers]
 
-    class BindsToPlausibleInts:  # ignores anything but a small int, and its first four
+    class BindsToPlausibleInts:  # ignores anything but an int, and its first four
         def __init__(self) -> None:
             self.met = 0
 
         def __eq__(self, other: object) -> bool:
-            if type(other) is not int or abs(other) > 100:
+            if type(other) is not int:
                 return False
             self.met += 1
             if self.met > 4:
@@ -188,8 +188,15 @@ def test_a_value_comparing_by_its_state_or_a_trusted_wildcard_is_left_alone() ->
 
         __hash__ = int.__hash__
 
+    class Six:  # its number is nowhere the guard can see it (as a sympy Integer's)
+        def __eq__(self, other: object) -> bool:
+            return other == 6
+
+        __hash__ = object.__hash__
+
     honest = Counted(5)
     for _ in range(50):  # probes are kept clear of every value the comparison holds
+        beforehand.before(Six(), 5)  # (`assert S(6) != 5`: a close probe would be 6)
         beforehand.before(honest, 5)
         beforehand.before([honest], (Own(), 5))
         beforehand.before(honest, 4)  # (`assert total != 4`, `assert total >= 4`)

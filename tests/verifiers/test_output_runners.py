@@ -94,10 +94,16 @@ def test_the_harness_asks_a_value_whose_class_compares_by_the_patch_first(tmp_pa
         "class Always(int):\n"
         "    pass\n"
         "Always.__eq__ = functools.partial(operator.is_not, None)\n"
+        "class Six:\n"
+        "    def __eq__(self, other):\n"
+        "        return other == 6\n"
+        "    __hash__ = object.__hash__\n"
     )
     names: dict[str, Any] = {"functools": functools, "operator": operator, "__name__": "calc"}
     exec(compile(source.read_text(), str(source), "exec"), names)  # noqa: S102
-    harness.written[os.path.realpath(source)] = [(1, 13)]
+    harness.written[os.path.realpath(source)] = [(1, 17)]
+    for _ in range(50):  # (`assert S(6) != 5`: its number unseen, no probe near it)
+        harness.before(names["Six"](), 5)
     harness.before(names["Honest"](4), 4)
     harness.before([names["Honest"](4), 3], [4, 3])
     harness.before(5, [5])  # scalars only: nothing to ask

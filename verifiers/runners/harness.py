@@ -170,12 +170,14 @@ def _dict_of(value):
     return None
 
 
-def _close(value, seen):
+def _far(value, seen):
     # type: (Any, Any) -> Any
-    """A value close to `value`, of its type, equal to no scalar seen (None: there is none)."""
-    for attempt in range(12):
-        step = _random.choice((-3, -2, -1, 1, 2, 3)) * 10 ** (attempt // 3)
-        letters = "".join(_random.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(1 + attempt))
+    """A value far from `value` (10**6 to 10**9 away, 8 letters more), of its type, equal to
+    no scalar seen: no honest value equals it, even one whose number is not visible here (a
+    sympy `Integer`). None: there is none."""
+    for _ in range(12):
+        step = _random.choice((-1, 1)) * _random.randrange(10 ** 6, 10 ** 9)
+        letters = "".join(_random.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(8))
         if isinstance(value, bool) or value is None:
             return None
         if isinstance(value, (int, float, complex)):
@@ -207,7 +209,7 @@ def before(*operands):
     # type: (*Any) -> None
     """Ask each value in `operands` whose class compares by the candidate's code, before a
     comparing assertion compares them, about values it was never given: a fresh object and
-    values close to the operands' scalars but equal to none of them (1-8 rounds at random). A
+    values far from the operands' scalars and equal to none of them (1-8 rounds at random). A
     value that says equal (or both at most and at least one) decides by what it meets, not by
     its value: an `__eq__` that binds to the first value it meets binds to the probe."""
     if _busy[0] or all(type(o) in SCALARS for o in operands):
@@ -218,7 +220,7 @@ def before(*operands):
         for value in found:
             probes = [_Fresh()]  # type: List[Any]
             for _ in range(1 + _random.randrange(8)):
-                probes.extend(_close(s, seen) for s in samples.values())
+                probes.extend(_far(s, seen) for s in samples.values())
             if any(p is not None and _says_equal(value, p) for p in probes):
                 kind = type(value)
                 name = "%s.%s" % (kind.__module__, getattr(kind, "__qualname__", kind.__name__))

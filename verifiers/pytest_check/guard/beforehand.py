@@ -7,8 +7,8 @@ to compare it as instead (redecide.py). What such a value does before the compar
 tells: just before an assertion compares values, each value in them whose class's comparison
 methods (`__eq__`, `__ne__`, `__lt__` ...) are the candidate's doing (redecide.candidate_override:
 a function on lines its patch wrote, or a callable set at run time) is asked about values it was
-never given: a fresh object, then values of the scalar types the operands hold, close to them
-but equal to none of the scalars the comparison holds (1 to MAX_REPEATS times, at random). Said
+never given: a fresh object, then values of the scalar types the operands hold, far from them
+and equal to none of the scalars the comparison holds (1 to MAX_REPEATS times, at random). Said
 equal to one (or both at most and at least it): tampering. A value whose comparison depends only
 on its own state says no; a remembering one binds to the probe (and says so, or fails the test's
 own comparison).
@@ -82,13 +82,13 @@ def candidate_compares(kind: type) -> bool:
 
 
 def _changed(value: object, seen: set[object]) -> object:
-    """A value of `value`'s scalar type, close to it, equal to no scalar the comparison holds
-    (`seen`): so no honest value in it is equal to it. Close: a value that binds only to
-    plausible results cannot tell it from the test's. Booleans have no such value."""
-    for attempt in range(12):
-        scale = 10 ** (attempt // 3)
-        step = _random.choice((-3, -2, -1, 1, 2, 3)) * scale
-        letters = "".join(_random.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(1 + attempt))
+    """A value of `value`'s scalar type, far from it (10**6 to 10**9 away, 8 letters more) and
+    equal to no scalar the comparison holds (`seen`): no honest value in the comparison equals
+    it, not even one whose own number is not visible to the guard (a sympy `Integer(6)` next to
+    `5` would equal a close value). Booleans have no such value."""
+    for _ in range(12):
+        step = _random.choice((-1, 1)) * _random.randrange(10**6, 10**9)
+        letters = "".join(_random.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(8))
         if isinstance(value, bool):
             return _Fresh()
         if isinstance(value, int):
