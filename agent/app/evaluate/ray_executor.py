@@ -70,6 +70,10 @@ SANDBOX_RESOURCE = "ooda_sandbox"
 NODE_RETRIES = 2
 """Times a task cut off by a dead node is submitted again before it is recorded as an error."""
 
+SLOTS_CHECK_S = 5.0
+"""How often the driver asks, while tasks are pending, whether any node still offers the
+sandbox resource."""
+
 RAY_LOG_FILE = "ray.log"
 """Ray's own output during an evaluation, in the evaluation directory."""
 
@@ -284,6 +288,9 @@ class RayCluster:
         self._sandbox = sandbox
         self._node_of: dict[str, str] = {}
         """The node each task last started on (from the nodes' events)."""
+        self._slots_gone = False
+        """No node offers the sandbox resource now (said once, until one does again)."""
+        self._next_slots_check = 0.0
         self._remote = ray.remote(run_on_node).options(
             num_cpus=0, resources={SANDBOX_RESOURCE: 1}, max_retries=0)
         strategies = importlib.import_module("ray.util.scheduling_strategies")
@@ -314,6 +321,8 @@ class RayCluster:
                 if not pending:
                     continue
                 done, _ = self._ray.wait(list(pending), num_returns=1, timeout=0.5)
+                if not done:
+                    self._watch_slots(len(pending) + len(queue), say)
                 for kind, task_id, node in self._events():
                     if kind == "started":
                         self._node_of[task_id] = node
@@ -383,6 +392,26 @@ class RayCluster:
         return {**error_record(task_id, reason, time.monotonic() - job.started,
                                eval_dir / "tasks" / task_id, eval_dir),
                 "resubmitted": job.tries}
+
+    def _watch_slots(self, waiting: int, say: Callable[[str], None]) -> None:
+        """Say when the last node offering the sandbox resource is gone (the tasks wait for
+        one: Ray schedules them when a node joins) and when one is back; asked every
+        `SLOTS_CHECK_S` seconds while tasks are pending."""
+        now = time.monotonic()
+        if now < self._next_slots_check:
+            return
+        self._next_slots_check = now + SLOTS_CHECK_S
+        try:
+            offered = self._ray.cluster_resources().get(SANDBOX_RESOURCE, 0)
+        except Exception:  # only for what is said
+            return
+        if not offered and not self._slots_gone:
+            say(f"no node of the cluster offers the {SANDBOX_RESOURCE!r} resource now: "
+                f"{waiting} task(s) wait for one (start a node with --resources "
+                f"'{{\"{SANDBOX_RESOURCE}\": 1}}'; Ctrl-C stops, --resume continues)")
+        elif offered and self._slots_gone:
+            say(f"a node offers {SANDBOX_RESOURCE!r} again: the waiting tasks run")
+        self._slots_gone = not offered
 
     def _lost(self, task_id: str, exc: Exception) -> str:
         """What cut the task off, said for one line: "node 1a2b3c4d at 10.0.0.7 lost"."""

@@ -271,3 +271,28 @@ def test_a_lost_node_is_named_from_ray_s_error() -> None:
     assert ray_executor._node_in(message) == (
         "1d2b6df02d5e6bdfb08bbfe1d921e7ac116aba53263f227b025f7dd5", "127.0.0.3")
     assert ray_executor._node_in("The worker died unexpectedly") == (None, None)
+
+
+def test_the_last_sandbox_node_gone_is_said_once_and_its_return_too(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every node offering `ooda_sandbox` lost, the tasks wait for one (Ray schedules
+    them when a node joins): one line says so, one more when a node is back."""
+    offered = [{"CPU": 1.0}, {"CPU": 1.0}, {"CPU": 1.0, "ooda_sandbox": 2.0}]
+    fake_ray = type("FakeRay", (), {"cluster_resources": staticmethod(lambda: offered[0])})
+    cluster = object.__new__(ray_executor.RayCluster)
+    cluster._ray = fake_ray
+    cluster._slots_gone = False
+    cluster._next_slots_check = 0.0
+    monkeypatch.setattr(ray_executor, "SLOTS_CHECK_S", 0.0)
+    said: list[str] = []
+    cluster._watch_slots(3, said.append)
+    cluster._watch_slots(3, said.append)  # still none: said once
+    offered.pop(0)
+    offered.pop(0)
+    cluster._watch_slots(3, said.append)
+    cluster._watch_slots(3, said.append)
+    assert said == [
+        "no node of the cluster offers the 'ooda_sandbox' resource now: 3 task(s) wait for one "
+        "(start a node with --resources '{\"ooda_sandbox\": 1}'; Ctrl-C stops, --resume "
+        "continues)",
+        "a node offers 'ooda_sandbox' again: the waiting tasks run"]
