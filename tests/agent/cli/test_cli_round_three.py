@@ -332,14 +332,14 @@ def test_a_finished_answer_waiting_for_verification_is_not_generating() -> None:
     assert "r1c1" not in shown and "r1c2" in shown
 
 
-@pytest.mark.skipif(not bwrap_works(), reason="needs bwrap")
 def test_the_final_diff_goes_to_stdout_like_git_diff(tmp_path: Path) -> None:
     """#15: the diff went to stderr with everything else; `ooda run ... > fix.diff` now
     writes an applicable diff, the rest staying on stderr."""
     from cli_helpers import ooda
+    from sandbox_helpers import quick_sandbox_args
 
     done = ooda("run", str(MEDIAN), "--model", "gold", "--runs-dir", str(tmp_path / "runs"),
-                "--sandbox", "bwrap")  # the quicker sandbox to start: the point is the streams
+                *quick_sandbox_args())  # the quicker sandbox to start: the point is the streams
     assert done.returncode == 0, done.stderr
     [run_dir] = [d for d in (tmp_path / "runs").iterdir() if (d / "final.diff").exists()]
     assert done.stdout == (run_dir / "final.diff").read_text()
