@@ -5,6 +5,7 @@ A fix has no business with any of them; code that cheats a test run in-process n
 one (docs/SECURITY.md):
 
 - `frame`: walking frames (`sys._getframe`, `inspect.currentframe`/`stack`/`trace`,
+  `traceback.extract_stack`/`format_stack`/`print_stack`,
   `sys._current_frames`, `f_back`, `f_locals`, `f_globals`, `tb_frame`, `gi_frame`, ...) or
   installing a tracer (`sys.settrace`/`setprofile`): how code finds the runner that called it;
 - `gc`: searching the collector's objects (`gc.get_objects`, `get_referrers`, `get_referents`);
@@ -50,6 +51,10 @@ CALLS: dict[str, tuple[str, str]] = {
     "inspect.getouterframes": ("frame", "walks the call stack"),
     "inspect.getinnerframes": ("frame", "walks the call stack"),
     "traceback.walk_stack": ("frame", "walks the call stack"),
+    "traceback.extract_stack": ("frame", "reads the call stack"),
+    "traceback.format_stack": ("frame", "reads the call stack"),
+    "traceback.print_stack": ("frame", "reads the call stack"),
+    "traceback.StackSummary.extract": ("frame", "reads the call stack"),
     "gc.get_objects": ("gc", "searches the garbage collector's objects"),
     "gc.get_referrers": ("gc", "searches the garbage collector's objects"),
     "gc.get_referents": ("gc", "searches the garbage collector's objects"),

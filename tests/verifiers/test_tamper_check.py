@@ -18,6 +18,10 @@ CASES = {
     "frame_alias": "from inspect import currentframe as here\nhere()\n",
     "frame_getattr": "import sys\ngetattr(sys, '_getframe')(0)\n",
     "frame_computed": "import sys\ngetattr(sys, '_get' + 'frame')(0)\n",
+    "frame_extracted": (  # who called: the test's comparison, or the guard's probe?
+        "import traceback\n\ndef __eq__(self, other):\n"
+        "    return 'test_' in traceback.extract_stack()[-2].filename\n"
+    ),
     "code_consts": "import tests.test_x as t\nprint(t.test_x.__code__.co_consts)\n",
     "gc": "import gc as g\nfor o in g.get_objects():\n    pass\n",
     "gc_import": "__import__('gc').get_referrers(object)\n",
@@ -41,6 +45,7 @@ CASES = {
 }
 KINDS = {
     "frame_alias": "frame", "frame_getattr": "frame", "frame_computed": "frame",
+    "frame_extracted": "frame",
     "code_consts": "code", "gc_import": "gc", "code_replace": "code",
     "function_type": "code", "builtins": "modules", "framework_from": "framework",
     "framework_patch": "framework", "unittest_skip": "framework",
