@@ -383,8 +383,9 @@ class RayCluster:
                 return None
             say(f"{lost}; task {task_id} recorded as an infrastructure error after "
                 f"{attempts} attempts (--resume --retry-errors runs it again)")
-            reason = (f"infrastructure: {lost} at each of its {attempts} attempts "
-                      f"({type(exc).__name__}: {one_line(exc)[:200]})")
+            reason = (f"infrastructure: cut off by a lost Ray node at each of its {attempts} "
+                      f"attempts, the last: {lost} ({type(exc).__name__}: "
+                      f"{one_line(exc)[:200]})")
         else:
             if outcome.refused:  # a wrong model name or key: every task would meet it
                 raise EndpointRefused(outcome.reason)

@@ -296,3 +296,46 @@ def test_the_last_sandbox_node_gone_is_said_once_and_its_return_too(
         "(start a node with --resources '{\"ooda_sandbox\": 1}'; Ctrl-C stops, --resume "
         "continues)",
         "a node offers 'ooda_sandbox' again: the waiting tasks run"]
+
+
+@needs_ray
+def test_a_task_lost_at_every_attempt_is_one_infrastructure_error(tmp_path: Path) -> None:
+    """Its node lost three times: two lines "submitted again", then one saying it is
+    recorded as an infrastructure error; one record, status error, `resubmitted` 2."""
+    import types
+
+    import ray
+
+    lost = ray.exceptions.NodeDiedError(
+        "Task failed because the node it was running on is dead or unavailable. Node IP: "
+        "10.0.0.7, node ID: 5f3a9c1e00000000000000000000000000000000000000000000000000. ")
+
+    def get(future: Any) -> Any:
+        raise lost
+
+    fake = types.SimpleNamespace(exceptions=ray.exceptions, get=get, nodes=lambda: [])
+    cluster = object.__new__(ray_executor.RayCluster)
+    cluster._ray = fake
+    cluster._node_of = {}
+    cluster.permits = types.SimpleNamespace(
+        release_all=types.SimpleNamespace(remote=lambda holder: None))
+    submitted = iter(range(1, 10))
+    cluster._submit = lambda data, options, run_id: next(submitted)  # type: ignore[method-assign]
+    job = ray_executor._Pending(types.SimpleNamespace(id="t1"), None, 0,  # type: ignore[arg-type]
+                                time.monotonic())
+    pending: dict[Any, Any] = {0: job}
+    said: list[str] = []
+    records = []
+    while pending:
+        record = cluster._collect(next(iter(pending)), pending, None,  # type: ignore[arg-type]
+                                  tmp_path, said.append)
+        if record is not None:
+            records.append(record)
+    node = "node 5f3a9c1e at 10.0.0.7 lost; task t1"
+    assert said == [f"{node} submitted again, attempt 2 of 3",
+                    f"{node} submitted again, attempt 3 of 3",
+                    f"{node} recorded as an infrastructure error after 3 attempts "
+                    "(--resume --retry-errors runs it again)"]
+    (record,) = records
+    assert record["status"] == "error" and record["resubmitted"] == 2
+    assert "cut off by a lost Ray node at each of its 3 attempts" in str(record)
