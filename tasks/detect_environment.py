@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import configparser
 import functools
+import os
 import re
 import shlex
 import tomllib
@@ -61,6 +62,11 @@ TEST_GLOBS = ("tests/requirements*.txt", "test/requirements*.txt", "testing/requ
 APT = ("python3-tk", "python3-venv", "git")
 """Debian packages every detected environment gets, as a normal machine has them: tkinter and
 ensurepip (Debian splits them out of python3; tests import them or skip), git (tests call it)."""
+CATALOG_APT = ("gettext",)
+"""Added when the repository holds gettext catalogs (*.po): its tests compile or update them
+with xgettext/msgmerge/msgfmt, and skip without them (humanize's test_update_translations)."""
+SKIP_DIRS = frozenset({".git", ".hg", ".tox", ".nox", ".venv", "venv", "node_modules", "build",
+                       "dist", "__pycache__"})
 BASE_FILE = "requirements.txt"
 COMPILED_BACKENDS = ("cython", "scikit-build", "meson-python", "maturin", "setuptools-rust")
 """Build requirements that mean the install compiles something."""
@@ -145,13 +151,24 @@ def detect_environment(repo: Path) -> Detected | None:
         command += ["-e", f".[{','.join(extras)}]" if extras else "."]
     for rel in files:
         command += ["-r", rel]
-    table: dict[str, Any] = {"python": version, "apt": list(APT)}
+    apt = [*APT, *(CATALOG_APT if _has_catalogs(repo) else ())]
+    table: dict[str, Any] = {"python": version, "apt": apt}
     if pip:
         table["pip"] = pip
     table["install"] = shlex.join(command) if len(command) > 4 else ""
     table["runner"] = {"packages": runner}
     return Detected(table, _describe(python, install_project, extras, files, tox_lines is not None,
                                      group, pip, runner))
+
+
+def _has_catalogs(repo: Path) -> bool:
+    """Whether the repository holds a gettext catalog (a *.po file), virtual envs and build
+    output left out."""
+    for _root, dirs, files in os.walk(repo):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")]
+        if any(name.endswith(".po") for name in files):
+            return True
+    return False
 
 
 def _test_file(repo: Path) -> str | None:

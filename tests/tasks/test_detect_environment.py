@@ -56,6 +56,18 @@ def test_src_layout_with_a_test_extra(tmp_path: Path) -> None:
     assert found.description == "Python 3.11, pip install -e .[tests], pytest>=7 pytest-cov==5.0.0"
 
 
+def test_gettext_catalogs_bring_gettext(tmp_path: Path) -> None:
+    """humanize's translation tests call xgettext/msgmerge/msgfmt and skip without them."""
+    files = {"pyproject.toml": PROJECT + 'dependencies = []\n', "src/demo/__init__.py": "",
+             "tests/test_demo.py": ""}
+    plain = detect_environment(make(tmp_path / "a", files))
+    assert plain is not None and "gettext" not in plain.table["apt"]
+    files["src/demo/locale/de_DE/LC_MESSAGES/demo.po"] = 'msgid ""\nmsgstr ""\n'
+    found = detect_environment(make(tmp_path / "b", files))
+    assert found is not None and found.table["apt"] == ["python3-tk", "python3-venv", "git",
+                                                        "gettext"]
+
+
 def test_requirements_files_of_a_flat_repository(tmp_path: Path) -> None:
     repo = make(tmp_path, {
         "requirements.txt": "# runtime\nrequests==2.31.0 --hash=sha256:abc\n",
