@@ -40,6 +40,10 @@ flagged: list[type] = []
 MAX_FLAGGED = 20
 MAX_FOUND = 20
 """Most values probed before one comparison."""
+MAX_WALKED = 100
+"""Most containers and objects looked at before one comparison, breadth first (scalars are not
+counted: a sticky value after 6,000 ints is found; the rest of a large object graph is left to
+the re-made comparison of redecide.py after a passing assert)."""
 COMPARISONS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 """The comparisons of an assert a remembering comparison method can pass."""
 HELPER = "_ooda_compare"
@@ -165,7 +169,11 @@ def before(*operands: object) -> None:
         return
     _busy.on = True
     try:
-        found, samples, seen = _gather(operands)
+        kinds = {type(value) for value in redecide.values_in(operands, MAX_WALKED)}
+        suspects = {k for k in kinds if k not in redecide.BUILTINS and candidate_compares(k)}
+        if not suspects:  # (the usual case: one walk, one look per class)
+            return
+        found, samples, seen = _gather(operands, suspects)
         for value in found:
             if any(_says_equal(value, p) or _orders_equal(value, p) for p in _probes(samples, seen)):
                 if len(flagged) < MAX_FLAGGED:
@@ -178,9 +186,12 @@ def before(*operands: object) -> None:
         _busy.on = False
 
 
-def _gather(operands: tuple[object, ...]) -> tuple[list[object], dict[type, object], set[object]]:
-    """The values to probe (their class compares by the candidate's code), a sample scalar of
-    each type the operands hold (and the defaults), and the scalars they hold."""
+def _gather(
+    operands: tuple[object, ...], suspects: set[type]
+) -> tuple[list[object], dict[type, object], set[object]]:
+    """The values to probe (of the `suspects`: classes that compare by the candidate's code),
+    a sample scalar of each type the operands hold (and the defaults), and the scalars they
+    hold."""
     found: list[object] = []
     samples: dict[type, object] = {}
     seen: set[object] = set()
@@ -193,7 +204,7 @@ def _gather(operands: tuple[object, ...]) -> tuple[list[object], dict[type, obje
     for operand in operands:
         if type(operand) in _SCALARS:
             sample(operand)
-    for value in redecide.values_in(operands):
+    for value in redecide.values_in(operands, MAX_WALKED):
         kind = type(value)
         for item in _scalars(value, kind):
             sample(item)
@@ -201,7 +212,7 @@ def _gather(operands: tuple[object, ...]) -> tuple[list[object], dict[type, obje
             own = _own_scalar(value, kind)
             if own is not None:
                 sample(own)
-            if candidate_compares(kind) and len(found) < MAX_FOUND:
+            if kind in suspects and len(found) < MAX_FOUND:
                 found.append(value)
     for kind, default in DEFAULT_SAMPLES.items():
         samples.setdefault(kind, default)

@@ -128,7 +128,7 @@ def _parts(value: object, kind: type) -> Iterable[object]:
     return ()
 
 
-def values_in(values: Iterable[object]) -> Iterator[object]:
+def values_in(values: Iterable[object], max_values: int = MAX_VALUES) -> Iterator[object]:
     """Each distinct value that is not a builtin scalar in `values`, inside builtin containers
     (read through the builtin) and other objects' attributes, breadth first, up to MAX_VALUES
     values, MAX_ITEMS items of one container and MAX_OBJECT_DEPTH levels of objects; no code
@@ -136,7 +136,7 @@ def values_in(values: Iterable[object]) -> Iterator[object]:
     seen: set[int] = set()
     stack = collections.deque((v, 0) for v in values)
     count = 0
-    while stack and count < MAX_VALUES:
+    while stack and count < max_values:
         value, depth = stack.popleft()
         kind = type(value)
         if kind in _SCALARS:
