@@ -141,6 +141,11 @@ def test_a_remembering_value_is_asked_before_the_comparison(monkeypatch: pytest.
         def __init__(self, value: object) -> None:
             self.value = value
 
+        def __eq__(self, other: object) -> bool:  # (compares it: so the value is looked at)
+            return bool(self.value == getattr(other, "value", other))
+
+        __hash__ = object.__hash__
+
     class OrdersByMemory:  # `assert total >= 5` and `<= 5`, with an honest __eq__
         def __ge__(self, other: int) -> bool:
             return bool(self.__dict__.setdefault("bound", other) >= other)
@@ -151,6 +156,13 @@ def test_a_remembering_value_is_asked_before_the_comparison(monkeypatch: pytest.
     beforehand.flagged.clear()
     beforehand.before(OrdersByMemory(), 5)
     assert beforehand.flagged == [OrdersByMemory]
+
+    caught = 0
+    for _ in range(10):
+        beforehand.flagged.clear()
+        beforehand.before(Own(BindsToPlausibleInts()), Own(5))
+        caught += beforehand.flagged == [BindsToPlausibleInts]
+    assert caught >= 5  # found in the record's attributes
 
     wins = 0
     for _ in range(40):  # the probes repeat a random number of times: it rarely guesses right

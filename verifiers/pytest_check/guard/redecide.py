@@ -49,6 +49,7 @@ types themselves are not counted: a list of a million ints is looked through, it
 to MAX_ITEMS, at the cost of one type check each)."""
 MAX_ITEMS = 200_000
 """Most items read from one container."""
+_IDENTITY = object.__eq__
 MAX_OBJECT_DEPTH = 3
 """How deep into objects' attributes (not builtin containers) the search goes."""
 
@@ -148,7 +149,11 @@ def values_in(values: Iterable[object], max_values: int = MAX_VALUES) -> Iterato
         yield value
         if issubclass(kind, (dict, list, tuple, set, frozenset)):
             stack.extend((p, depth) for p in _parts(value, kind))
-        elif depth < MAX_OBJECT_DEPTH and not isinstance(value, (type, types.ModuleType)):
+        elif (
+            depth < MAX_OBJECT_DEPTH
+            and not isinstance(value, (type, types.ModuleType))
+            and kind.__eq__ is not _IDENTITY  # (compared by identity: its attributes never are)
+        ):
             attributes = _dict_of(value)
             if attributes is not None:
                 stack.extend((v, depth + 1) for v in list(attributes.values()))
