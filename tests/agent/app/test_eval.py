@@ -314,10 +314,11 @@ def test_the_command_line_names_the_process_that_holds_the_evaluation(tmp_path: 
 
 
 FULL_DISK_SCRIPT = """
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-sys.path.insert(0, sys.argv[3])
+sys.path[:0] = sys.argv[3].split(os.pathsep)  # this folder and tests/helpers
 from test_eval import FakeBackend, FakeRunner, make_taskset, options
 from ooda.agent.app import evaluate as ev
 from ooda.agent.contracts.errors import InfraError
@@ -350,7 +351,7 @@ def test_a_full_disk_stops_the_evaluation_with_one_line_and_keeps_what_finished(
     done = subprocess.run(
         ["bwrap", "--dev-bind", "/", "/", "--size", str(1_000_000), "--tmpfs", str(runs),
          sys.executable, "-c", FULL_DISK_SCRIPT, str(tmp_path / "set"), str(runs),
-         str(Path(__file__).parent)],
+         os.pathsep.join([str(Path(__file__).parent), str(Path(__file__).parents[2] / "helpers")])],
         capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert re.fullmatch(rf"InfraError: no space left on device( \(writing {runs}/e1/\S+\))?: "
