@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ooda.agent.contracts.errors import UsageError
+from ooda.agent.support.env_numbers import positive_from_env
 
 MIB = 1 << 20
 POLL_S = 0.2
@@ -29,16 +29,7 @@ CTIME_SLACK_S = 0.05
 
 
 def _count(name: str, default: int, unit: str = "") -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise UsageError(f"{name}={raw!r}: give a positive whole number{unit}")
-    return value
+    return positive_from_env(name, default, int, f"a positive whole number{unit}")
 
 
 def _mib(name: str, default: int) -> int:

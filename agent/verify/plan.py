@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.options import EnvironmentOptions, SandboxOptions, StageOptions
 from ooda.agent.contracts.stages import task_keys
 from ooda.agent.sandbox.environments.spec import EnvSpec
+from ooda.agent.support.env_numbers import positive_from_env
 from ooda.agent.verify.workspace import patch_paths
 from ooda.tasks.environment import environment_from_file
 from ooda.tasks.hidden import HiddenTests, hidden_tests, visible_task
@@ -47,16 +46,7 @@ loaded machine, a slower correct fix."""
 
 
 def _seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if not value > 0 or math.isinf(value):
-        raise UsageError(f"{name}={raw!r}: give a positive number of seconds")
-    return value
+    return positive_from_env(name, default, float, "a positive number of seconds")
 
 
 def base_limit_s() -> float:
