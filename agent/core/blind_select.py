@@ -18,7 +18,9 @@ the issue's own examples (verifiers/issue_probes.py) beside the unpatched code's
    alike;
 5. a model's judgement, where a model is configured (agent/core/critic.py): its score;
 6. votes: samples that produced the same code up to formatting;
-7. the larger diff (measured on real systems' candidates: bench/selection), then the sample
+7. consensus: how much its changed lines agree with the other samples' (agent/core/consensus.py,
+   a soft vote);
+8. the larger diff (measured on real systems' candidates: bench/selection), then the sample
    order (deterministic).
 
 `Policy` switches each signal off for the ablation bench/selection prints. The record (run.json
@@ -33,6 +35,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
+from ooda.agent.core.consensus import consensus
 from ooda.agent.core.critic import Critic
 from ooda.agent.core.records import Attempt
 
@@ -78,6 +81,8 @@ class Evidence:
     base_behaviour: tuple[str, ...] = ()
     critic: float | None = None
     """A model's score for it (None: no model judged it)."""
+    consensus: float | None = None
+    """How much its changed lines agree with the other samples' (None: not measured)."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -109,7 +114,7 @@ class Evidence:
 
 
 KEY_PARTS = ("regression", "reproduction (required)", "reproduction (optional)", "checks",
-             "behaviour changed", "behaviour group", "critic", "votes", "size", "order")
+             "behaviour changed", "behaviour group", "critic", "votes", "consensus", "size", "order")
 """The parts of a candidate's ranking key, in the order a blind run ranks by."""
 
 
@@ -128,6 +133,7 @@ class Policy:
     behaviour_groups: bool = True
     critic: bool = True
     votes: bool = True
+    consensus: bool = True
     size: Literal["larger", "smaller", "none"] = "larger"
     order: tuple[str, ...] = KEY_PARTS
     """The key's parts in the order they rank by ("order", the sample order, always last)."""
@@ -286,6 +292,7 @@ def rank(evidence: list[Evidence], policy: Policy = Policy()) -> Ranking:
             "behaviour group": group if policy.behaviour_groups else 0,
             "critic": e.critic if policy.critic and e.critic is not None else 0.0,
             "votes": e.samples if policy.votes else 0,
+            "consensus": e.consensus if policy.consensus and e.consensus is not None else 0.0,
             "size": size,
         }
         key = tuple(parts[name] for name in policy.order if name != "order") + (-e.order,)
@@ -314,6 +321,8 @@ def choose(candidates: list[Attempt], everyone: list[Attempt], critic: Critic | 
     if not judged:
         return None, {"winner": None, "why": "no candidate produced a patch the checks judged"}
     evidence = [evidence_of(a, order.get(a.attempt_id, len(order)), votes) for a in judged]
+    agreement = consensus([a.patch for a in judged], [a.patch for a in everyone if a.patch])
+    evidence = [replace(e, consensus=c) for e, c in zip(evidence, agreement, strict=True)]
     ranking = rank(evidence, policy)
     finalists = ranking.level_with_best(ranking.parts.index("critic"))
     if critic is not None and policy.critic and len(finalists) >= 2:
@@ -375,6 +384,9 @@ def explain(ranking: Ranking) -> str:
             if rivals and part == "votes":
                 said.append(f"{rivals} other(s) stood level; its code was produced by "
                             f"{e.samples} sample(s), the most")
+            elif rivals and part == "consensus":
+                said.append(f"{rivals} other(s) stood level; its changed lines agree the most "
+                            f"with the other samples' ({e.consensus:g})")
             elif rivals:
                 said.append(f"{rivals} other(s) stood level until the {part} decided")
             break

@@ -133,6 +133,9 @@ def test_a_majority_of_samples_decides_between_equals(task: Task, tmp_path: Path
     result, _ = run(task, model, tmp_path, samples=4)
     assert result.winner is not None and "+ 0" not in result.winner.patch
     assert "produced by 2 sample(s), the most" in (result.summary.selection or {})["why"]
+    # each candidate's agreement with the other samples' changed lines is recorded
+    assert all(isinstance(e["consensus"], float)
+               for e in (result.summary.selection or {})["evidence"])
 
 
 def test_without_a_pass_the_best_standing_candidate_is_submitted(

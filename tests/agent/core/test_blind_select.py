@@ -15,6 +15,7 @@ from ooda.agent.core.blind_select import (
     issue_changed,
     rank,
 )
+from ooda.agent.core.consensus import consensus
 from ooda.agent.core.records import Attempt
 
 
@@ -117,3 +118,31 @@ def test_reproduction_outcomes_join_the_behaviour_compared() -> None:
     assert e.behaviour == ("b0", "missing", "repro_1=failed", "repro_2=passed")
     assert e.base_behaviour == ("b0", "b1", "repro_1=failed", "repro_2=error")
     assert e.changed_behaviour is True and e.repro_required == 0 and e.repro_optional == 1
+
+
+def _diff(*lines: str) -> str:
+    return "--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@ def f():\n" + "\n".join(lines) + "\n"
+
+
+def test_consensus_is_a_soft_vote_over_the_changed_lines() -> None:
+    # three samples share the fix's key line; the larger outlier shares nothing
+    fix = _diff("-    return x", "+    return x or default")
+    fix_plus = _diff("-    return x", "+    return x or default", "+    # keep the default")
+    also = _diff("-  return x", "+  return  x or default", "+    log(x)")  # whitespace ignored
+    outlier = _diff("-    return x", "+    if x is None:", "+        x = default",
+                    "+        log(x)", "+    return x")
+    scores = consensus([fix, outlier], [fix, fix_plus, also, outlier])
+    assert scores[0] > scores[1]
+    assert consensus([fix], [fix, fix]) == [1.0]  # a sample with the same code counts 1
+    assert consensus([""], [""]) == [0.0]
+
+
+def test_consensus_decides_after_votes_and_before_the_diff_size() -> None:
+    agreeing = ev("agreeing", 1, consensus=2.5, size=3)
+    larger = ev("larger", 0, consensus=0.5, size=9)
+    ranking = rank([larger, agreeing])
+    assert winner([larger, agreeing]) == "agreeing"
+    assert "agree the most with the other samples' (2.5)" in explain(ranking)
+    assert winner([larger, agreeing], Policy(consensus=False)) == "larger"
+    assert winner([larger, ev("voted", 1, consensus=2.5, samples=2)]) == "voted"
+    assert winner([ev("a", 0, consensus=1.0, samples=2), agreeing]) == "a"
