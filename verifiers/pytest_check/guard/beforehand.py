@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from . import redecide
+from . import redecide, stores
 
 flagged: list[type] = []
 """Classes whose values said they equal a probe (read by the Guard at its next check)."""
@@ -237,6 +237,7 @@ def install(rewrite: Any, root: str) -> None:
     """Put the probe in each comparison of the modules pytest rewrites under `root` (through
     its `rewrite` module), and never reuse such a module's cached bytecode."""
     setattr(rewrite, HELPER, compare)
+    setattr(rewrite, stores.HELPER, stores.stored)
     rewriter = rewrite.AssertionRewriter
     rewriter.run = _instrumented(rewriter.run, root)
     read_pyc = getattr(rewrite, "_read_pyc", None)
@@ -275,7 +276,8 @@ def _no_cached_pyc(original: Callable[..., Any], root: str) -> Callable[..., Any
 def _instrumented(original: Callable[..., Any], root: str) -> Callable[..., Any]:
     """pytest's `AssertionRewriter.run`, then, in a module under `root` that it gave its helper
     import, every single comparison (in asserts or not: `ok = f() == 5`, `all(a == b for ...)`,
-    `self.assertTrue(a == b)`) made through `compare`."""
+    `self.assertTrue(a == b)`) made through `compare`, and each store into an attribute of a
+    dotted name followed by a call of stores.stored."""
 
     def run(self: Any, mod: ast.Module) -> None:
         original(self, mod)
@@ -284,6 +286,7 @@ def _instrumented(original: Callable[..., Any], root: str) -> Callable[..., Any]
             _Comparisons().visit(mod)  # locates its own nodes: pytest's imports have no
             # end_lineno, and fix_missing_locations over the module would give them line 1
             # (compile: "AST node line range (3, 1) is not valid" below a comment or docstring)
+            stores.instrument(mod)  # the test code's own stores into watched names noted
 
     return run
 

@@ -17,7 +17,7 @@ from typing import NoReturn
 
 import pytest
 
-from . import redecide, toolchain
+from . import redecide, stores, toolchain
 from .legacy import LegacyGuard
 from .plugin import NEW_WRAPPERS, Guard
 from .provenance import Provenance
@@ -65,6 +65,7 @@ def main(argv: list[str]) -> NoReturn:
         for path, spans in dict(config.get("changed_lines", {})).items()
     }
     redecide.candidate_override = judge.candidate_override  # before the snapshot holds it
+    stores.trusted_store = judge.own_store
     guard = (Guard if NEW_WRAPPERS else LegacyGuard)(judge, snapshot())
     guard.toolchain = names
     guard.runner_packages = own & {"pytest", "_pytest"}

@@ -10,6 +10,7 @@ import os
 import sys
 import types
 
+from . import stores
 from .provenance import Provenance
 from .snapshot import Owner
 
@@ -104,7 +105,10 @@ class Judge:
         """Whether a changed function or method of the watched modules may be the code under
         test's doing: anything but a function of one of the repository's own, unchanged
         conftest files (a deletion, a builtin, a callable object, another function of the
-        machinery put in its place, code from any other file)."""
+        machinery put in its place, code from any other file), or the very value the
+        repository's own test code stored there (stores.py)."""
+        if stores.noted and _noted(owner, name, value):
+            return False
         code = code_of(value)
         if code is None:
             return True
@@ -119,6 +123,24 @@ class Judge:
         if not origin.trusted or os.path.basename(origin.path) != "conftest.py":
             return True
         return not _realpath(origin.path).startswith(self.root + os.sep)
+
+    def own_store(self, frame: types.FrameType, value: object) -> bool:
+        """Whether a store into a watched name, just made by the code of `frame`, is the
+        repository's own test code's: that code loaded from a workspace file the candidate
+        did not change, every frame on the stack trusted (no code of the candidate's called
+        it), and the value stored trusted code or no callable at all (a test file may store
+        a value the candidate's code made: that is still the candidate's)."""
+        origin = self.provenance.origin(frame.f_code)
+        if origin is None or not origin.trusted or not origin.path:
+            return False
+        if not _realpath(origin.path).startswith(self.root + os.sep):
+            return False
+        if not self.provenance.stack_trusted(frame):
+            return False
+        code = code_of(value)
+        if code is None:
+            return not callable(function_of(value))
+        return self.provenance.trusted(code) is True
 
     def candidate_class(self, kind: type) -> bool:
         """Whether a class that compares equal to anything is the candidate's: by the
@@ -183,3 +205,10 @@ def _lines(code: types.CodeType) -> list[tuple[int, int, int | None]]:
     import dis
 
     return [(0, 0, line) for _offset, line in dis.findlinestarts(code)]
+
+
+def _noted(owner: Owner, name: str, value: object) -> bool:
+    """Whether `value` is what the repository's test code stored at the owner's `name`."""
+    module = sys.modules.get(owner.module)
+    holder = getattr(module, owner.cls, None) if owner.cls else module
+    return holder is not None and stores.noted_value(holder, name, value)
