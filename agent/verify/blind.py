@@ -37,7 +37,8 @@ class BlindSpec:
         """`check` (made for the visible task, which has no test lists) with these tests."""
         ids = list(self.regression.ids)
         return dataclasses.replace(
-            check, fail_to_pass=[], pass_to_pass=ids, passed_before=ids, whole_files=True,
+            check, fail_to_pass=[], pass_to_pass=ids, passed_before=ids,
+            whole_files=self.regression.whole_files,
             test_files=list(self.regression.files), tests_optional=True,
             reproduction=list(self.reproduction))
 
@@ -53,7 +54,8 @@ class BlindChecks:
         self.runner = runner
         self.runner_cmd = runner_cmd
         self.pre_test = tuple(pre_test)
-        self.regression = RegressionTests(repo, self._run_file, timeout_s, cover=self._cover)
+        self.regression = RegressionTests(repo, self._run_file, timeout_s, cover=self._cover,
+                                          run_ids=self._run_ids)
         self.suite = ReproSuite(self._run_scripts)
 
     def spec_for(self, patch: str, deadline: float | None) -> BlindSpec:
@@ -76,6 +78,17 @@ class BlindChecks:
         """One test file, whole, on the unpatched code, with the task's runner."""
         request = TestRequest(ids=(path,), runner_cmd=self.runner_cmd, test_files=(path,),
                               whole_files=True, timeout_s=timeout_s, pre_test=self.pre_test)
+        sandbox, _ = self.pool.acquire(self.fill_base)
+        try:
+            return dict(base_run(self.runner, Watched(sandbox), request).outcomes)
+        finally:
+            self.pool.release(sandbox)
+
+    def _run_ids(self, ids: tuple[str, ...], timeout_s: float) -> dict[str, str]:
+        """These tests (of one file), by id, on the unpatched code, with the task's runner."""
+        files = tuple(dict.fromkeys(i.split("::", 1)[0] for i in ids))
+        request = TestRequest(ids=ids, runner_cmd=self.runner_cmd, test_files=files,
+                              whole_files=False, timeout_s=timeout_s, pre_test=self.pre_test)
         sandbox, _ = self.pool.acquire(self.fill_base)
         try:
             return dict(base_run(self.runner, Watched(sandbox), request).outcomes)

@@ -18,7 +18,11 @@ run time than
 test file runs once on the unpatched code (whole, with the task's runner), within that budget
 (a slower file is cut there and left out, bounded before it runs, not after the tests' timeout);
 its passing tests are the ones a candidate must keep passing. A file that does not run there,
-times out or has no passing test is left out.
+times out or has no passing test is left out. When that leaves a candidate no file at all and
+the trace named tests of a slow file that call the changed functions, those tests alone (at
+most MAX_COVERING_IDS) are run on the base within the budget and become its regression tests,
+run by id rather than by file (requests' test_requests.py, pytest's testing/test_skipping.py:
+one slow file held every test of the change).
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", "venv", "node_modules", "
 SOURCE_ROOTS = ("src/", "lib/")
 """Leading directories that are not part of a module's dotted name."""
 
+MAX_COVERING_IDS = 200
+"""Tests of a slow file, calling the change, run by id when no file fits the budget."""
+
 COVERAGE_POOL = 3
 """Related test files traced for coverage (and as many more beside them)."""
 
@@ -57,6 +64,9 @@ result."""
 RunFile = Callable[[str, float], dict[str, str]]
 """Runs one test file whole on the unpatched code within a timeout: test id -> outcome;
 raises on a run that left no result."""
+
+RunIds = Callable[[tuple[str, ...], float], dict[str, str]]
+"""Runs these test ids (not their files whole) on the unpatched code within a timeout."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,8 @@ class Regression:
     files: tuple[str, ...]
     ids: tuple[str, ...]
     """Tests of those files that passed on the unpatched code."""
+    whole_files: bool = True
+    """The files run whole (False: only `ids`, the tests of a slow file that see the change)."""
 
 
 class RegressionTests:
@@ -83,9 +95,11 @@ class RegressionTests:
     each file runs on the base once, whoever asks first)."""
 
     def __init__(self, repo: Path, run_file: RunFile, timeout_s: float,
-                 max_files: int = MAX_FILES, cover: Cover | None = None) -> None:
+                 max_files: int = MAX_FILES, cover: Cover | None = None,
+                 run_ids: RunIds | None = None) -> None:
         self.repo = repo
         self.run_file = run_file
+        self.run_ids = run_ids
         self.timeout_s = timeout_s
         self.max_files = max_files
         self.cover = cover
@@ -96,6 +110,7 @@ class RegressionTests:
         self._traced: list[dict[str, object]] = []
         self._texts: dict[str, str] = {}
         self._runs: dict[str, BaseRun] = {}
+        self._ids: dict[str, tuple[str, ...]] = {}
         self._file_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
@@ -113,8 +128,10 @@ class RegressionTests:
         ids: list[str] = []
         spent = 0.0
         ordered = self.related(changed)
+        seeing: dict[str, list[str]] = {}
         if self.cover is not None and patch:
-            ordered = self.by_coverage(ordered, changed_functions(self.repo, patch_lines(patch)))
+            ordered, seeing = self._by_coverage(
+                ordered, changed_functions(self.repo, patch_lines(patch)))
         for path in ordered:
             if len(files) >= self.max_files:
                 break
@@ -124,7 +141,21 @@ class RegressionTests:
             spent += run.seconds
             files.append(path)
             ids += run.passing
+        if not files and self.run_ids is not None:
+            return self._covering_only(ordered, seeing)
         return Regression(tuple(files), tuple(dict.fromkeys(ids)))
+
+    def _covering_only(self, ordered: list[str], seeing: dict[str, list[str]]) -> Regression:
+        """No file fits the budget: the tests of the first slow file that call the change,
+        run by id (each such set once on the base)."""
+        for path in ordered:
+            wanted = tuple(seeing.get(path, ())[:MAX_COVERING_IDS])
+            if not wanted or "slower than" not in self.base_run(path).problem:
+                continue
+            run = self.base_run(path, wanted)
+            if not run.problem:
+                return Regression((path,), run.passing, whole_files=False)
+        return Regression((), ())
 
     def by_coverage(self, ordered: list[str], targets: Ranges) -> list[str]:
         """`ordered` with the files whose tests call one of `targets` (the changed functions,
@@ -132,8 +163,13 @@ class RegressionTests:
         COVERAGE_POOL related files and test files beside them (2 x COVERAGE_POOL at most),
         once per pool and changed files (every candidate changing those files shares the
         trace), within twice the regression budget. Unchanged when nothing was traced."""
+        return self._by_coverage(ordered, targets)[0]
+
+    def _by_coverage(self, ordered: list[str], targets: Ranges
+                     ) -> tuple[list[str], dict[str, list[str]]]:
+        """`by_coverage`, and per file the ids of its tests that call `targets`."""
         if not targets or not ordered:
-            return ordered
+            return ordered, {}
         pool = self._pool(ordered)
         key = (tuple(pool), tuple(sorted(targets)))
         with self._lock:
@@ -147,18 +183,20 @@ class RegressionTests:
                 with self._lock:
                     self._coverage[key] = found
         if not found:
-            return ordered
+            return ordered, {}
         counts: dict[str, int] = {}
+        seeing: dict[str, list[str]] = {}
         for test_id, hit in covering(found, targets).items():
             if hit:
                 path = test_id.split("::", 1)[0]
                 counts[path] = counts.get(path, 0) + 1
+                seeing.setdefault(path, []).append(test_id)
         hit_files = sorted((f for f in pool if counts.get(f)), key=lambda f: -counts[f])
         with self._lock:
             self._covering.append({"targets": {k: [list(r) for r in v]
                                                for k, v in sorted(targets.items())},
                                    "covering": counts})
-        return hit_files + [f for f in ordered if f not in hit_files]
+        return hit_files + [f for f in ordered if f not in hit_files], seeing
 
     def _pool(self, ordered: list[str]) -> list[str]:
         pool = ordered[:COVERAGE_POOL]
@@ -196,22 +234,28 @@ class RegressionTests:
                     ordered.append(related[rank])
         return ordered
 
-    def base_run(self, path: str) -> BaseRun:
-        """`path` on the unpatched code (run once; later calls read the record)."""
+    def base_run(self, path: str, ids: tuple[str, ...] = ()) -> BaseRun:
+        """`path` on the unpatched code, whole, or only its tests `ids` (each run once; later
+        calls read the record)."""
+        key = f"{path} ({len(ids)} tests calling the change, by id)" if ids else path
         with self._lock:
-            done = self._runs.get(path)
-            if done is not None:
+            done = self._runs.get(key)
+            if done is not None and (not ids or self._ids.get(key) == ids):
                 return done
-            lock = self._file_locks.setdefault(path, threading.Lock())
+            lock = self._file_locks.setdefault(key, threading.Lock())
         with lock:
             with self._lock:
-                done = self._runs.get(path)
-            if done is not None:
+                done = self._runs.get(key)
+            if done is not None and (not ids or self._ids.get(key) == ids):
                 return done
             started = time.monotonic()
             limit = self.budget_s()
             try:
-                outcomes = self.run_file(path, limit)
+                if ids:
+                    assert self.run_ids is not None
+                    outcomes = self.run_ids(ids, limit)
+                else:
+                    outcomes = self.run_file(path, limit)
                 passing = tuple(t for t, o in outcomes.items() if o == "passed")
                 run = BaseRun(passing, time.monotonic() - started,
                               "" if passing else "no test passes on the unpatched code")
@@ -223,7 +267,9 @@ class RegressionTests:
                            f"unpatched code: {why}")
                 run = BaseRun((), seconds, why)
             with self._lock:
-                self._runs[path] = run
+                self._runs[key] = run
+                if ids:
+                    self._ids[key] = ids
             return run
 
     def record(self) -> dict[str, dict[str, object]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ooda.agent.verify.regression import MAX_BASE_S, RegressionTests
+from ooda.agent.verify.regression import MAX_BASE_S, Regression, RegressionTests
 
 
 def repo(tmp_path: Path) -> Path:
@@ -48,3 +48,35 @@ def test_tests_reaching_a_module_only_through_its_package_are_related(tmp_path: 
     assert tests.related(["pkg/sub/mod.py"]) == ["tests/test_near.py"]
     # a package's __init__.py: the tests named after the package (with a prefix too)
     assert tests.related(["pkg/sub/__init__.py"])[0] == "tests/test_ext_sub.py"
+
+
+def test_when_no_file_fits_the_tests_of_a_slow_file_that_call_the_change_run_by_id(
+    tmp_path: Path,
+) -> None:
+    root = repo(tmp_path)
+    (root / "tests" / "test_calc.py").unlink()  # only the slow file is related
+    patch = ("--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
+             "-    return a - b\n+    return a + b\n")
+    asked: list[tuple[str, ...]] = []
+
+    def run_file(path: str, timeout_s: float) -> dict[str, str]:
+        raise TimeoutError(f"timed out after {timeout_s} s")
+
+    def run_ids(ids: tuple[str, ...], timeout_s: float) -> dict[str, str]:
+        asked.append(ids)
+        return {i: "passed" for i in ids}
+
+    def cover(files: list[str], targets: list[str], timeout_s: float
+              ) -> dict[str, dict[str, list[int]]]:
+        return {"tests/test_slow.py::test_add": {"calc.py": [1]},
+                "tests/test_slow.py::test_other": {}}
+
+    tests = RegressionTests(root, run_file, 1800.0, cover=cover, run_ids=run_ids)
+    chosen = tests.for_change(["calc.py"], patch)
+    assert chosen == Regression(("tests/test_slow.py",), ("tests/test_slow.py::test_add",),
+                                whole_files=False)
+    assert tests.for_change(["calc.py"], patch) == chosen and len(asked) == 1  # run once
+    assert "tests/test_slow.py (1 tests calling the change, by id)" in tests.record()
+    # without a way to run ids (or without coverage) the candidate has no regression test
+    assert RegressionTests(root, run_file, 1800.0, cover=cover).for_change(
+        ["calc.py"], patch) == Regression((), ())
