@@ -18,6 +18,12 @@ warm candidate does not wait for a copy of thousands of files; it is put there b
 from the trusted repository while no process runs in the sandbox, exactly as `fill` would have
 done on acquire. Other backends get a fresh directory and a fresh sandbox per candidate, both
 removed on release. `close()` removes every sandbox and slot.
+
+A pool made with `shared` too (agent/sandbox/overlay.py: the repository mounted once, read-only)
+gives each sandbox it starts a copy-on-write workspace of it instead of a copy: the slot is an
+overlay mounted before the sandbox opens on it, a released sandbox's workspace is restored from
+what its candidate changed, and `fill`'s writes are handed to the sandbox user. Containers
+started ahead of need are not adopted then (their workspace would need the copy).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ooda.agent.contracts.protocols import Resettable, Sandbox, SandboxBackend
+from ooda.agent.sandbox.overlay import SharedBase
 from ooda.agent.support.fstree import remove_workspace
 
 T = TypeVar("T")
@@ -60,10 +67,13 @@ class SandboxPool:
         requirements: Path | None = None,
         size: int = 2,
         base: Callable[[Path], None] | None = None,
+        shared: SharedBase | None = None,
     ) -> None:
         self.backend = backend
         self.base = base
         """Fills an empty workspace with what every one starts from (None: `fill` does all)."""
+        self.shared = shared if backend.reusable and base is not None else None
+        """The base mounted copy-on-write on every slot this pool opens (None: copied)."""
         self.work_root = work_root
         self.requirements = requirements
         self.size = max(1, size)
@@ -139,8 +149,12 @@ class SandboxPool:
         self.work_root.mkdir(parents=True, exist_ok=True)
         slot = Path(tempfile.mkdtemp(prefix="slot-", dir=self.work_root))
         try:
+            if self.shared is not None:
+                with contextlib.suppress(OSError):  # else the slot gets a copy, as without
+                    self.shared.mount(slot)  # before the sandbox binds the slot
             sandbox = self.backend.open(slot, requirements=self.requirements)
         except BaseException:
+            self._unmount(slot)
             remove_workspace(slot)
             raise
         with self._cond:
@@ -152,6 +166,9 @@ class SandboxPool:
         by agent/startup/prestart.py) as one of this pool's; closed with the pool. It gets the
         base in the background, as a sandbox the pool starts does (a candidate arriving
         meanwhile waits for that copy rather than making it on its own critical path)."""
+        if self.shared is not None:  # its workspace would need a copy of the repository
+            self._discard(sandbox)
+            return
         with self._cond:
             self._alive += 1
             self.started += 1
@@ -202,6 +219,7 @@ class SandboxPool:
             with self._cond:
                 self._based.discard(id(sandbox))
             value = fill(sandbox.workspace)
+            self._own(sandbox)
             assert isinstance(sandbox, Resettable)
             sandbox.lend()
         except BaseException:
@@ -270,11 +288,12 @@ class SandboxPool:
         if not sandbox.reset():
             self.release(sandbox)  # discarded (and replaced) there
             return self.acquire(fill)
-        empty_dir(sandbox.workspace)
         try:
-            if self.base is not None:
-                self.base(sandbox.workspace)
+            self._renew(sandbox)
+            with self._cond:
+                self._based.discard(id(sandbox))
             value = fill(sandbox.workspace)
+            self._own(sandbox)
             sandbox.lend()
         except BaseException:
             self.release(sandbox)
@@ -321,9 +340,7 @@ class SandboxPool:
         try:
             clean = not self._closed and sandbox.reset()  # no process is left after this,
             if clean and not self._closed:
-                empty_dir(sandbox.workspace)  # so the slot can be emptied
-                if not self._closed:
-                    self._put_base(sandbox)
+                self._renew(sandbox, background=True)  # so the slot can be emptied
         except Exception:  # noqa: BLE001 -- (the engine went away? no room for the copy?)
             clean = False  # discarded below, not kept
         with self._cond:
@@ -339,9 +356,36 @@ class SandboxPool:
         if not self._closed:
             self.warm()  # bring the pool back to size in the background
 
+    def _renew(self, sandbox: Sandbox, *, background: bool = False) -> None:
+        """The workspace of a sandbox running nothing back to the base: a shared one restored
+        from its changes, else emptied and (unless `background` and the pool closed meanwhile)
+        given the base again."""
+        if self.shared is not None and self.shared.holds(sandbox.workspace):
+            self.shared.restore(sandbox.workspace)
+            with self._cond:
+                self._based.add(id(sandbox))
+            return
+        empty_dir(sandbox.workspace)
+        if not (background and self._closed):
+            self._put_base(sandbox)
+
+    def _own(self, sandbox: Sandbox) -> None:
+        """Hand what `fill` wrote in a shared workspace to the sandbox user."""
+        if self.shared is not None and self.shared.holds(sandbox.workspace):
+            self.shared.own(sandbox.workspace)
+
+    def _unmount(self, slot: Path) -> None:
+        if self.shared is not None:
+            self.shared.unmount(slot)
+
     def _put_base(self, sandbox: Sandbox) -> None:
-        """Fill the (empty) workspace of a sandbox running nothing with `base`, if any."""
+        """Fill the (empty) workspace of a sandbox running nothing with `base`, if any (a
+        shared workspace holds it from the start)."""
         if self.base is None:
+            return
+        if self.shared is not None and self.shared.holds(sandbox.workspace):
+            with self._cond:
+                self._based.add(id(sandbox))
             return
         try:
             with self._filling:  # one copy at a time: the first sandbox is ready in one
@@ -358,6 +402,7 @@ class SandboxPool:
         try:
             sandbox.close()
         finally:
+            self._unmount(sandbox.workspace)
             remove_workspace(sandbox.workspace)
 
     # ------------------------------------------------------------------ teardown
@@ -377,6 +422,8 @@ class SandboxPool:
         for thread in closers + starters:  # a recycled sandbox is discarded once it is clean
             with contextlib.suppress(RuntimeError):
                 thread.join(max(0.0, deadline - time.monotonic()))
+        if self.shared is not None:
+            self.shared.close()  # lazily: a busy sandbox's overlay keeps the base meanwhile
 
     def __enter__(self) -> SandboxPool:
         return self

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import SandboxBackend
-from ooda.agent.sandbox import image
+from ooda.agent.sandbox import image, overlay
 from ooda.agent.sandbox.bwrap import BwrapBackend, bwrap_problem
 from ooda.agent.sandbox.docker import image as docker_image
 from ooda.agent.sandbox.docker.backend import DockerBackend
@@ -106,7 +106,10 @@ def build_image(*, force: bool = False, log: Callable[[str], None] = print) -> s
 
 
 def cleanup_leftovers() -> int:
-    """Remove ooda-labelled containers whose owner process is gone; returns how many."""
+    """Remove ooda-labelled containers whose owner process is gone, and unmount the shared
+    workspaces such a process left mounted (agent/sandbox/overlay.py); returns how many
+    containers."""
+    overlay.unmount_leftovers()
     try:
         client = connect(timeout_s=30)
     except InfraError:

@@ -158,6 +158,20 @@ def tree_digest(
     return digest.hexdigest()
 
 
+def entries(
+    source: Path | str, ignore: Callable[[str], bool] | None = None,
+    max_depth: int = MAX_COPY_DEPTH,
+) -> Generator[tuple[int, str, str, os.stat_result | None], None, None]:
+    """_entries() of the tree at `source` (opened here, no link followed)."""
+    return _entries(open_dir(source), source, ignore, max_depth)
+
+
+def copy_file(dir_fd: int, name: str, out: str, mode: int | None = None) -> bool:
+    """Copy the regular file `name` of the open directory `dir_fd` to the path `out`, its mode
+    (or `mode`) and times kept (False when it turned out not to be a regular file)."""
+    return _copy_file(dir_fd, name, out, mode)
+
+
 def _entries(
     top_fd: int, source: Path | str, ignore: Callable[[str], bool] | None, max_depth: int,
 ) -> Generator[tuple[int, str, str, os.stat_result | None], None, None]:

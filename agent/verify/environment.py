@@ -98,6 +98,7 @@ class EnvironmentBackend:
         self.plugins = prepared.plugins
         self.name = inner.name
         self.reusable = inner.reusable
+        self.workspace_owner: tuple[int, int] | None = getattr(inner, "workspace_owner", None)
 
     def open(self, workspace: Path, *, requirements: Path | None = None) -> Sandbox:
         env = {PLUGINS_VAR: ",".join(self.plugins)} if self.plugins else None

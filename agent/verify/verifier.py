@@ -44,6 +44,7 @@ from ooda.agent.contracts.protocols import (
 )
 from ooda.agent.contracts.spectrum import BaseTrace
 from ooda.agent.sandbox import warm as warm_packages
+from ooda.agent.sandbox.overlay import shared_base
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.support import fstree
 from ooda.agent.support.collected import Collected, collected, doctest_changes
@@ -55,7 +56,13 @@ from ooda.agent.verify.harness_apply import apply_prediction, restore_test_files
 from ooda.agent.verify.plan import TaskPlan, draft_plan
 from ooda.agent.verify.spare import SpareLane
 from ooda.agent.verify.watched import FEEDBACK_LIMIT, Watched, verdict_from
-from ooda.agent.verify.workspace import PatchError, apply_patch, changed_lines, copy_repo
+from ooda.agent.verify.workspace import (
+    COPY_EXCLUDES,
+    PatchError,
+    apply_patch,
+    changed_lines,
+    copy_repo,
+)
 from ooda.tasks.loader import Task
 from ooda.verifiers import clip
 from ooda.verifiers.cascade import (
@@ -125,6 +132,9 @@ class TaskVerifier:
         self.pool = pool or SandboxPool(
             backend, work_root, requirements=self.plan.requirements, size=concurrency,
             base=self._copy_base,  # copied into an emptied slot ahead of need
+            shared=None if pool is not None or not backend.reusable else shared_base(
+                self.base_repo, work_root, getattr(backend, "workspace_owner", None),
+                COPY_EXCLUDES.__contains__),  # else mounted copy-on-write (large repos)
         )
         self._own_pool = pool is None
         self.baselines = Baselines(self.plan, self.base_repo, backend.name, work_root, self.pool)

@@ -34,7 +34,15 @@ from ooda.agent.contracts.protocols import ExecResult
 from ooda.agent.sandbox import image
 from ooda.agent.sandbox.docker import image as docker_image
 from ooda.agent.sandbox.docker import zygote
-from ooda.agent.sandbox.docker.launch import WORKDIR, Engine, Launched, SdkEngine, connect, launch
+from ooda.agent.sandbox.docker.launch import (
+    WORKDIR,
+    Engine,
+    Launched,
+    SdkEngine,
+    connect,
+    launch,
+    sandbox_user,
+)
 from ooda.agent.sandbox.limits import POLL_S, DiskWatch, configured, disk_note, memory_note
 from ooda.agent.sandbox.output import DEFAULT_CAP_BYTES
 from ooda.agent.sandbox.ownership import Lease, chown_tree
@@ -59,6 +67,11 @@ class DockerBackend:
     name = "docker"
     reusable = True
     """Its sandboxes can be reset for another candidate (see agent/sandbox/pool.py)."""
+
+    @property
+    def workspace_owner(self) -> tuple[int, int]:
+        """Who a workspace's files belong to in the sandbox (agent/sandbox/overlay.py)."""
+        return sandbox_user()
 
     def __init__(self, client: Any | None = None, *, log: image.Log = image.stderr_log) -> None:
         self.log = log
