@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ooda.agent.context.index import RepoIndex
+from ooda.agent.context.pieces import split_long
 from ooda.agent.context.rank import Ranking
 from ooda.agent.context.tokens import estimate_chars
 from ooda.agent.context.units import Unit
@@ -50,6 +51,9 @@ MAX_HEADS = 60
 """A file with more heads than this shows those of its classes, of the neighbours of the
 units shown, and of its best scored other units up to this many."""
 MARKER_CHARS = 40
+TINY_BODY = 2
+"""A unit whose head is shown and whose other lines are this few is shown whole (its body
+costs about what the marker standing for it would)."""
 HEADER_LINES = 45
 """A run of module code at the top of a file longer than this is not shown as its header."""
 """Lines around a unit shown with it (a change at a unit's edge needs its neighbours)."""
@@ -88,8 +92,10 @@ class FilePlan:
     granularity: the rendered text is counted exactly at the end)."""
 
     def __init__(self, path: str, lines: list[str], units: list[Unit],
-                 scores: list[float]) -> None:
+                 scores: list[float], first_of: dict[int, int] | None = None) -> None:
         self.path = path
+        self.first_of = first_of or {}
+        """A later part of a long unit → its first part (agent/context/pieces.py)."""
         self.lines = lines
         self.units = units
         self.scores = scores
@@ -114,8 +120,8 @@ class FilePlan:
         """The units whose head is shown: classes, top-level functions and the methods of a
         class with a unit picked (of a long file: its classes, the neighbours of the picked
         units and its best scored other units, MAX_HEADS in all)."""
-        wanted = set(self.always)
-        for owner in {self.owner[k] for k in picked}:
+        wanted = set(self.always) | {self.first_of[k] for k in picked if k in self.first_of}
+        for owner in {self.owner[self.first_of.get(k, k)] for k in picked}:
             wanted |= self.methods.get(owner, set())
         if len(wanted) > MAX_HEADS:
             near = {n for k in picked for n in (k - 1, k + 1)}
@@ -157,10 +163,13 @@ def present(index: RepoIndex, ranking: Ranking, budget: int,
 
     def plan_of(path: str) -> FilePlan:
         if path not in plans:
-            units = index.units_of(path)
-            scores = [unit_score.get((path, u.start), 0.0) + EPSILON for u in units]
-            plans[path] = FilePlan(path, (index.text_of(path) or "").splitlines(), units,
-                                   scores)
+            lines = (index.text_of(path) or "").splitlines()
+            units, scores, first_of = split_long(
+                index.units_of(path),
+                [unit_score.get((path, u.start), 0.0) for u in index.units_of(path)],
+                lines, ranking.terms)
+            plans[path] = FilePlan(path, lines, units, [s + EPSILON for s in scores],
+                                   first_of)
         return plans[path]
 
     for path in must or []:
@@ -286,11 +295,14 @@ def is_header(k: int, unit: Unit) -> bool:
 def shown_lines(units: list[Unit], picked: set[int], heads: set[int], n_lines: int
                 ) -> set[int]:
     """The line numbers shown: the picked units with MARGIN lines around them, the heads
-    (decorators, def or class line, signature) of `heads`, and the file's first imports."""
+    (decorators, def or class line, signature) of `heads` (a tiny unit whole), and the
+    file's first imports."""
     shown: set[int] = set()
     for k, unit in enumerate(units):
         if k in picked:
             shown.update(range(max(1, unit.start - MARGIN), min(n_lines, unit.end + MARGIN) + 1))
+        elif k in heads and unit.lines <= unit.head[1] - unit.head[0] + 1 + TINY_BODY:
+            shown.update(range(unit.start, unit.end + 1))  # no dearer than head and marker
         elif k in heads:
             shown.update(range(unit.head[0], unit.head[1] + 1))
         elif is_header(k, unit):

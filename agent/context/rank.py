@@ -68,9 +68,11 @@ W_NEIGHBOUR = 0.3
 """The share of a top unit's score its callees get (halved)."""
 TOP_FOR_STRUCTURE = 5
 AUXILIARY = frozenset({"doc", "docs", "example", "examples", "bench", "benchmark",
-                       "benchmarks", "asv_bench", "release"})
-"""Folders of code that documents, demonstrates, measures or releases the project: a fix is
-rarely there, and their prose-rich files match a task's words well."""
+                       "benchmarks", "asv_bench", "release", "script", "scripts", "tools",
+                       "bin", "ci", "_vendor", "vendor", "extern", "externals"})
+"""Folders of code that documents, demonstrates, measures, releases or maintains the project,
+or that copies another project's (vendored): a fix is rarely there, and their prose-rich files
+match a task's words well."""
 W_AUXILIARY = 0.5
 """What a file in such a folder keeps of its score."""
 
@@ -82,6 +84,8 @@ class Ranking:
     files: list[tuple[str, float]] = field(default_factory=list)
     units: dict[int, float] = field(default_factory=dict)
     """Index into RepoIndex.units → score (units with no evidence are absent)."""
+    terms: list[str] = field(default_factory=list)
+    """The task's terms the ranking matched (what picks the parts of a long unit to show)."""
 
     def units_in(self, index: RepoIndex, path: str) -> list[tuple[Unit, float]]:
         """The scored units of `path`, best first."""
@@ -130,7 +134,7 @@ def rank(index: RepoIndex, clues: Clues, hint_files: list[str] | None = None) ->
             scores[path] *= W_AUXILIARY
     files = sorted(((p, s) for p, s in scores.items() if not is_test_file(p)),
                    key=lambda pair: (-pair[1], pair[0]))
-    return Ranking(files, dict(units))
+    return Ranking(files, dict(units), list(clues.terms))
 
 
 def _specificity(count: int) -> float:

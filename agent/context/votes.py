@@ -147,4 +147,4 @@ def merged(ranking: Ranking, votes: Votes) -> Ranking:
     for k, weight in votes.units.items():
         units[k] = units.get(k, 0.0) + W_VOTE_UNIT * weight
     ordered = sorted(files.items(), key=lambda kv: (-kv[1], kv[0]))
-    return Ranking(ordered, units)
+    return Ranking(ordered, units, ranking.terms)

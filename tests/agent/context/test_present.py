@@ -97,3 +97,28 @@ def test_hidden_tests_are_neither_named_nor_used(big_repo: Path) -> None:
     text = first_prompt(task, context_tokens=3000)[1]["content"]
     assert "test_secret" not in text and "test_bare_sympy_style" not in text
     assert "tests/test_shapes.py" not in text
+
+
+def test_a_long_function_is_shown_in_the_part_the_task_points_at(tmp_path: Path) -> None:
+    body = "".join(f"    step_{k} = compute_step({k}, data)\n" for k in range(150))
+    body = body.replace("    step_90 = compute_step(90, data)\n",
+                        "    if frobnicate_widths:\n        step_90 = 0\n")
+    source = f"def pipeline(data, frobnicate_widths=False):\n{body}    return data\n"
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "long.py").write_text(source)
+    for k in range(6):  # more than the budget holds: the repository is ranked, not shown whole
+        (tmp_path / "pkg" / f"other{k}.py").write_text(
+            "".join(f"def helper_{k}_{j}(x):\n    return x + {j}\n\n" for j in range(60)))
+    task = _task(tmp_path, "pipeline() ignores frobnicate_widths: widths are never frobnicated")
+    context = choose_context(task, 700)  # the function whole costs 1,650 tokens
+    shown = next(f for f in context.files if f.path == "pkg/long.py")
+    assert not shown.whole
+    text = shown.text
+    assert "def pipeline(data, frobnicate_widths=False):" in text  # the head, where it belongs
+    assert "    if frobnicate_widths:\n        step_90 = 0" in text  # the part it points at
+    assert "step_40 = " not in text and "step_140 = " not in text  # the rest elided
+    views = context.views()
+    answer = ("pkg/long.py\n<<<<<<< SEARCH\n    if frobnicate_widths:\n        step_90 = 0\n"
+              "=======\n    if frobnicate_widths:\n        step_90 = 1\n>>>>>>> REPLACE\n")
+    parsed = edits.parse_edits(answer, lambda p: (tmp_path / p).read_text(), views=views)
+    assert parsed.files["pkg/long.py"] == source.replace("step_90 = 0", "step_90 = 1")
