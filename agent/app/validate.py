@@ -23,7 +23,7 @@ from ooda.agent.verify.plan import BaseFacts
 from ooda.agent.verify.prepare import make_plan
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task, is_task_dir, load_task, load_taskset
-from ooda.verifiers.pytest_check import match_id
+from ooda.verifiers.pytest_check import NodeIndex, match_id
 
 INFRA_RETRY_WAIT_S = 30.0
 """How long validation waits before trying a task again whose sandbox or engine broke."""
@@ -89,15 +89,16 @@ def _check(task: Task, facts: BaseFacts, verifier: TaskVerifier) -> Validation:
         return Validation(task.id, "environment", f"the tests do not run: {facts.error}")
     outcomes = facts.outcomes
     listed = [*task.fail_to_pass, *task.pass_to_pass]
+    run = NodeIndex(outcomes)
     problems = []
     for test_id in task.fail_to_pass:
-        nodes = match_id(test_id, outcomes, listed)
+        nodes = match_id(test_id, run, listed)
         if not nodes or outcomes.get(test_id) == "missing":
             problems.append(f"FAIL_TO_PASS {test_id} not found")
         elif all(outcomes[n] == "passed" for n in nodes):
             problems.append(f"FAIL_TO_PASS {test_id} passes already")
     broken_p2p = [t for t in task.pass_to_pass
-                  if not (nodes := match_id(t, outcomes, listed))
+                  if not (nodes := match_id(t, run, listed))
                   or any(outcomes[n] != "passed" for n in nodes)]
     gold = None
     if task.gold_patch is not None:

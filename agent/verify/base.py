@@ -41,7 +41,13 @@ from typing import Protocol
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.verify.plan import BaseFacts, TaskPlan, Uncollectable, candidate_limit_s
 from ooda.verifiers.environmental import environmental_reason
-from ooda.verifiers.pytest_check import TestRun, TestRunError, match_id, normalize_id
+from ooda.verifiers.pytest_check import (
+    NodeIndex,
+    TestRun,
+    TestRunError,
+    match_id,
+    normalize_id,
+)
 
 SKIP_DIRS = frozenset({".git", ".hg", ".tox", ".nox", ".venv", "venv", "node_modules",
                        "__pycache__", "build", "dist"})
@@ -214,8 +220,9 @@ def missing_module_message(first: Uncollectable, count: int = 1) -> str:
 def _all_skipped(ids: Iterable[str], outcomes: Mapping[str, str],
                  listed: Sequence[str]) -> tuple[str, ...]:
     """The ids whose every matching test skipped."""
+    run = NodeIndex(outcomes)
     return tuple(i for i in ids
-                 if (nodes := match_id(i, outcomes, listed))
+                 if (nodes := match_id(i, run, listed))
                  and all(outcomes[n] == "skipped" for n in nodes))
 
 
@@ -223,8 +230,9 @@ def _all_passed(ids: Iterable[str], outcomes: Mapping[str, str],
                 listed: Sequence[str]) -> tuple[str, ...]:
     """The ids whose every matching test passed (`listed`: all the task's ids, which
     match_id shares parametrizations among)."""
+    run = NodeIndex(outcomes)
     return tuple(i for i in ids
-                 if (nodes := match_id(i, outcomes, listed))
+                 if (nodes := match_id(i, run, listed))
                  and all(outcomes[n] == "passed" for n in nodes))
 
 

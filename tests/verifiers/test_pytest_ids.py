@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ooda.verifiers.pytest_check.parse import match_id, run_target, truncated
+from ooda.verifiers.pytest_check.parse import NodeIndex, match_id, run_target, truncated
 
 NODES = [
     "tests/test_cli.py::test_locate_app[cliapp.factory-create_app]",
@@ -96,3 +96,18 @@ def test_brackets_inside_parameters_need_not_balance() -> None:
     cut = "tests/test_x.py::test_x[[=b-exp"
     assert truncated(cut) and run_target(cut) == "tests/test_x.py::test_x"
     assert match_id(cut, nodes) == [whole]
+
+
+def test_an_index_of_the_run_matches_as_the_plain_list_does_in_the_run_s_order() -> None:
+    """Many ids graded against one run use a NodeIndex (sorted once, found by prefix): the
+    same nodes as from the plain list, in the run's order, for every kind of id."""
+    run = ["t.py::test_b[2]", "t.py::test_b[1]", "t.py::T::test_m", "t.py::test_b2",
+           "u/v.py::test_c[x-y]", "u/v.py::test_c[x-z]", "u/w.py"]
+    ids = ["t.py", "u", "t.py::test_b", "t.py::T", "u/v.py::test_c[x-", "u/v.py::test_c[x]",
+           "u/w.py::test_gone", "t.py::test_b[9]", "t.py::test_none", run[0]]
+    index = NodeIndex(run)
+    for test_id in ids:
+        assert match_id(test_id, index, ids) == match_id(test_id, run, ids), test_id
+    assert match_id("t.py::test_b", index) == ["t.py::test_b[2]", "t.py::test_b[1]"]
+    assert match_id("t.py", index) == run[:4]
+    assert match_id("u/w.py::test_gone", index) == ["u/w.py"]  # its collection error

@@ -6,6 +6,7 @@ through its runner, verifiers/runners/pytest_runner.py. Callers import from here
 from ooda.verifiers.pytest_check.grade import Graded, grade
 from ooda.verifiers.pytest_check.parse import (
     REPORT_DIR,
+    NodeIndex,
     TestRun,
     match_id,
     normalize_id,
@@ -26,6 +27,7 @@ __all__ = [
     "GUARD_PACKAGE",
     "REPORT_DIR",
     "Graded",
+    "NodeIndex",
     "TestRun",
     "TestRunError",
     "grade",

@@ -12,7 +12,13 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ooda.verifiers import SUMMARY_LIMIT, clip
-from ooda.verifiers.pytest_check.parse import OUTCOME_RANK, TestRun, match_id, normalize_id
+from ooda.verifiers.pytest_check.parse import (
+    OUTCOME_RANK,
+    NodeIndex,
+    TestRun,
+    match_id,
+    normalize_id,
+)
 
 MAX_LISTED = 8
 """Most failing tests described in a summary."""
@@ -36,13 +42,14 @@ def grade(fail_to_pass: Sequence[str], pass_to_pass: Sequence[str], run: TestRun
     graded: list[Graded] = []
     seen: set[str] = set()
     listed = [*fail_to_pass, *pass_to_pass]
+    nodes_run = NodeIndex(run.outcomes)
     for kind, ids in (("fail_to_pass", fail_to_pass), ("pass_to_pass", pass_to_pass)):
         for raw in ids:
             test_id = normalize_id(raw)
             if test_id in seen:
                 continue
             seen.add(test_id)
-            nodes = match_id(test_id, run.outcomes, listed)
+            nodes = match_id(test_id, nodes_run, listed)
             if not nodes:
                 graded.append(Graded(test_id, kind, "missing", test_id))
                 continue

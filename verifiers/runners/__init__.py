@@ -29,7 +29,7 @@ import pkgutil
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.contracts.protocols import Sandbox
 from ooda.verifiers import tail
-from ooda.verifiers.pytest_check.parse import TestRun, match_id
+from ooda.verifiers.pytest_check.parse import NodeIndex, TestRun, match_id
 from ooda.verifiers.pytest_check.run import TestRunError
 from ooda.verifiers.runners.request import NotGradable, TestRequest, TestRunner
 
@@ -77,7 +77,7 @@ def base_run(runner: TestRunner, sandbox: Sandbox, request: TestRequest) -> Test
     if not run.report_found:
         raise TestRunError(
             f"{runner.kind} left no report (exit code {run.exit_code}):\n{tail(run.output)}")
-    found = dict(run.outcomes)
+    found = NodeIndex(run.outcomes)
     for test_id in request.ids:
         if not match_id(test_id, found, request.ids):
             run.outcomes[test_id] = "missing"

@@ -31,7 +31,7 @@ from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.contracts.protocols import SandboxBackend, Verdict
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task
-from ooda.verifiers.pytest_check import match_id
+from ooda.verifiers.pytest_check import NodeIndex, match_id
 
 Status = Literal["resolved", "unresolved", "empty_patch", "error"]
 INFRA_RETRY_WAIT_S = 30.0
@@ -225,7 +225,8 @@ def graded_tests(task: Task, verdict: Verdict) -> dict[str, dict[str, list[str]]
     graded: dict[str, dict[str, list[str]]] = {}
     for key, ids in (("FAIL_TO_PASS", task.fail_to_pass), ("PASS_TO_PASS", task.pass_to_pass)):
         listed = [*task.fail_to_pass, *task.pass_to_pass]
-        passed = [i for i in ids if (nodes := match_id(i, outcomes, listed))
+        run = NodeIndex(outcomes)
+        passed = [i for i in ids if (nodes := match_id(i, run, listed))
                   and all(outcomes[n] == "passed" for n in nodes)]
         graded[key] = {"success": passed, "failure": [i for i in ids if i not in passed]}
     return graded
