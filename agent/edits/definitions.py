@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import ClassVar
 
@@ -209,12 +209,10 @@ class Definitions:
             raise EditError(f"{what}: {path} is not valid Python, so its definitions cannot "
                             "be found; use SEARCH/REPLACE blocks", "unplaced_definitions")
         file_lines = bodies(text)
-        edits: list[tuple[int, int, list[str]]] = []
-        unmatched: list[str] = []
-        ambiguous: dict[str, list[str]] = {}
+        placing = _Placing(block, file_lines)
         for node in block.defs:
-            cls._match(block, node, tree.body, file_lines, "", edits, unmatched, top=True,
-                       ambiguous=ambiguous)
+            placing.match(node, tree.body, "", top=True)
+        edits, unmatched, ambiguous = placing.edits, placing.unmatched, placing.ambiguous
         if ambiguous:
             name, classes = next(iter(ambiguous.items()))
             raise EditError(
@@ -235,34 +233,6 @@ class Definitions:
         for start, end, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
             text = splice(text, start, end - start, new)
         return text
-
-    @classmethod
-    def _match(cls, block: PyBlock, node: Def, scope: list[ast.stmt], file_lines: list[str],
-               qual: str, edits: list[tuple[int, int, list[str]]], unmatched: list[str],
-               top: bool = False, ambiguous: dict[str, list[str]] | None = None) -> None:
-        target = next((t for t in scope if isinstance(t, _DEF_TYPES) and t.name == node.name),
-                      None)
-        if target is None and top and not isinstance(node, ast.ClassDef):
-            owners = [(c.name, m) for c in scope if isinstance(c, ast.ClassDef) for m in c.body
-                      if isinstance(m, _DEF_TYPES) and m.name == node.name]
-            if len(owners) == 1:
-                target = owners[0][1]
-            elif owners and ambiguous is not None:  # which class's: not ours to guess
-                ambiguous[node.name] = [owner for owner, _ in owners]
-                return
-        if target is None:
-            unmatched.append(qual + node.name)
-            return
-        if isinstance(node, ast.ClassDef) and isinstance(target, ast.ClassDef):
-            shown = {m.name for m in node.body if isinstance(m, _DEF_TYPES)}
-            existing = {m.name for m in target.body if isinstance(m, _DEF_TYPES)}
-            if not existing <= shown:
-                for member in node.body:
-                    if isinstance(member, _DEF_TYPES):
-                        cls._match(block, member, target.body, file_lines,
-                                   f"{qual}{node.name}.", edits, unmatched)
-                return
-        edits.append(cls._replacement(block, node, target, file_lines))
 
     @staticmethod
     def _replacement(block: PyBlock, node: Def, target: Def,
@@ -310,3 +280,41 @@ class Definitions:
                 isinstance(n, ast.Import | ast.ImportFrom) for n in tree.body):
             added = ["", *added]
         return at, at, added
+
+
+@dataclass
+class _Placing:
+    """Where a block's definitions go in one file: the edits found, the names that matched
+    nothing, and (at the top level) the methods several classes define."""
+
+    block: PyBlock
+    file_lines: list[str]
+    edits: list[tuple[int, int, list[str]]] = field(default_factory=list)
+    unmatched: list[str] = field(default_factory=list)
+    ambiguous: dict[str, list[str]] = field(default_factory=dict)
+
+    def match(self, node: Def, scope: list[ast.stmt], qual: str, top: bool = False) -> None:
+        """Find `node`'s definition in `scope` (a class shown with only some of its methods:
+        each of them in the class's body)."""
+        target = next((t for t in scope if isinstance(t, _DEF_TYPES) and t.name == node.name),
+                      None)
+        if target is None and top and not isinstance(node, ast.ClassDef):
+            owners = [(c.name, m) for c in scope if isinstance(c, ast.ClassDef) for m in c.body
+                      if isinstance(m, _DEF_TYPES) and m.name == node.name]
+            if len(owners) == 1:
+                target = owners[0][1]
+            elif owners:  # which class's: not ours to guess
+                self.ambiguous[node.name] = [owner for owner, _ in owners]
+                return
+        if target is None:
+            self.unmatched.append(qual + node.name)
+            return
+        if isinstance(node, ast.ClassDef) and isinstance(target, ast.ClassDef):
+            shown = {m.name for m in node.body if isinstance(m, _DEF_TYPES)}
+            existing = {m.name for m in target.body if isinstance(m, _DEF_TYPES)}
+            if not existing <= shown:
+                for member in node.body:
+                    if isinstance(member, _DEF_TYPES):
+                        self.match(member, target.body, f"{qual}{node.name}.")
+                return
+        self.edits.append(Definitions._replacement(self.block, node, target, self.file_lines))

@@ -15,6 +15,9 @@ from typing import cast
 from ooda.agent.contracts.protocols import ExecResult
 from ooda.agent.sandbox.output import DEFAULT_CAP_BYTES, CappedBuffer
 
+CHECK_EVERY_S = 0.2
+"""How often run_process asks its `check` while the command runs."""
+
 
 def run_process(
     argv: Sequence[str],
@@ -23,14 +26,12 @@ def run_process(
     env: Mapping[str, str],
     timeout_s: float,
     cap_bytes: int = DEFAULT_CAP_BYTES,
-    preexec_limits: bool = False,
     check: Callable[[], str | None] | None = None,
-    poll_s: float = 0.2,
     umask: int = -1,
 ) -> ExecResult:
     """Run argv in a new session; on timeout SIGKILL its whole process group.
 
-    `check`, when given, is called every `poll_s` while the command runs and once after it
+    `check`, when given, is called every CHECK_EVERY_S while the command runs and once after it
     ended: a line it returns (a limit the command broke) kills the group and ends the output.
     `umask`, when not -1, is the command's (a sandbox sets the usual 022, whatever ours is)."""
     start = time.monotonic()
@@ -60,7 +61,7 @@ def run_process(
     try:
         while (left := deadline - time.monotonic()) > 0:
             try:
-                proc.wait(timeout=min(left, poll_s) if check else left)
+                proc.wait(timeout=min(left, CHECK_EVERY_S) if check else left)
                 break
             except subprocess.TimeoutExpired:
                 if check is not None and (broke := check()) is not None:

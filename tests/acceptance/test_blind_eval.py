@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +55,21 @@ def added_file_diff(path: str, old: str, added: str) -> str:
     return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n{head}{body}"
 
 
-def make_task(root: Path, name: str, files: dict[str, str], test_file: str, hidden: str,
-              hidden_test: str, existing_test: str, statement: str,
+@dataclass(frozen=True)
+class TaskTests:
+    """A task's test file: its path, the test it has and the hidden one its test patch adds
+    (`hidden`: that test's source)."""
+
+    path: str
+    existing_test: str
+    hidden_test: str
+    hidden: str
+
+
+def make_task(root: Path, name: str, files: dict[str, str], tests: TaskTests, statement: str,
               replay: list[dict[str, Any]]) -> None:
+    test_file, hidden, hidden_test, existing_test = (tests.path, tests.hidden, tests.hidden_test,
+                                                     tests.existing_test)
     task = root / name
     for rel, text in files.items():
         (task / "repo" / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -81,8 +94,9 @@ def taskset(tmp_path: Path) -> Path:
     make_task(
         root, "stats", {"stats.py": STATS, "tests/test_stats.py": STATS_TESTS,
                         "pytest.ini": "[pytest]\npythonpath = .\n"},
-        "tests/test_stats.py", HIDDEN_STATS, "test_mean_of_two_values_is_fractional",
-        "test_mean_of_equal_values", "mean() truncates: the mean of 3 and 4 is 3.5, not 3.",
+        TaskTests("tests/test_stats.py", "test_mean_of_equal_values",
+                 "test_mean_of_two_values_is_fractional", HIDDEN_STATS),
+        "mean() truncates: the mean of 3 and 4 is 3.5, not 3.",
         [
             # the wrong fix keeps the regression test passing; only the right one passes
             # the reproduction test
@@ -95,8 +109,9 @@ def taskset(tmp_path: Path) -> Path:
     make_task(
         root, "words", {"words.py": WORDS, "tests/test_words.py": WORDS_TESTS,
                         "pytest.ini": "[pytest]\npythonpath = .\n"},
-        "tests/test_words.py", HIDDEN_WORDS, "test_shout_drops_the_surrounding_spaces",
-        "test_shout_letters", "shout() should shout.",
+        TaskTests("tests/test_words.py", "test_shout_letters",
+                 "test_shout_drops_the_surrounding_spaces", HIDDEN_WORDS),
+        "shout() should shout.",
         [
             # round 1 misses the point; in round 2 only a model shown the hidden assertion
             # (the oracle's feedback) knows what to do

@@ -35,6 +35,7 @@ import stat
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ooda.agent.contracts.protocols import Sandbox
@@ -168,6 +169,17 @@ def reset_report_dir(workspace: Path) -> None:
     _reset_report_dir(workspace)
 
 
+@dataclass(frozen=True)
+class Watched:
+    """What the guard watches in a run: the files the candidate changed (`changed_lines`:
+    path, first and last line of each changed range) and the task's hidden test files, whose
+    reads by the candidate's code it reports."""
+
+    changed_files: Sequence[str] = ()
+    hidden_files: Sequence[str] = ()
+    changed_lines: Sequence[tuple[str, int, int]] = ()
+
+
 def run_pytest(
     sandbox: Sandbox,
     args: Sequence[str],
@@ -175,16 +187,14 @@ def run_pytest(
     *,
     env: Mapping[str, str] | None = None,
     known_files: Sequence[str] = (),
-    changed_files: Sequence[str] = (),
     pre_test: Sequence[str] = (),
-    hidden_files: Sequence[str] = (),
-    changed_lines: Sequence[tuple[str, int, int]] = (),
+    watched: Watched = Watched(),
 ) -> TestRun:
     """Run pytest under the guard with `<report flags> <args>` in the sandbox, read its
-    report and check the run for tampering (`changed_files`: what the candidate changed);
-    the task's `pre_test` commands run first, in the same shell (PreTestFailed when one fails).
-    The guard reports which of `hidden_files` (the task's hidden tests) the candidate's code
-    read (TestRun.hidden_reads)."""
+    report and check the run for tampering (`watched.changed_files`: what the candidate
+    changed); the task's `pre_test` commands run first, in the same shell (PreTestFailed when
+    one fails). The guard reports which of `watched.hidden_files` (the task's hidden tests) the
+    candidate's code read (TestRun.hidden_reads)."""
     before = integrity.manifest(sandbox.workspace, known_files)
     directory = _report_dir(sandbox.workspace)
     nonce = uuid.uuid4().hex
@@ -193,10 +203,11 @@ def run_pytest(
     in_dir = PurePosixPath(workdir) / REPORT_DIR
     install_guard(directory, f"guard-{nonce}.py")
     lines: dict[str, list[tuple[int, int]]] = {}
-    for path, first, last in changed_lines:
+    for path, first, last in watched.changed_lines:
         lines.setdefault(path, []).append((first, last))
     key = secrets.token_bytes(32)
-    config = {"changed_files": list(changed_files), "hidden_files": list(hidden_files),
+    config = {"changed_files": list(watched.changed_files),
+              "hidden_files": list(watched.hidden_files),
               "changed_lines": lines, "key": key.hex()}
     (directory / f"guard-{nonce}.json").write_text(json.dumps(config), encoding="utf-8")
     args = list(args)
@@ -263,12 +274,11 @@ def run_pytest_ids(
     sandbox: Sandbox,
     ids: Sequence[str],
     timeout_s: float,
-    changed_files: Sequence[str] = (),
     options: Sequence[str] = (),
+    *,
     whole_files: bool = False,
     pre_test: Sequence[str] = (),
-    hidden_files: Sequence[str] = (),
-    changed_lines: Sequence[tuple[str, int, int]] = (),
+    watched: Watched = Watched(),
 ) -> TestRun:
     """Run exactly these node ids, in this order (`options`, e.g. -x, go first); a truncated
     parametrized id runs its whole function (parse.run_target), and with `whole_files` each
@@ -293,10 +303,8 @@ def run_pytest_ids(
             [*options, *extra, *wanted],
             deadline - time.monotonic(),
             known_files=known,
-            changed_files=changed_files,
             pre_test=pre_test,
-            hidden_files=hidden_files,
-            changed_lines=changed_lines,
+            watched=watched,
         )
         commands += run.commands
         if run.timed_out or run.exit_code != 4 or run.pytest_exit_code != 4 or run.tampered:

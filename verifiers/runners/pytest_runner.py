@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from ooda.agent.contracts.protocols import Sandbox
 from ooda.verifiers.pytest_check.parse import TestRun
 from ooda.verifiers.pytest_check.run import (
+    Watched,
     not_gradable,
     pytest_command,
     run_pytest,
@@ -34,11 +35,9 @@ class PytestRunner:
             # (not when whole files run: an unlisted test failing first would hide the listed)
             options = ["-x"] if request.stop_at_first_failure and not request.whole_files \
                 else []
-            return run_pytest_ids(sandbox, list(request.ids),
-                                  request.timeout_s, request.changed_files, options,
+            return run_pytest_ids(sandbox, list(request.ids), request.timeout_s, options,
                                   whole_files=request.whole_files, pre_test=request.pre_test,
-                                  hidden_files=request.test_files,
-                                  changed_lines=request.changed_lines)
+                                  watched=watched(request))
         command = request.command or request.runner_cmd
         parsed = pytest_command(command) if command else None
         if parsed is None:
@@ -46,9 +45,8 @@ class PytestRunner:
                               "the task names no tests (fail_to_pass, pass_to_pass or a test "
                               "command)")
         args, env = parsed
-        return run_pytest(sandbox, args, request.timeout_s, env=env,
-                          changed_files=request.changed_files, pre_test=request.pre_test,
-                          hidden_files=request.test_files, changed_lines=request.changed_lines)
+        return run_pytest(sandbox, args, request.timeout_s, env=env, pre_test=request.pre_test,
+                          watched=watched(request))
 
     def still_running(self, sandbox: Sandbox, request: TestRequest, output: str) -> str | None:
         """After a run of `request` timed out with `output`: the test it was running, from
@@ -82,6 +80,11 @@ class PytestRunner:
         """A file pytest could not collect is reported as an error whose node is the file."""
         return [node for node, outcome in run.outcomes.items()
                 if outcome == "error" and "::" not in node]
+
+
+def watched(request: TestRequest) -> Watched:
+    """What the guard watches in a run of `request`."""
+    return Watched(request.changed_files, request.test_files, request.changed_lines)
 
 
 RUNNER = PytestRunner()

@@ -59,7 +59,7 @@ def ensure_apt_layer(client: Any, base_image: str, packages: Sequence[str],
         host = hostconfig.host_config()
         log(f"building {tag}: {' '.join(sorted(set(packages)))}")
         outcome = container.run_script(client, base_image, apt_script(packages, host), host,
-                                       commit_as=tag, labels={"ooda.env.apt": "1"})
+                                       commit=container.Commit(tag, {"ooda.env.apt": "1"}))
         if outcome.exit_code != 0:
             raise AptFailed(f"Debian packages for the environment: "
                              f"{causes.cause(outcome.log, outcome.exit_code)}")

@@ -119,7 +119,7 @@ def ensure_base_image(client: Any, release: Release, log: image.Log = image.stde
         log(f"preparing {tag} (pip, CA certificates, sandbox user)")
         script = PREP_SCRIPT % {"uid": image.SANDBOX_UID}
         outcome = container.run_script(client, raw, script, hostconfig.host_config(),
-                                       commit_as=tag, labels={"ooda.env.base": release.name})
+                                       commit=container.Commit(tag, {"ooda.env.base": release.name}))
         if outcome.exit_code != 0:
             tail = "\n".join(outcome.log.strip().splitlines()[-15:])
             raise InfraError(f"preparing the {release.name} base image failed:\n{tail}")

@@ -266,8 +266,8 @@ def ensure_env(
         outcome = container.run_script(
             client, base_image, build_script(spec, host, with_repo, apt_done=bool(spec.apt)),
             host,
-            env=dict(spec.build_env), upload=upload, commit_as=tag,
-            labels={"ooda.env": digest}, timeout_s=timeout_s,
+            env=dict(spec.build_env), upload=upload,
+            commit=container.Commit(tag, {"ooda.env": digest}), timeout_s=timeout_s,
         )
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")

@@ -12,7 +12,7 @@ import io
 import shlex
 import tarfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,15 @@ class Outcome:
     log: str
 
 
+@dataclass(frozen=True)
+class Commit:
+    """What a build that succeeded becomes: the image `tag`, with `labels` (which the build
+    container carries too)."""
+
+    tag: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
 def run_script(
     client: Any,
     base: str,
@@ -49,13 +58,12 @@ def run_script(
     *,
     env: Mapping[str, str] | None = None,
     upload: tuple[str, bytes] | None = None,
-    commit_as: str | None = None,
-    labels: Mapping[str, str] | None = None,
+    commit: Commit | None = None,
     timeout_s: float = 3600.0,
 ) -> Outcome:
     """Run `script` (sh -e) in a container from `base` with the network; `upload`: (directory,
-    tar bytes) extracted into the container first; `commit_as`: the tag the finished
-    container is committed as when the script succeeded."""
+    tar bytes) extracted into the container first; `commit`: the image the finished
+    container becomes when the script succeeded."""
     import docker.errors
 
     cache = image.ooda_home() / "envs" / "pip-cache"
@@ -70,12 +78,13 @@ def run_script(
     # the build's settings (CA path, indexes) in the image
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in environment.items())
     api = client.api
+    labels = dict(commit.labels) if commit is not None else {}
     try:
         created = api.create_container(
             base, command=["/bin/sh", "-ec", exports + script], user="0:0",
             working_dir="/work",
             labels={"ooda": "1", "ooda.build": "1", **docker_image.owner_labels(),
-                    **(labels or {})},
+                    **labels},
             host_config=api.create_host_config(binds=binds, network_mode="bridge"),
         )
     except (docker.errors.DockerException, OSError) as exc:
@@ -94,11 +103,11 @@ def run_script(
         log = api.logs(cid, stdout=True, stderr=True).decode("utf-8", "replace")
         if code == 124:
             log += f"\nooda: the build ran past its {timeout_s:g} s limit\n"
-        if code == 0 and commit_as is not None:
-            repo, _, tag = commit_as.partition(":")
+        if code == 0 and commit is not None:
+            repo, _, tag = commit.tag.partition(":")
             api.commit(cid, repository=repo, tag=tag,
                        changes=[*RUNTIME_CHANGES, *UNOWNED,
-                                *(f"LABEL {k}={v}" for k, v in (labels or {}).items())])
+                                *(f"LABEL {k}={v}" for k, v in labels.items())])
         return Outcome(code, log)
     except (docker.errors.DockerException, OSError) as exc:
         raise InfraError(f"the build container from {base} failed: {exc}") from exc

@@ -41,7 +41,7 @@ def _occurrences(lines: list[str], needle: list[str]) -> int:
     return sum(1 for i in range(len(lines) - k + 1) if lines[i : i + k] == needle)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(file_edits(), st.booleans())
 def test_search_replace_answer_round_trips(
     edit: tuple[str, list[str], int, int, list[str]], crlf_answer: bool
