@@ -67,9 +67,9 @@ def _whole_repo(task: Task, tests: list[str], budget: int) -> Context | None:
         return None
     texts: dict[str, str] = {}
     for rel in [*sources, *tests]:
-        try:
-            texts[rel] = (task.repo / rel).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+        try:  # a file in another encoding is shown as the index reads it (edits refuse it)
+            texts[rel] = (task.repo / rel).read_bytes().decode("utf-8", errors="replace")
+        except OSError:
             continue
     shown = [_whole_file(rel, text) for rel, text in texts.items()]
     if sum(f.tokens for f in shown) > budget:

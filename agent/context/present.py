@@ -115,6 +115,10 @@ class FilePlan:
             if u.kind == "def" and self.owner[k]:
                 self.methods.setdefault(self.owner[k], set()).add(k)
         self.header_chars = sum(self.chars[k] for k, u in enumerate(units) if is_header(k, u))
+        for k, u in enumerate(units[:2]):
+            if (imports := header_imports(k, u, lines)) is not None:
+                self.header_chars += sum(len(line) + 1
+                                         for line in lines[imports[0] - 1 : imports[1]])
 
     def heads(self, picked: set[int]) -> set[int]:
         """The units whose head is shown: classes, top-level functions and the methods of a
@@ -292,12 +296,29 @@ def is_header(k: int, unit: Unit) -> bool:
     return k <= 1 and unit.qualname == "<module>" and unit.lines <= HEADER_LINES
 
 
-def shown_lines(units: list[Unit], picked: set[int], heads: set[int], n_lines: int
+def header_imports(k: int, unit: Unit, lines: list[str]) -> tuple[int, int] | None:
+    """Of an opening run too long to be a header (a licence, a long docstring): the lines of
+    its imports with MARGIN around them, when they are at most HEADER_LINES."""
+    if k > 1 or unit.qualname != "<module>" or unit.lines <= HEADER_LINES:
+        return None
+    found = [n for n in range(unit.start, unit.end + 1)
+             if lines[n - 1].startswith(("import ", "from "))]
+    if not found:
+        return None
+    last = found[-1]
+    while last < unit.end and lines[last].startswith((" ", "\t", ")")):
+        last += 1  # the rest of a parenthesised import
+    start, end = max(unit.start, found[0] - MARGIN), min(unit.end, last + MARGIN)
+    return (start, end) if end - start + 1 <= HEADER_LINES else None
+
+
+def shown_lines(units: list[Unit], picked: set[int], heads: set[int], lines: list[str]
                 ) -> set[int]:
     """The line numbers shown: the picked units with MARGIN lines around them, the heads
     (decorators, def or class line, signature) of `heads` (a tiny unit whole), and the
-    file's first imports."""
+    file's opening statements (of a long opening run, its imports)."""
     shown: set[int] = set()
+    n_lines = len(lines)
     for k, unit in enumerate(units):
         if k in picked:
             shown.update(range(max(1, unit.start - MARGIN), min(n_lines, unit.end + MARGIN) + 1))
@@ -307,6 +328,8 @@ def shown_lines(units: list[Unit], picked: set[int], heads: set[int], n_lines: i
             shown.update(range(unit.head[0], unit.head[1] + 1))
         elif is_header(k, unit):
             shown.update(range(unit.start, unit.end + 1))
+        elif (imports := header_imports(k, unit, lines)) is not None:
+            shown.update(range(imports[0], imports[1] + 1))
     return {n for n in shown if 1 <= n <= n_lines}
 
 
@@ -319,7 +342,7 @@ def render(path: str, lines: list[str], units: list[Unit], picked: set[int],
         view = FileView(path, tuple(lines))
         return ShownFile(path, [(1, n)] if n else [], True, text, view,
                          shown_tokens(path, text))
-    shown = shown_lines(units, picked, heads, n)
+    shown = shown_lines(units, picked, heads, lines)
     out: list[str] = []
     hidden: dict[tuple[int, int], tuple[str, ...]] = {}
     ranges: list[tuple[int, int]] = []

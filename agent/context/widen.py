@@ -45,9 +45,9 @@ def widen(repo: Path, views: Views, failure: str,
     for path, line, name in wanted:
         if len(parts) >= MAX_EXCERPTS:
             break
-        try:
-            text = (repo / path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+        try:  # a file in another encoding is shown as the index reads it (edits refuse it)
+            text = (repo / path).read_bytes().decode("utf-8", errors="replace")
+        except OSError:
             continue
         lines = text.splitlines()
         units = cut(path, text, module_name(path)).units

@@ -25,6 +25,10 @@ def test_a_small_repository_is_shown_whole_and_tests_once(tmp_path: Path) -> Non
     assert [(f.path, f.whole) for f in context.files] == [("m.py", True),
                                                           ("tests/test_m.py", True)]
     assert context.files[0].text == "def f():\n    return 1"
+    # a source in another encoding is shown too (not skipped: the model learns it exists)
+    (tmp_path / "legacy.py").write_bytes(b"# -*- coding: latin-1 -*-\nNAME = '\xe9t\xe9'\n")
+    shown = {f.path: f.text for f in choose_context(task, 4000).files}
+    assert "NAME = '\ufffdt\ufffd'" in shown["legacy.py"]
 
 
 def test_a_large_repository_is_shown_in_part_within_the_budget(big_repo: Path) -> None:
@@ -122,3 +126,21 @@ def test_a_long_function_is_shown_in_the_part_the_task_points_at(tmp_path: Path)
               "=======\n    if frobnicate_widths:\n        step_90 = 1\n>>>>>>> REPLACE\n")
     parsed = edits.parse_edits(answer, lambda p: (tmp_path / p).read_text(), views=views)
     assert parsed.files["pkg/long.py"] == source.replace("step_90 = 0", "step_90 = 1")
+
+
+def test_the_imports_under_a_long_licence_are_shown(tmp_path: Path) -> None:
+    licence = "".join(f"# licence line {k}\n" for k in range(50))
+    source = (licence + "import os\nfrom typing import (\n    Any,\n)\n\n\n"
+              + "".join(f"def helper_{j}(x: Any) -> Any:\n"
+                        + "".join(f"    x = x + {i}  # step {i}\n" for i in range(8))
+                        + f"    return os.sep * {j}\n\n\n" for j in range(20)))
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text(source)
+    for k in range(6):
+        (tmp_path / "pkg" / f"other{k}.py").write_text(
+            "".join(f"def other_{k}_{j}(x):\n    return x + {j}\n\n" for j in range(60)))
+    context = choose_context(_task(tmp_path, "helper_7() returns the wrong separator"), 1000)
+    shown = next(f for f in context.files if f.path == "pkg/mod.py")
+    assert "def helper_7(x: Any) -> Any:" in shown.text and "return os.sep * 7" in shown.text
+    assert "import os\nfrom typing import (\n    Any,\n)" in shown.text  # where a fix adds one
+    assert "# licence line 10" not in shown.text
