@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ooda.agent.app.options import RunOptions
-from ooda.agent.contracts.protocols import Model, SandboxBackend
+from ooda.agent.contracts.protocols import Model, Sandbox, SandboxBackend
 from ooda.agent.core.schedule import ModelSchedule, Price, Tier
 from ooda.agent.core.sources import CandidateSource, LLMSource
 from ooda.agent.sandbox.registry import open_backend
@@ -46,6 +46,11 @@ class Prestarted(Protocol):
     def take_launch(self) -> tuple[Path, Launched] | None:
         """(its work directory, a started sandbox container) while one is left untaken (the
         daemon may have started two), else None."""
+        ...
+
+    def give_back(self, work: Path, sandbox: Sandbox) -> bool:
+        """Hand an idle sandbox adopted from a taken container (with its directory `work`)
+        back to whoever started it (the daemon, for its next command); False: end it."""
         ...
 
 
@@ -130,15 +135,30 @@ def _adopt_prestarted(
     adopted = 0
     while (started := prestarted.take_launch()) is not None:
         work, launched = started
-        verifier.on_close.append(functools.partial(remove_workspace, work))
+        given: list[bool] = []
+        verifier.on_close.append(functools.partial(_remove_unless_given, work, given))
         # the pool's backend: a task environment's (EnvironmentBackend) refuses ooda's image
         sandbox = None if adopted >= verifier.pool.size else verifier.pool.backend.adopt(
             launched, requirements=verifier.plan.requirements)
         if sandbox is None:
             launched.release()  # its PID 1 sees the socket close and exits; Docker removes it
             continue
-        verifier.pool.adopt(sandbox)
+        verifier.pool.adopt(sandbox, keep=functools.partial(_give_back, prestarted, work, given))
         adopted += 1
+
+
+def _give_back(prestarted: Prestarted, work: Path, given: list[bool], sandbox: Sandbox) -> bool:
+    """The pool closes with `sandbox` idle: back to the daemon that gave it (then `work`,
+    its directory, is the daemon's again)."""
+    if prestarted.give_back(work, sandbox):
+        given.append(True)
+        return True
+    return False
+
+
+def _remove_unless_given(work: Path, given: list[bool]) -> None:
+    if not given:
+        remove_workspace(work)
 
 
 def close_opened(opening: Future[TaskVerifier], work_root: Path) -> None:

@@ -96,6 +96,8 @@ class SandboxPool:
         nor busy: on their way back, as a starting one is)."""
         self._based: set[int] = set()
         """Sandboxes (by id) whose workspace holds `base` and nothing else."""
+        self._keepers: dict[int, Callable[[Sandbox], bool]] = {}
+        """Who takes an adopted sandbox back when the pool closes with it idle (adopt())."""
         self._error: BaseException | None = None
         self._closed = False
         self.started = 0
@@ -161,15 +163,23 @@ class SandboxPool:
             self.started += 1
         return sandbox
 
-    def adopt(self, sandbox: Sandbox) -> None:
+    def adopt(self, sandbox: Sandbox, keep: Callable[[Sandbox], bool] | None = None) -> None:
         """Take in a sandbox opened elsewhere (on an empty slot of its own, e.g. started early
         by agent/startup/prestart.py) as one of this pool's; closed with the pool. It gets the
         base in the background, as a sandbox the pool starts does (a candidate arriving
-        meanwhile waits for that copy rather than making it on its own critical path)."""
+        meanwhile waits for that copy rather than making it on its own critical path).
+        `keep`: offered the sandbox instead of closing it when the pool closes with it idle
+        (reset, running nothing: the daemon's warm containers go back to it); True when it
+        took the sandbox and its slot, False when the pool is to close and remove them."""
         if self.shared is not None:  # its workspace would need a copy of the repository
-            self._discard(sandbox)
+            if keep is not None:
+                with self._cond:
+                    self._keepers[id(sandbox)] = keep
+            self._discard(sandbox, idle=True)  # unused: back to whoever gave it, if it takes it
             return
         with self._cond:
+            if keep is not None:
+                self._keepers[id(sandbox)] = keep
             self._alive += 1
             self.started += 1
             closed = self._closed
@@ -352,7 +362,7 @@ class SandboxPool:
             self._cond.notify_all()
         if keep:
             return
-        self._discard(sandbox)
+        self._discard(sandbox, idle=clean or self._closed)  # (a keeper resets it again)
         if not self._closed:
             self.warm()  # bring the pool back to size in the background
 
@@ -396,9 +406,15 @@ class SandboxPool:
         with self._cond:
             self._based.add(id(sandbox))
 
-    def _discard(self, sandbox: Sandbox) -> None:
+    def _discard(self, sandbox: Sandbox, idle: bool = False) -> None:
+        """Close a sandbox and remove its slot, or hand an `idle` one (running nothing) to its
+        keeper (adopt())."""
         with self._cond:
             self._based.discard(id(sandbox))
+            keep = self._keepers.pop(id(sandbox), None)
+        with contextlib.suppress(Exception):  # else closed and removed, as any other
+            if idle and keep is not None and keep(sandbox):
+                return
         try:
             sandbox.close()
         finally:
@@ -415,7 +431,8 @@ class SandboxPool:
             self._alive -= len(idle)
             starters = list(self._starters) + list(self._recyclers)
             self._cond.notify_all()
-        closers = [threading.Thread(target=self._discard, args=(s,), daemon=True) for s in idle]
+        closers = [threading.Thread(target=self._discard, args=(s, True), daemon=True)
+                   for s in idle]
         for thread in closers:
             thread.start()
         deadline = time.monotonic() + timeout_s

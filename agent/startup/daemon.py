@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import gc
 import importlib
 import io
@@ -78,20 +79,80 @@ class WarmContainer:
 
     def ready(self) -> bool:
         """Its PID 1 has connected (a command can use it without waiting)."""
+        if self.launched.connected is not None:  # handed back by a command
+            return not self.gone()
+        assert self.launched.listener is not None
         readable, _, _ = select.select([self.launched.listener], [], [], 0)
         return bool(readable)
 
+    def gone(self) -> bool:
+        """A container handed back whose PID 1 has exited (the engine killed it: its end of
+        the connection closed; PID 1 never writes unasked)."""
+        conn = self.launched.connected
+        return conn is not None and bool(select.select([conn], [], [], 0)[0])
+
     def discard(self) -> None:
-        self.launched.release()  # PID 1 sees the socket close and exits; Docker removes it
+        self.give_away()  # PID 1 sees the socket close and exits; Docker removes it
+        self.launched.release()
         shutil.rmtree(self.work, ignore_errors=True)
 
     def give_away(self) -> None:
         """After a fork that handed it on: drop this process's copy, keep the files."""
-        self.launched.listener.close()
+        for sock in (self.launched.listener, self.launched.connected):
+            if sock is not None:
+                sock.close()
+
+
+def handed_back(info: dict[str, object], fds: list[int]) -> WarmContainer:
+    """The container a worker gave back (give_back), from its description and PID 1's
+    connection (received as a descriptor; duplicated, the caller closes what it received)."""
+    env = info["env"]
+    assert isinstance(env, dict) and len(fds) == 1
+    launched = Launched(
+        str(info["container_id"]), str(info["tag"]), None, None, Path(str(info["workspace"])),
+        {str(k): str(v) for k, v in env.items()}, int(str(info["uid"])), int(str(info["gid"])),
+        connected=socket.socket(fileno=os.dup(fds[0])))
+    return WarmContainer(Path(str(info["work"])), launched)
+
+
+def give_back(sock_path: Path, work: Path, sandbox: object) -> bool:
+    """In a worker: hand a container the daemon gave back to it, idle (`sandbox`, a
+    DockerSandbox adopted from it; `work`, the directory holding its slot), for the next
+    command: reset as between two candidates, its slot emptied, PID 1's connection sent to
+    the daemon. False when it is not fit or the daemon takes no more (then it is ended)."""
+    from ooda.agent.sandbox.docker.backend import DockerSandbox
+    from ooda.agent.sandbox.pool import empty_dir
+
+    if not isinstance(sandbox, DockerSandbox) or sandbox.workspace.parent != work:
+        return False
+    kept = sandbox.hand_over()
+    if kept is None or kept.connected is None:
+        return False
+    conn = kept.connected
+    try:
+        empty_dir(kept.workspace)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as daemon:
+            daemon.settimeout(5.0)
+            daemon.connect(str(sock_path))
+            info = {"work": str(work), "workspace": str(kept.workspace),
+                    "container_id": kept.container_id, "tag": kept.tag, "env": kept.env,
+                    "uid": kept.uid, "gid": kept.gid}
+            client.send_request(daemon, {"control": "adopt", "container": info,
+                                         "worker": os.getpid()}, [conn.fileno()])
+            answer = json.loads(daemon.makefile("rb").readline() or b"{}")
+        return bool(answer.get("adopted"))
+    except (OSError, ValueError):
+        return False
+    finally:
+        conn.close()  # this process's copy (the daemon's keeps PID 1 waiting; else it exits)
 
 
 WARM_CONTAINERS = 2
 """Containers kept started for the next command: a run's default verify concurrency."""
+RETURN_WAIT_S = 1.0
+"""How long a command arriving while the one before is tidying up waits at most for the
+containers it is giving back (the usual wait: milliseconds; a container started instead takes
+~0.5 s and its tools as long again)."""
 
 
 def start_warm(engine: SdkEngine) -> WarmContainer | None:
@@ -118,6 +179,13 @@ class Daemon:
     engine: SdkEngine | None = None
     next_warm_try: float = 0.0
     served: int = 0
+    returned: int = 0
+    lent: dict[int, int] = field(default_factory=dict)
+    """Worker pid -> how many of the warm containers it was given may still come back."""
+    pending: list[tuple[socket.socket, dict[str, object], list[int], float]] = field(
+        default_factory=list)
+    """Commands waiting (until a deadline) for containers on their way back."""
+    """Containers commands handed back (reused instead of starting new ones)."""
     started: float = field(default_factory=time.time)
     last_activity: float = field(default_factory=time.monotonic)
     stopping: bool = False
@@ -141,10 +209,13 @@ class Daemon:
                         log(f"idle for {idle:.0f} s: exiting")
                         return
                     self.keep_warm()
+                self.start_pending()
                 waiting = [self.listener] if not self.stopping else []
                 waiting += list(self.workers.values())
                 readable, _, _ = select.select(waiting, [], [], self._turn_s())
-                for sock in readable:
+                # hang-ups first: a client that got its exit code and the next command's
+                # connection arrive together when commands run back to back
+                for sock in sorted(readable, key=lambda sock: sock is self.listener):
                     if sock is self.listener:
                         self.accept()
                     else:
@@ -155,6 +226,8 @@ class Daemon:
     def _turn_s(self) -> float:
         """How long a loop turn waits for a connection: not at all while another warm
         container is to be started (accepting a waiting client between two starts)."""
+        if self.pending:
+            return 0.005
         if self.workers:
             return 0.05
         starting = (not self.stopping and len(self.warm) < WARM_CONTAINERS
@@ -165,8 +238,8 @@ class Daemon:
         """Start one more warm container while fewer than WARM_CONTAINERS wait (and the
         image used last is known)."""
         tag = image.last_tag()
-        for stale in [w for w in self.warm if w.launched.tag != tag]:
-            stale.discard()  # `ooda sandbox build` made a new image
+        for stale in [w for w in self.warm if w.launched.tag != tag or w.gone()]:
+            stale.discard()  # `ooda sandbox build` made a new image, or the engine killed it
             self.warm.remove(stale)
         if len(self.warm) >= WARM_CONTAINERS or time.monotonic() < self.next_warm_try:
             return
@@ -195,31 +268,84 @@ class Daemon:
             conn.settimeout(5.0)
             request, fds = client.receive_request(conn)
             control = request.get("control")
+            if control == "adopt":
+                self.adopt(conn, request, fds)
+                conn.close()
+                return
+            if control == "tidied":  # a worker gave back all it will
+                self.lent.pop(int(str(request.get("worker", 0))), None)
+                conn.close()
+                return
             if control is not None:
                 self.answer_control(conn, str(control))
                 conn.close()
                 return
+            if self.returns_awaited():
+                self.pending.append((conn, request, fds, time.monotonic() + RETURN_WAIT_S))
+                fds = []  # the command's: kept until it starts
+                return
+        except Exception as exc:  # a bad or vanished client: drop it, nothing was started
+            log(f"dropped a connection: {exc}")
+            conn.close()
+            for fd in fds:
+                os.close(fd)
+            return
+        try:
+            self.start(conn, request, fds)
+        finally:
+            for fd in fds:  # the worker has its own
+                os.close(fd)
+
+    def returns_awaited(self) -> bool:
+        """Whether a command arriving now should wait for containers on their way back: fewer
+        than WARM_CONTAINERS wait ready, and a worker whose client has its exit code (the
+        client hung up) still holds some it was given (it hands them back as it tidies up,
+        within milliseconds; a container started now would take far longer)."""
+        if sum(1 for w in self.warm if w.ready()) >= WARM_CONTAINERS:
+            return False
+        tidying = {pid for pid, conn in self.workers.items() if pid in self.interrupted}
+        return any(count > 0 for pid, count in self.lent.items() if pid in tidying)
+
+    def start_pending(self) -> None:
+        """Start the commands that waited for containers on their way back, once those are
+        back, no worker tidying up holds any, or RETURN_WAIT_S passed."""
+        while self.pending:
+            conn, request, fds, deadline = self.pending[0]
+            if self.returns_awaited() and time.monotonic() < deadline:
+                return
+            self.pending.pop(0)
+            try:
+                self.start(conn, request, fds)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+
+    def start(self, conn: socket.socket, request: dict[str, object], fds: list[int]) -> None:
+        """Fork a worker for the command `request` (fds: the client's stdin/stdout/stderr),
+        handing it the warm containers that are ready."""
+        try:
             offers = [w for w in self.warm if w.ready()]
             pid = os.fork()
             if pid == 0:
                 self.listener.close()
                 for other in self.workers.values():
                     other.close()
+                for waiting, *_ in self.pending:
+                    waiting.close()
                 for kept in self.warm:
                     if kept not in offers:
                         kept.give_away()
-                run_worker(conn, request, fds, offers, self.lock_fd)
-        except Exception as exc:  # a bad or vanished client: drop it, nothing was started
+                run_worker(conn, request, fds, offers, self.lock_fd, self.files["sock"])
+        except Exception as exc:  # nothing was started
             log(f"dropped a connection: {exc}")
             conn.close()
             return
-        finally:
-            for fd in fds:
-                os.close(fd)
         for offer in offers:
             offer.give_away()
             self.warm.remove(offer)
         self.workers[pid] = conn
+        if offers:
+            self.lent[pid] = len(offers)
         self.served += 1
         self.last_activity = time.monotonic()
         try:
@@ -228,6 +354,21 @@ class Daemon:
         except OSError:
             self.client_gone(conn)
         self.write_status()
+
+    def adopt(self, conn: socket.socket, request: dict[str, object], fds: list[int]) -> None:
+        """A worker hands back a container it was given, reset: kept warm for the next
+        command while fewer than WARM_CONTAINERS wait (on the image used last), else ended."""
+        info = request.get("container")
+        taken = (not self.stopping and len(self.warm) < WARM_CONTAINERS and len(fds) == 1
+                 and isinstance(info, dict) and info.get("tag") == image.last_tag())
+        worker = int(str(request.get("worker", 0)))
+        if worker in self.lent:
+            self.lent[worker] -= 1
+        if taken:
+            assert isinstance(info, dict)
+            self.warm.append(handed_back(info, fds))
+            self.returned += 1
+        conn.sendall(json.dumps({"adopted": taken}).encode() + b"\n")
 
     def answer_control(self, conn: socket.socket, command: str) -> None:
         if command == "stop":
@@ -252,6 +393,7 @@ class Daemon:
                 return
             conn = self.workers.pop(pid, None)
             self.interrupted.discard(pid)
+            self.lent.pop(pid, None)
             self.last_activity = time.monotonic()
             if conn is None:
                 continue
@@ -273,6 +415,7 @@ class Daemon:
             "pid": os.getpid(), "key": self.key, "served": self.served,
             "running": len(self.workers), "started": self.started, "idle_exit_s": IDLE_S,
             "warm_container": bool(self.warm), "warm_containers": len(self.warm),
+            "handed_back": self.returned,
             "stopping": self.stopping,
             **client.fingerprint(),
         }
@@ -287,6 +430,11 @@ class Daemon:
 
     def shutdown(self) -> None:
         self.stop()
+        for conn, _request, fds, _deadline in self.pending:  # their clients run them
+            conn.close()
+            for fd in fds:
+                os.close(fd)
+        self.pending.clear()
         for warm in self.warm:
             warm.discard()
         with contextlib.suppress(FileNotFoundError):
@@ -304,6 +452,7 @@ def run_worker(
     fds: list[int],
     offers: list[WarmContainer],
     lock_fd: int,
+    sock_path: Path,
 ) -> NoReturn:
     """In the forked child: become the client's process and run its command line."""
     code = 3
@@ -335,6 +484,7 @@ def run_worker(
             launched=[(offer.work, offer.launched) for offer in offers],
             leftovers_cleaned=True,  # done here, between commands (Daemon.keep_warm)
             defer=True,  # its tidying-up once the client has its code (below)
+            give_back=functools.partial(give_back, sock_path),
         )
     except BaseException:  # noqa: BLE001 - a worker never returns into the daemon's loop
         with contextlib.suppress(Exception):
@@ -343,13 +493,15 @@ def run_worker(
         try:
             flush_output()
             _let_go_of_streams()
+            # The command's sandboxes are closed (the daemon's given back) and its work
+            # directory removed after the client has its code; the client's going then makes
+            # the daemon interrupt this worker: not now (ignored from before the code is sent,
+            # or the tidying-up could be cut short), then the exit handlers run (exits.finish)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
             with contextlib.suppress(OSError):  # the daemon says it too, unless it is gone
                 client.send_line(conn, {"exit": code})
-            # The command's sandboxes are closed and its work directory removed now, after
-            # the client went (its going makes the daemon interrupt this worker: not now),
-            # then the exit handlers run (exits.finish)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
             run_deferred()
+            tidied(sock_path)
             with contextlib.suppress(Exception):
                 finish()
         finally:
@@ -357,6 +509,15 @@ def run_worker(
             # daemon then sends SIGINT): a fork that got back into the daemon's loop would
             # shut "the daemon" down, removing its socket
             os._exit(code)
+
+
+def tidied(sock_path: Path) -> None:
+    """Tell the daemon this worker gave back every container it will (a command waiting
+    for them starts now)."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as daemon:
+        daemon.settimeout(2.0)
+        daemon.connect(str(sock_path))
+        client.send_request(daemon, {"control": "tidied", "worker": os.getpid()}, [])
 
 
 def _let_go_of_streams() -> None:

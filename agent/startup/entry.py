@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ooda.agent.startup import client as daemon_client
 from ooda.agent.support.exits import exit_now
@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # (`typing` and `pathlib` cost every command a few ms of impo
     from pathlib import Path
     from typing import NoReturn
 
+    from ooda.agent.contracts.protocols import Sandbox
     from ooda.agent.sandbox.docker.launch import Launched
 
 
@@ -54,11 +55,12 @@ def main() -> NoReturn:
 
 def run_here(
     *, launched: Sequence[tuple[Path, Launched]] = (), leftovers_cleaned: bool = False,
-    defer: bool = False,
+    defer: bool = False, give_back: Callable[[Path, Sandbox], bool] | None = None,
 ) -> int:
     """Run the command line of sys.argv in this process, with start-up's commands and head
     start (agent/startup/prestart.py; `launched`: containers already started, the daemon's
-    warm ones; `leftovers_cleaned`: the daemon removes dead invocations' containers itself);
+    warm ones, which `give_back` takes back once the run is done with them; `leftovers_cleaned`:
+    the daemon removes dead invocations' containers itself);
     its exit code. `defer`: the command's tidying-up waits for the caller's
     `run_deferred()` (agent/support/exits.py), after the output."""
     # here, not at the top: the console script's first imports stay standard library only
@@ -68,5 +70,5 @@ def run_here(
 
     commands.register(cli.app)
     started = prestart.begin(sys.argv[1:], launched=launched,
-                             leftovers_cleaned=leftovers_cleaned)
+                             leftovers_cleaned=leftovers_cleaned, give_back=give_back)
     return run_function(lambda: cli.main(prestarted=started), defer=defer)

@@ -18,14 +18,14 @@ from __future__ import annotations
 import atexit
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ooda.agent.startup.client import command_args
 
 if TYPE_CHECKING:
-    from ooda.agent.contracts.protocols import SandboxBackend
+    from ooda.agent.contracts.protocols import Sandbox, SandboxBackend
     from ooda.agent.sandbox.docker.launch import Launched
 
 # The imports below in functions run in this module's threads, while typer parses: at module
@@ -38,8 +38,11 @@ class Prestart:
     def __init__(
         self, *, leftovers_cleaned: bool = False,
         launched: Sequence[tuple[Path, Launched]] = (),
+        give_back: Callable[[Path, Sandbox], bool] | None = None,
     ) -> None:
         self.leftovers_cleaned = leftovers_cleaned
+        self._give_back = give_back
+        """The daemon's: takes back a container it gave (agent/startup/daemon.py)."""
         """The daemon removes dead invocations' containers between commands."""
         self._lock = threading.Lock()
         self._opening: tuple[str | None, threading.Thread,
@@ -109,6 +112,12 @@ class Prestart:
         with self._lock:
             return found.pop(0) if found else None
 
+    def give_back(self, work: Path, sandbox: Sandbox) -> bool:
+        """Hand `sandbox`, adopted from a container `launched` gave with its directory `work`,
+        back to the daemon that gave it, idle, for its next command (True: the daemon has it
+        and `work`; False: no daemon gave it or none takes it now, the caller ends it)."""
+        return self._give_back is not None and self._give_back(work, sandbox)
+
     def take_backend(self, name: str | None) -> SandboxBackend | None:
         """The backend begun, if it is the one named (None/"auto" alike), else None."""
         with self._lock:
@@ -163,12 +172,15 @@ def begin(
     *,
     leftovers_cleaned: bool = False,
     launched: Sequence[tuple[Path, Launched]] = (),
+    give_back: Callable[[Path, Sandbox], bool] | None = None,
 ) -> Prestart:
     """What to start for the command line `argv` (without the program name): for `ooda run`,
     open the backend it names and import the `openai` SDK (about a second of import) unless
     the source asks no endpoint, and start its first container unless `launched` (the
-    daemon's warm ones) is given; for any command, `launched` is offered to its run."""
-    started = Prestart(leftovers_cleaned=leftovers_cleaned, launched=launched)
+    daemon's warm ones) is given; for any command, `launched` is offered to its run, and
+    `give_back` (the daemon's) takes those containers back when the run is done with them."""
+    started = Prestart(leftovers_cleaned=leftovers_cleaned, launched=launched,
+                       give_back=give_back)
     command = command_args(list(argv))
     if command[:1] != ["run"] or {"-h", "--help"} & set(argv):
         return started

@@ -160,9 +160,14 @@ class DockerSandbox:
                 raise InfraError(f"could not start a sandbox container from {tag}: {exc}") from exc
         self.container_id = launched.container_id
         self._uid, self._gid = launched.uid, launched.gid
+        self._started_as = (launched.tag, launched.env)
         self._lease = Lease(workspace, launched.uid, launched.gid)
         try:
-            self._sock = self._accept(launched.listener)
+            if launched.connected is not None:  # handed back by an earlier command, reset
+                self._sock, launched.connected = launched.connected, None
+            else:
+                assert launched.listener is not None
+                self._sock = self._accept(launched.listener)
         except BaseException:
             self._discard()
             self._lease.release()
@@ -306,6 +311,26 @@ class DockerSandbox:
             chown_tree(self.workspace, self._uid, self._gid)
 
     # ------------------------------------------------------------------ teardown
+
+    def hand_over(self) -> Launched | None:
+        """Give up this idle container without ending it, for another command of the same
+        user to adopt (agent/startup/daemon.py keeps it warm): reset as between two candidates
+        (no process, empty /tmp, HOME, /dev/shm, IPC; the caller empties the workspace), the
+        workspace given back to its owner, this object closed. The container as a Launched
+        holding PID 1's connection (`connected`), or None when it is not fit to be reused
+        (broken, killed, closed, a command running, the reset failed): then close() it."""
+        if self._closed or self._killed or not self.reset():
+            return None
+        if not self._one_at_a_time.acquire(blocking=False):
+            return None
+        try:
+            self._closed = True  # close() now only gives the workspace back (done here)
+        finally:
+            self._one_at_a_time.release()
+        self._lease.release()
+        tag, env = self._started_as
+        return Launched(self.container_id, tag, None, None, self.workspace, env, self._uid,
+                        self._gid, connected=self._sock)
 
     def _kill(self) -> None:
         with contextlib.suppress(InfraError):  # the engine went away: so did the container

@@ -1,12 +1,13 @@
 """The sandbox image in Docker: `ooda-sandbox:<hash>` imported from the offline root filesystem
 (agent/sandbox/image.py builds it), derived images with a repository's requirements baked in at
-/opt/ooda-reqs, the tag the backend used last (so a container can be started before the recipe
+/opt/ooda-reqs, the tag this installation's backend used last (so a container can be started before the recipe
 is computed: agent/startup/prestart.py), and the labels naming the host process that owns a
 container (so the registry's cleanup_leftovers can tell a dead invocation's containers).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import subprocess
@@ -18,14 +19,23 @@ from ooda.agent.contracts.errors import InfraError
 from ooda.agent.sandbox import image
 
 
+def _tag_file() -> Path:
+    """Where this installation of ooda notes its image: one file per installation (its
+    source folder), so that two installations on one machine (a venv and a checkout; a team's
+    worktrees sharing one OODA_HOME), whose images differ, do not start each other's image
+    ahead of need, which neither could then adopt."""
+    root = Path(__file__).resolve().parents[3]
+    return image.ooda_home() / f"docker-image-{hashlib.sha256(bytes(root)).hexdigest()[:12]}"
+
+
 def remember_tag(tag: str) -> None:
     """Note the image the Docker backend settled on (for last_tag(); best effort)."""
     try:
-        home = image.ooda_home()
-        home.mkdir(parents=True, exist_ok=True)
-        tmp = home / f"docker-image.{os.getpid()}"
+        path = _tag_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}")
         tmp.write_text(tag + "\n")
-        tmp.replace(home / "docker-image")
+        tmp.replace(path)
     except OSError:
         pass
 
@@ -35,7 +45,7 @@ def last_tag() -> str | None:
     (agent/startup/prestart.py starts a container with it early; the backend then checks it is the
     current one)."""
     try:
-        text = (image.ooda_home() / "docker-image").read_text().strip()
+        text = _tag_file().read_text().strip()
     except OSError:
         return None
     return text or None

@@ -78,21 +78,26 @@ def docker_problem() -> str | None:
 
 @dataclass
 class Launched:
-    """A started container whose PID 1 is about to connect to `listener`."""
+    """A started container whose PID 1 is about to connect to `listener`, or has connected
+    already (`connected`: a container an earlier command used, reset and handed back to the
+    daemon, agent/startup/daemon.py; its listener and control directory are long gone)."""
 
     container_id: str
     tag: str
-    listener: socket.socket
-    control: Path
+    listener: socket.socket | None
+    control: Path | None
     workspace: Path
     env: dict[str, str]
     uid: int
     gid: int
+    connected: socket.socket | None = None
 
     def release(self) -> None:
         """Stop listening and remove the control directory (after the one connection)."""
-        self.listener.close()
-        shutil.rmtree(self.control, ignore_errors=True)
+        if self.listener is not None:
+            self.listener.close()
+        if self.control is not None:
+            shutil.rmtree(self.control, ignore_errors=True)
 
 
 def sandbox_user() -> tuple[int, int]:
