@@ -156,6 +156,7 @@ class RunSession:
             # a set-up left running is abandoned
             self.stack.callback(self.setup_thread.shutdown, wait=False)
             setup.open(self)
+            self._warm_index()  # beside the endpoint check, the sandboxes and the base run
             with self.timeline.span("generation"):  # the model clients: the endpoint check
                 source, strong = self._open_answerers()
             ready = setup.ready(self)
@@ -179,13 +180,18 @@ class RunSession:
         return as_source(model), strong
 
     def base_started(self, value: T) -> T:
-        """`value`, noting when it came (the base check starts then). The first prompt's
-        context index is built meanwhile, in a process of its own (agent/context/warm.py)."""
+        """`value`, noting when it came (the base check starts then)."""
         self._base_started.append(time.monotonic())
+        self._warm_index()
+        return value
+
+    def _warm_index(self) -> None:
+        """Start building the first prompt's context index in a process of its own
+        (agent/context/warm.py), once, when the run asks a model: from the set-up's start,
+        so that neither the endpoint check nor the base run is waited for first."""
         if self.kind.asks_endpoint and self._warming is None:
             self._warming = warm.start(self.task.repo)
             self.stack.callback(warm.stop, self._warming)
-        return value
 
     @contextlib.contextmanager
     def _announce(self, setup: setups.Setup) -> Iterator[None]:

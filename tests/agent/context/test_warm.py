@@ -41,16 +41,19 @@ def test_a_repository_shown_whole_needs_no_index(tmp_path: Path) -> None:
     assert warm.start(many_modules(tmp_path / "small", 3)) is None
 
 
-def test_a_run_warms_the_index_when_its_base_check_starts(
+def test_a_run_warms_the_index_once_from_its_set_up(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not for a source that asks no model (gold): it has no prompt."""
+    """Not for a source that asks no model (gold): it has no prompt. The set-up starts it
+    (before the endpoint check); the base check's start finds it started."""
     from ooda.agent.app.session import RunSession
 
     started: list[Path] = []
-    monkeypatch.setattr(warm, "start", lambda repo: started.append(repo))
+    monkeypatch.setattr(warm, "start", lambda repo: started.append(repo) or repo)
     for asks in (True, False):
         run = SimpleNamespace(_base_started=[], _warming=None, stack=SimpleNamespace(
             callback=lambda *a: None), kind=SimpleNamespace(asks_endpoint=asks),
             task=SimpleNamespace(repo=tmp_path / str(asks)))
+        RunSession._warm_index(run)  # type: ignore[arg-type]  # the set-up starts it
+        run._warm_index = lambda run=run: RunSession._warm_index(run)  # type: ignore[misc]
         assert RunSession.base_started(run, "verifier") == "verifier"  # type: ignore[arg-type]
     assert started == [tmp_path / "True"]
