@@ -311,9 +311,14 @@ class Daemon:
         back, no worker tidying up holds any, or RETURN_WAIT_S passed."""
         while self.pending:
             conn, request, fds, deadline = self.pending[0]
-            if self.returns_awaited() and time.monotonic() < deadline:
+            awaited = self.returns_awaited()
+            if awaited and time.monotonic() < deadline:
                 return
             self.pending.pop(0)
+            waited = time.monotonic() - (deadline - RETURN_WAIT_S)
+            ready = sum(1 for w in self.warm if w.ready())
+            log(f"a command waited {waited * 1000:.0f} ms for containers coming back: "
+                f"{ready} ready" + (" (gave up)" if awaited else ""))
             try:
                 self.start(conn, request, fds)
             finally:
