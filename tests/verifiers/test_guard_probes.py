@@ -234,6 +234,8 @@ def test_every_comparison_of_a_rewritten_module_is_probed_first(
         "    assert ok\n"
         "def in_a_generator(values):\n"
         "    assert all(v == 5 for v in values)\n"
+        "def in_an_or(value):\n"  # pytest puts `value == 5` under an `if not`: still probed
+        "    assert value is None or value == 5\n"
     )
     names: dict[str, Any] = {}
     tree = ast.parse(source)
@@ -242,9 +244,10 @@ def test_every_comparison_of_a_rewritten_module_is_probed_first(
     names["check"](5)
     names["outside"](5)
     names["in_a_generator"]([5, 5])
+    names["in_an_or"](5)
     assert beforehand.flagged == []
     for name, value in (("check", Remembers()), ("outside", Remembers()),
-                        ("in_a_generator", [Remembers()])):
+                        ("in_a_generator", [Remembers()]), ("in_an_or", Remembers())):
         beforehand.flagged.clear()
         with pytest.raises(AssertionError):
             names[name](value)

@@ -283,7 +283,7 @@ def _instrumented(original: Callable[..., Any], root: str) -> Callable[..., Any]
         original(self, mod)
         path = str(getattr(self, "module_path", None) or "")
         if path.startswith(root) and _imports_helpers(mod):
-            _Comparisons().visit(mod)  # locates its own nodes: pytest's imports have no
+            _instrument_comparisons(mod)  # locates its own nodes: pytest's imports have no
             # end_lineno, and fix_missing_locations over the module would give them line 1
             # (compile: "AST node line range (3, 1) is not valid" below a comment or docstring)
             stores.instrument(mod)  # the test code's own stores into watched names noted
@@ -298,12 +298,37 @@ def _imports_helpers(mod: ast.Module) -> bool:
     )
 
 
-class _Comparisons(ast.NodeTransformer):
-    def visit_Compare(self, node: ast.Compare) -> ast.AST:
-        self.generic_visit(node)
-        if len(node.ops) != 1 or not isinstance(node.ops[0], COMPARISONS):
-            return node
-        index = next(i for i, kind in enumerate(COMPARISONS) if isinstance(node.ops[0], kind))
-        helper = ast.Attribute(ast.Name("@pytest_ar", ast.Load()), HELPER, ast.Load())
-        call = ast.Call(helper, [node.left, node.comparators[0], ast.Constant(index)], [])
-        return ast.fix_missing_locations(ast.copy_location(call, node))
+_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, ast.boolop,
+           ast.unaryop, ast.alias, ast.arg)  # fmt: skip
+"""Nodes with nothing below them that could be a comparison."""
+
+
+def _instrument_comparisons(node: ast.AST) -> ast.AST:
+    """`node` with every single comparison below it (and itself) made through `compare`,
+    pytest's explanation branches left out (one pass, no visitor dispatch per node)."""
+    for field in node._fields:
+        value = getattr(node, field, None)
+        if type(value) is list:
+            for index, item in enumerate(value):
+                if isinstance(item, ast.AST) and not isinstance(item, _LEAVES):
+                    if stores.explanation_only(item):
+                        continue
+                    new = _instrument_comparisons(item)
+                    if new is not item:
+                        value[index] = new
+        elif isinstance(value, ast.AST) and not isinstance(value, _LEAVES):
+            new = _instrument_comparisons(value)
+            if new is not value:
+                setattr(node, field, new)
+    if type(node) is ast.Compare:
+        return _through_compare(node)
+    return node
+
+
+def _through_compare(node: ast.Compare) -> ast.AST:
+    if len(node.ops) != 1 or not isinstance(node.ops[0], COMPARISONS):
+        return node
+    index = next(i for i, kind in enumerate(COMPARISONS) if isinstance(node.ops[0], kind))
+    helper = ast.Attribute(ast.Name("@pytest_ar", ast.Load()), HELPER, ast.Load())
+    call = ast.Call(helper, [node.left, node.comparators[0], ast.Constant(index)], [])
+    return ast.fix_missing_locations(ast.copy_location(call, node))

@@ -24,6 +24,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+_BLOCKS = (ast.stmt, ast.excepthandler, getattr(ast, "match_case", ast.excepthandler))
+"""What a statement's blocks hold: statements, `except` clauses, `case` clauses."""
 HELPER = "_ooda_stored"
 """The name rewritten modules call `stored` by, on pytest's rewrite module."""
 MAX_NOTED = 1000
@@ -62,7 +64,31 @@ def noted_value(holder: object, name: str, value: object) -> bool:
 
 def instrument(mod: ast.Module) -> None:
     """Put a `stored` call after each store into an attribute of a dotted name in `mod`."""
-    _Stores().visit(mod)
+    _instrument(mod)
+
+
+def explanation_only(node: ast.AST) -> bool:
+    """Whether `node` is the branch pytest's rewriter adds after an assert's evaluation to
+    build its explanation (`if not @py_assertN: ... raise AssertionError(
+    @pytest_ar._format_explanation(...))`, and the pass hook's `elif`): it only formats values
+    the assert already computed (names no source code can write: `@py_...`, `@pytest_ar`),
+    so nothing in it is the test's own comparison or store. Three quarters of a rewritten
+    module's nodes are there."""
+    if type(node) is not ast.If or not node.body:
+        return False
+    last = node.body[-1]
+    if type(last) is not ast.Raise or type(last.exc) is not ast.Call:
+        return False
+    call = last.exc
+    if type(call.func) is not ast.Name or call.func.id != "AssertionError" or not call.args:
+        return False
+    inner = call.args[0]
+    return (
+        type(inner) is ast.Call
+        and type(inner.func) is ast.Attribute
+        and type(inner.func.value) is ast.Name
+        and inner.func.value.id == "@pytest_ar"
+    )
 
 
 def _dotted(node: ast.expr) -> bool:
@@ -103,21 +129,22 @@ def _is_setattr(node: ast.expr) -> bool:
     )
 
 
-class _Stores(ast.NodeTransformer):
-    def generic_visit(self, node: ast.AST) -> ast.AST:
-        for field, old in ast.iter_fields(node):
-            if isinstance(old, list):
-                new: list[Any] = []
-                for item in old:
-                    if isinstance(item, ast.AST):
-                        self.visit(item)
-                    new.append(item)
-                    if isinstance(item, ast.stmt):
-                        new.extend(_calls(item))
-                setattr(node, field, new)
-            elif isinstance(old, ast.AST):
-                self.visit(old)
-        return node
+def _instrument(node: ast.AST) -> None:
+    """Each statement list below `node`, its stores followed by their calls (statements only:
+    no expression holds one; pytest's explanation branches left out)."""
+    for field in node._fields:
+        value = getattr(node, field, None)
+        if type(value) is not list or not value or not isinstance(value[0], _BLOCKS):
+            continue
+        new: list[Any] = []
+        for item in value:
+            new.append(item)
+            if isinstance(item, ast.stmt):
+                if explanation_only(item):
+                    continue
+                new.extend(_calls(item))
+            _instrument(item)
+        setattr(node, field, new)
 
 
 def _calls(statement: ast.stmt) -> list[ast.stmt]:
