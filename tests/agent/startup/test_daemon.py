@@ -193,26 +193,14 @@ def error_lines(stderr: str) -> list[str]:
 # --------------------------------------------------------------------------- serving commands
 
 
-def test_a_run_is_served_by_the_started_daemon(daemons: Daemons, median: Path) -> None:
-    before = daemons.start()
-    assert before["served"] == 0 and before["running"] == 0
-    runs = daemons.tmp / "runs"
-    proc = daemons.ooda(*replay_run(str(median), str(runs)))
-    assert proc.returncode == 0, proc.stderr
-    summary = json.loads(proc.stdout)
-    assert summary["status"] == "passed" and summary["rounds_used"] == 2
-    run_dir = Path(summary["run_dir"])
-    assert run_dir.parent == runs and (run_dir / "run.json").is_file()
-    assert json.loads((run_dir / "run.json").read_text())["status"] == "passed"
-    after = daemons.status()
-    assert after is not None
-    assert after["pid"] == before["pid"] and after["served"] == 1 and after["running"] == 0
-
-
-def test_two_containers_wait_warm_and_a_run_takes_both_and_gives_them_back(
+def test_runs_are_served_by_the_daemon_with_its_warm_containers_given_back(
     daemons: Daemons, median: Path
 ) -> None:
-    pid = int(daemons.start()["pid"])
+    """A run is served by the started daemon, which had two containers waiting warm; the run
+    takes both and gives them back reset: the next run gets the very same two."""
+    before = daemons.start()
+    assert before["served"] == 0 and before["running"] == 0
+    pid = int(before["pid"])
 
     def warm_count() -> int:
         return int((daemons.status() or {}).get("warm_containers", 0))
@@ -220,12 +208,21 @@ def test_two_containers_wait_warm_and_a_run_takes_both_and_gives_them_back(
     wait_for(lambda: warm_count() == 2, 60, "two warm containers")
     warm = set(containers_of(pid))
     assert len(warm) == 2
-    for served in (1, 2):  # the second run gets the very containers the first gave back
-        proc = daemons.ooda(*replay_run(str(median), str(daemons.tmp / "runs")))
+    runs = daemons.tmp / "runs"
+    for served in (1, 2):
+        proc = daemons.ooda(*replay_run(str(median), str(runs)))
         assert proc.returncode == 0, proc.stderr
+        summary = json.loads(proc.stdout)
+        assert summary["status"] == "passed" and summary["rounds_used"] == 2
+        run_dir = Path(summary["run_dir"])
+        assert run_dir.parent == runs and (run_dir / "run.json").is_file()
+        assert json.loads((run_dir / "run.json").read_text())["status"] == "passed"
         # both went to the worker, were reset and came back warm: nothing new was started
         wait_for(lambda n=2 * served: int((daemons.status() or {}).get("handed_back", 0)) == n,
                  30, "the run's containers handed back")
+        after = daemons.status()
+        assert after is not None
+        assert after["pid"] == pid and after["served"] == served and after["running"] == 0
         assert warm_count() == 2 and warm == set(containers_of(pid)), served
 
 
