@@ -60,30 +60,44 @@ def _copy_then_remove(src: Any, dst: Any) -> None:
     _kernel_replace(staged, dst)  # same mount now: atomic, as the rename would have been
 
 
-def _across_mounts(kernel_call: Callable[..., None]) -> Callable[..., None]:
-    def call(src: Any, dst: Any, *, src_dir_fd: int | None = None,
-             dst_dir_fd: int | None = None) -> None:
+class _AcrossMounts:
+    """os.rename / os.replace completing a rename across the two mounts. A callable object,
+    not a function: like the builtin it stands for, it is no descriptor, so a class that keeps
+    it as an attribute and calls it through an instance (pathlib's `_NormalAccessor.rename =
+    os.rename` on Python 3.8-3.10: `self._accessor.rename(self, target)`) passes no `self`."""
+
+    def __init__(self, kernel_call: Callable[..., None]) -> None:
+        self._kernel_call = kernel_call
+        self.__name__ = self.__qualname__ = kernel_call.__name__
+        self.__doc__ = kernel_call.__doc__
+        self.__module__ = "os"
+
+    def __call__(self, src: Any, dst: Any, *, src_dir_fd: int | None = None,
+                 dst_dir_fd: int | None = None) -> None:
         try:
-            kernel_call(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+            self._kernel_call(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
             return
         except OSError as exc:
             if exc.errno != errno.EXDEV or src_dir_fd is not None or dst_dir_fd is not None:
                 raise
         _copy_then_remove(src, dst)
 
-    call.__name__ = call.__qualname__ = kernel_call.__name__
-    call.__doc__ = kernel_call.__doc__
-    call.__module__ = "os"
-    return call
+    def __reduce__(self) -> str:
+        return self.__name__  # pickled by name, as the builtin is: os.rename
+
+    def __repr__(self) -> str:
+        return repr(self._kernel_call)
 
 
-os.rename = _across_mounts(_kernel_rename)
-os.replace = _across_mounts(_kernel_replace)
+os.rename = _AcrossMounts(_kernel_rename)
+os.replace = _AcrossMounts(_kernel_replace)
 
 _here = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 del sys.modules["sitecustomize"]
 try:
     import sitecustomize  # type: ignore[import-not-found]  # noqa: F401  the next one, if any
-except ImportError:
-    pass
+except ImportError:  # none (a Python without a distribution's sitecustomize): an empty module
+    # in its place, which the import machinery takes back on return (else "Error in
+    # sitecustomize ... KeyError" at every interpreter start)
+    sys.modules["sitecustomize"] = type(sys)("sitecustomize")

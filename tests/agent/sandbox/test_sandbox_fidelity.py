@@ -46,6 +46,12 @@ def test_rename_between_workspace_and_tmp(box: Sandbox) -> None:
         "    os.rename('missing', tmp / 'x')\n"
         "except FileNotFoundError:\n"
         "    print('missing source kept')\n"
+        "class Accessor:  # pathlib 3.8-3.10 keeps os.rename as a class attribute\n"
+        "    rename, replace = os.rename, os.replace\n"
+        "Accessor().rename('data.env', tmp / 'moved.env')\n"
+        "Accessor().replace(tmp / 'moved.env', 'data.env')\n"
+        "import pickle\n"
+        "assert pickle.loads(pickle.dumps(os.rename)) is os.rename\n"
         "print('renamed', os.rename.__name__, os.replace.__module__)\n"
     )
     result = py(box, source)
