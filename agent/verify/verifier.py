@@ -18,9 +18,6 @@ runner, the stages, the tests and what the base showed. The plan is settled befo
 candidate (agent/verify/prepare.py runs the base through `run_base` and hands the settled plan
 over with `use`); a Task given instead of a plan stands for its default plan (its own
 environment, no choices of the user's).
-
-Importing this module holds the pytest guard warm in the sandboxes started after it
-(agent/sandbox/warm.py), so that each test run skips the guard's set-up.
 """
 
 from __future__ import annotations
@@ -43,7 +40,6 @@ from ooda.agent.contracts.protocols import (
     VerifierResult,
 )
 from ooda.agent.contracts.spectrum import BaseTrace
-from ooda.agent.sandbox import warm as warm_packages
 from ooda.agent.sandbox.overlay import shared_base
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.support import fstree
@@ -73,17 +69,13 @@ from ooda.verifiers.cascade import (
     split_host_first,
 )
 from ooda.verifiers.hidden import HiddenText
-from ooda.verifiers.pytest_check import GUARD_PACKAGE, TestRun, guard_sources
+from ooda.verifiers.pytest_check import TestRun
 from ooda.verifiers.repro_check import ReproVerifier
 from ooda.verifiers.runners import TestRequest
 from ooda.verifiers.settings import StageSettings
 from ooda.verifiers.tests_stage import NAME as TESTS_STAGE
 
 ApplyRule = Literal["strict", "harness"]
-
-warm_packages.hold(GUARD_PACKAGE, guard_sources)
-"""Every sandbox started from now on holds the pytest guard imported and its toolchain recorded
-before it forks a run (agent/sandbox/warm.py): about 0.07 s of every guarded test run."""
 
 WARM_MAX_FILES = 40
 """warm() computes the baselines of every source file only for repos with at most this many."""

@@ -138,12 +138,12 @@ def test_held_sources_keep_only_module_files() -> None:
 
 
 def test_guarded_runs_use_the_guard_held_warm(tmp_path: Path) -> None:
-    """Importing agent/verify/verifier.py holds the pytest guard warm: a Docker sandbox's
-    guarded run uses PID 1's import of it (the report directory's copy is byte-identical)."""
-    import ooda.agent.verify.verifier  # noqa: F401  (holds the guard)
-    from ooda.verifiers.pytest_check import GUARD_PACKAGE, run_pytest
+    """Every sandbox holds the pytest guard warm (its line in warm.REGISTERED, nothing to
+    import first): a Docker sandbox's guarded run uses PID 1's import of it (the report
+    directory's copy is byte-identical)."""
+    from ooda.verifiers.pytest_check import GUARD_PACKAGE, guard_sources, run_pytest
 
-    assert GUARD_PACKAGE in warm.held()
+    assert warm.held()[GUARD_PACKAGE] == guard_sources()
     backend = backend_or_skip("docker")
     workspace = tmp_path / "ws"
     workspace.mkdir()
