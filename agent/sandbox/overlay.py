@@ -22,6 +22,7 @@ repository where copying is cheaper) leaves `shared_base` returning None: the po
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import functools
@@ -76,6 +77,21 @@ class _MountAttr(ctypes.Structure):
 
 
 _libc: ctypes.CDLL | None = None
+_live: set[SharedBase] = set()
+"""Bases of this process not closed yet: unmounted at exit (a run stopped by Ctrl-C)."""
+_live_lock = threading.Lock()
+
+
+@atexit.register
+def _unmount_at_exit() -> None:
+    with _live_lock:
+        bases = list(_live)
+    for base in bases:
+        with base._lock:
+            workspaces = list(base._mounted)
+        for workspace in workspaces:
+            base.unmount(Path(workspace))
+        base.close()
 
 
 def _call(name: str, *args: object) -> int:
@@ -135,9 +151,11 @@ class SharedBase:
         layers = Path(tempfile.mkdtemp(prefix="layers-", dir=root))
         (layers / OWNER_FILE).write_text(json.dumps(owner_labels()))
         base = cls(tree, layers, owner, skip, set())
+        with _live_lock:
+            _live.add(base)
         try:
             if base._build_mask() < least:
-                fstree.remove_workspace(layers)
+                base.close()
                 return None
             base.lower.mkdir()
             _bind_read_only(tree, base.lower, owner)
@@ -193,6 +211,8 @@ class SharedBase:
         (an overlay still mounted removes its own when it is unmounted)."""
         with contextlib.suppress(OSError):
             _call("umount2", str(self.lower).encode(), _MNT_DETACH)
+        with _live_lock:
+            _live.discard(self)
         with self._lock:
             self._closed = True
             left = bool(self._mounted)

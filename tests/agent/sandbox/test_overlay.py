@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from ooda.agent.sandbox import overlay
 from ooda.agent.sandbox.overlay import OWNER_FILE, SharedBase, shared_base, unmount_leftovers
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.support import fstree
@@ -184,3 +185,13 @@ def test_mounts_left_by_a_killed_process_are_undone_and_a_live_ones_kept(
     finally:
         base.unmount(slot)
         base.close()
+
+
+def test_a_run_stopped_by_ctrl_c_leaves_nothing_mounted(base: SharedBase, tmp_path: Path) -> None:
+    """The exit handlers (which ooda runs on every exit, agent/support/exits.py) unmount what
+    a run still had mounted."""
+    slot = tmp_path / "work" / "slot"
+    slot.mkdir()
+    base.mount(slot)
+    overlay._unmount_at_exit()
+    assert not mounted(slot) and not mounted(base.lower) and not base.layers.exists()
