@@ -48,6 +48,9 @@ from ooda.agent.support import phases
 from ooda.agent.support.exits import finish, flush_output, run_deferred
 
 IDLE_S = float(os.environ.get("OODA_DAEMON_IDLE_S", "1800"))
+REUSE = os.environ.get("OODA_DAEMON_REUSE", "1") != "0"
+"""Whether commands give the warm containers back for the next one (OODA_DAEMON_REUSE=0:
+every command gets containers no other command used; part of the daemon's key)."""
 PRELOAD = (
     "openai", "docker", "rich.progress", "rich.live", "typer",
     "ooda.agent.cli.app", "ooda.agent.app.run", "ooda.agent.core.loop", "ooda.agent.verify.verifier", "ooda.agent.models.openai_model", "ooda.agent.models.server",
@@ -489,7 +492,7 @@ def run_worker(
             launched=[(offer.work, offer.launched) for offer in offers],
             leftovers_cleaned=True,  # done here, between commands (Daemon.keep_warm)
             defer=True,  # its tidying-up once the client has its code (below)
-            give_back=functools.partial(give_back, sock_path),
+            give_back=functools.partial(give_back, sock_path) if REUSE else None,
         )
     except BaseException:  # noqa: BLE001 - a worker never returns into the daemon's loop
         with contextlib.suppress(Exception):
