@@ -4,7 +4,7 @@ pytest.
 
 A repository of N small tests (three passing asserts each: ints, a nested dict, approx) runs
 under plain `python -m pytest` and under the guard as ooda launches it (installed by
-`run.install_guard`; assertion-pass hook on, so every passing comparison is probed; code
+`run.install_guard`; every comparison of an assert probed through the guard's rewriter; code
 identity and the profile check per test). Prints the best of R wall times of each and their
 ratio, and the same for the CPU time (user + system) each run took: on a shared machine the
 CPU ratio moves far less with the load than the wall-clock one. With --against PATH, a second guard is timed too: an older single-file guard
@@ -105,7 +105,7 @@ def guard_cmd(guard: Path, repo: Path, directory: Path | None = None,
     return [
         python, "-s", "-B", str(directory / "guard.py"), str(directory / "record.json"),
         str(directory / "config.json"), "-p", "no:cacheprovider",
-        "-o", "enable_assertion_pass_hook=true", "-q", *tests,
+        "-q", *tests,
     ]  # fmt: skip
 
 

@@ -8,8 +8,9 @@ the workspace (`.ooda/junit-<random>.xml`, a directory no patch may touch, empti
 run). The guard's own record of the run and a fingerprint of the files that decide how tests
 run are cross-checked with the report (verifiers/pytest_check/integrity.py): a run the code
 under test tampered with fails, whatever the report says, and is never retried.
-`-o enable_assertion_pass_hook=true` sends passing asserts through the guard's probes (an
-operand that equals anything).
+Passing asserts reach the guard's probes (an operand that equals anything) through the calls
+its rewriter puts in each comparison (guard/beforehand.py), not through pytest's pass path, so
+pytest builds no explanation for them, as without the guard.
 
 A test command is run only when it is a plain pytest call (`pytest_command`; `not_gradable`
 says why another is refused): a shell command's exit status alone proves nothing, since code
@@ -226,8 +227,6 @@ def run_pytest(
         "no:cacheprovider",
         "-o",
         "junit_family=xunit1",
-        "-o",
-        "enable_assertion_pass_hook=true",  # the guard probes the operands of passing asserts
         f"--junitxml={in_dir / name}",
         f"--rootdir={workdir}",
         "--continue-on-collection-errors",

@@ -252,13 +252,27 @@ _OPERATORS: tuple[Callable[[Any, Any], object], ...] = (
 """What each of COMPARISONS does, in its order."""
 
 
-def compare(left: Any, right: Any, index: int) -> object:
+def _nothing(left: Any, right: Any, index: int, result: object) -> None:
+    return None
+
+
+after_assert: Callable[[Any, Any, int, object], None] = _nothing
+"""What is done with an assert's comparison once made (probes.py: a passing one's operands
+probed and the comparison made again with builtins' own methods; set by probes.install)."""
+
+
+def compare(left: Any, right: Any, index: int, asserted: bool = False) -> object:
     """`left <op> right` (op: COMPARISONS[index]), its values probed first when they are not
-    both builtin scalars. What a rewritten test module calls in place of each comparison."""
+    both builtin scalars, and, for an assert's own comparison (`asserted`), handed with its
+    result to `after_assert`. What a rewritten test module calls in place of each comparison."""
     __tracebackhide__ = True  # pytest leaves this frame out of its tracebacks
-    if type(left) not in _SCALARS or type(right) not in _SCALARS:
-        before(left, right)
-    return _OPERATORS[index](left, right)
+    if type(left) in _SCALARS and type(right) in _SCALARS:
+        return _OPERATORS[index](left, right)
+    before(left, right)
+    result = _OPERATORS[index](left, right)
+    if asserted:
+        after_assert(left, right, index, result)
+    return result
 
 
 def _no_cached_pyc(original: Callable[..., Any], root: str) -> Callable[..., Any]:
@@ -322,7 +336,33 @@ def _instrument_comparisons(node: ast.AST) -> ast.AST:
                 setattr(node, field, new)
     if type(node) is ast.Compare:
         return _through_compare(node)
+    if _asserts(node):  # `@py_assertN = <its comparison>`, which the line above made a call
+        made: Any = getattr(node, "value", None)
+        if _helper_call(made) and len(made.args) == 3:
+            made.args.append(ast.copy_location(ast.Constant(True), made))
     return node
+
+
+def _helper_call(node: object) -> bool:
+    """A call of `compare` this module put in (`@pytest_ar._ooda_compare(...)`)."""
+    if type(node) is not ast.Call:
+        return False
+    func = node.func
+    return (
+        type(func) is ast.Attribute
+        and func.attr == HELPER
+        and type(func.value) is ast.Name
+        and func.value.id == "@pytest_ar"
+    )
+
+
+def _asserts(node: ast.AST) -> bool:
+    """pytest's rewriter storing an assert's own comparison (`@py_assertN = a == b`: a name
+    no source code can write)."""
+    if type(node) is not ast.Assign or len(node.targets) != 1:
+        return False
+    target = node.targets[0]
+    return type(target) is ast.Name and target.id.startswith("@py_assert")
 
 
 def _through_compare(node: ast.Compare) -> ast.AST:

@@ -6,8 +6,11 @@ code or a C function (`functools.partial(operator.is_not, None)`), make no diffe
 types may do this legitimately (`mock.ANY`, the tests' own wildcards) the Guard decides by the
 provenance of the class (provenance.py).
 
-Two places see passing comparisons:
-- pytest's assertion-pass path (`-o enable_assertion_pass_hook=true`): every comparison of a
+Three places see passing comparisons:
+- each comparison of a rewritten `assert` in a module of the run, as beforehand.compare makes
+  it (`_after_assert`): once it holds, its operands are probed; pytest builds no explanation;
+- pytest's assertion-pass path, when the repository's configuration turns it on
+  (`enable_assertion_pass_hook`): every comparison of a
   passing rewritten `assert` reaches `_call_reprcompare` with its operands, and the guard's
   version probes them instead of formatting a diff. The pass path is switched on only for
   test modules of the run itself (`_check_if_assertion_pass_impl`), so a nested pytest run in
@@ -64,6 +67,7 @@ def install(root: str) -> None:
 
     rewrite._call_reprcompare = _probing_reprcompare(rewrite._call_reprcompare)
     beforehand.install(rewrite, root + "/")
+    beforehand.after_assert = _after_assert
     original_check = getattr(rewrite, "_check_if_assertion_pass_impl", None)
     if original_check is not None:  # pytest >= 5: the assertion-pass path exists
         rewrite._saferepr = _no_repr_on_pass(rewrite._saferepr)  # type: ignore[assignment]
@@ -262,6 +266,27 @@ _COMPARE: dict[str, Callable[[Any, Any], object]] = {
     "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
 }  # fmt: skip
 """The comparisons of a rewritten assert that the operands' own code decides (`is` is not)."""
+
+
+_ASSERTED_OPS = ("==", "!=", "in", "not in", "<", "<=", ">", ">=")
+"""beforehand.COMPARISONS as pytest's explanation names them, in that order."""
+
+
+def _after_assert(left: Any, right: Any, index: int, result: object) -> None:
+    """An assert's own comparison, just made by beforehand.compare: when it holds, made again
+    with the candidate's builtin subclasses comparing as their builtins, and its operands
+    probed (==, !=, in, not in) — what the pass path does for a passing assert, without
+    pytest building the assert's explanation."""
+    try:
+        if not result:
+            return
+    except Exception:  # a result with no truth value (an array): pytest raises, no verdict here
+        return
+    op = _ASSERTED_OPS[index]
+    pair = [left, right]
+    redecide(pair, functools.partial(_COMPARE[op], *pair))
+    if op in PROBED_OPS:
+        probe(pair)
 
 
 def _probing_reprcompare(original: Callable[..., str]) -> Callable[..., str]:
