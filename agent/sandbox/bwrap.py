@@ -35,14 +35,22 @@ from ooda.agent.sandbox.limits import DiskWatch, Limits, configured, disk_note, 
 from ooda.agent.sandbox.output import DEFAULT_CAP_BYTES
 from ooda.agent.sandbox.ownership import Lease
 from ooda.agent.sandbox.process import run_process
+from ooda.agent.support.env_numbers import positive_from_env
 
 ADDRESS_SPACE_LIMIT = 3 << 30
 """RLIMIT_AS where no memory cgroup can be made: virtual memory, so more generous than
 Docker's 2 GiB of resident memory (with a cgroup it is left unlimited: a threaded suite
 reserves 8 MiB of stack per thread, an allocator arenas per thread, none of it resident)."""
 FILE_SIZE_LIMIT = 1 << 30
-UID_BASE = int(os.environ.get("OODA_BWRAP_UID_BASE", "1700000"))
 UID_COUNT = 1024
+
+
+def uid_base() -> int:
+    """The first of the UID_COUNT host uids bwrap sandboxes run as: OODA_BWRAP_UID_BASE, else
+    1700000 (a UsageError when not a positive whole number)."""
+    return positive_from_env("OODA_BWRAP_UID_BASE", 1_700_000, int, "a positive whole number")
+
+
 STAGE = Path("/run/ooda-stage")
 HOST_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 STAGE_SCRIPT = """
@@ -66,7 +74,7 @@ def _tool(name: str) -> str:
 def bwrap_problem() -> str | None:
     """None when bubblewrap can build a sandbox here (as the backend will), else why not."""
     try:
-        argv = _launcher(os.geteuid() == 0, UID_BASE + UID_COUNT - 1)
+        argv = _launcher(os.geteuid() == 0, uid_base() + UID_COUNT - 1)
         probe = [*argv, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
         proc = subprocess.run(probe, capture_output=True, text=True, timeout=20, check=False,
                               env=HOST_ENV, cwd="/")
@@ -150,7 +158,8 @@ class UidLease:
     def __init__(self) -> None:
         locks = image.ooda_home() / "locks" / "uids"
         locks.mkdir(parents=True, exist_ok=True)
-        for uid in range(UID_BASE, UID_BASE + UID_COUNT):
+        base = uid_base()
+        for uid in range(base, base + UID_COUNT):
             handle: IO[str] = open(locks / str(uid), "w")
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

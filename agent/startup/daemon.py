@@ -40,14 +40,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from ooda.agent.contracts.errors import UsageError
 from ooda.agent.sandbox.docker import image
 from ooda.agent.sandbox.docker.launch import Launched, SdkEngine, launch_on_last_image
 from ooda.agent.sandbox.registry import cleanup_leftovers
 from ooda.agent.startup import client, commands, entry
 from ooda.agent.support import phases
+from ooda.agent.support.env_numbers import positive_from_env
 from ooda.agent.support.exits import finish, flush_output, run_deferred
 
-IDLE_S = float(os.environ.get("OODA_DAEMON_IDLE_S", "1800"))
 REUSE = os.environ.get("OODA_DAEMON_REUSE", "1") != "0"
 """Whether commands give the warm containers back for the next one (OODA_DAEMON_REUSE=0:
 every command gets containers no other command used; part of the daemon's key)."""
@@ -208,7 +209,7 @@ class Daemon:
                     return
                 if not self.stopping and not self.workers:
                     idle = time.monotonic() - self.last_activity
-                    if idle >= IDLE_S:
+                    if idle >= idle_exit_s():
                         log(f"idle for {idle:.0f} s: exiting")
                         return
                     self.keep_warm()
@@ -421,7 +422,7 @@ class Daemon:
     def status(self) -> dict[str, object]:
         return {
             "pid": os.getpid(), "key": self.key, "served": self.served,
-            "running": len(self.workers), "started": self.started, "idle_exit_s": IDLE_S,
+            "running": len(self.workers), "started": self.started, "idle_exit_s": idle_exit_s(),
             "warm_container": bool(self.warm), "warm_containers": len(self.warm),
             "handed_back": self.returned,
             "stopping": self.stopping,
@@ -569,7 +570,18 @@ def preload() -> None:
     cli.warm_parsers(cli.click_command())
 
 
+def idle_exit_s() -> float:
+    """OODA_DAEMON_IDLE_S, else 1800 s (a UsageError when not a positive number)."""
+    return positive_from_env("OODA_DAEMON_IDLE_S", 1800.0, float,
+                             "the seconds the daemon waits idle before it exits")
+
+
 def main(argv: list[str]) -> int:
+    try:
+        idle_exit_s()
+    except UsageError as exc:  # nothing started: commands run in their own process
+        log(str(exc))
+        return 2
     key = argv[0] if argv else ""
     if key != client.daemon_key():
         return 0  # started for another code version or environment: not ours to serve
@@ -600,7 +612,7 @@ def main(argv: list[str]) -> int:
     gc.collect()
     gc.freeze()  # workers share these pages and never scan them
     listener.listen(16)
-    log(f"ready in {time.monotonic() - started:.2f} s (key {key}, idle exit {IDLE_S:g} s)")
+    log(f"ready in {time.monotonic() - started:.2f} s (key {key}, idle exit {idle_exit_s():g} s)")
     daemon.serve()
     return 0
 

@@ -46,14 +46,22 @@ from ooda.agent.sandbox.docker.launch import (
 from ooda.agent.sandbox.limits import POLL_S, DiskWatch, configured, disk_note, memory_note
 from ooda.agent.sandbox.output import DEFAULT_CAP_BYTES
 from ooda.agent.sandbox.ownership import Lease, chown_tree
+from ooda.agent.support.env_numbers import positive_from_env
 
 HOST_GRACE_S = 5.0
 """How long past its timeout the host waits for a command before killing the container."""
-START_TIMEOUT_S = float(os.environ.get("OODA_SANDBOX_START_TIMEOUT", "120"))
-"""How long a new container may take to connect back and import its toolchain; also the
-extra grace of a command whose tool PID 1 may still have to import first (it counts that
-import in the command's own time, and answers once the command is ended: an import cannot be
-interrupted, and on a loaded machine pytest's takes 10-15 s)."""
+
+
+def start_timeout_s() -> float:
+    """How long a new container may take to connect back and import its toolchain; also the
+    extra grace of a command whose tool PID 1 may still have to import first (it counts that
+    import in the command's own time, and answers once the command is ended: an import cannot
+    be interrupted, and on a loaded machine pytest's takes 10-15 s). OODA_SANDBOX_START_TIMEOUT,
+    else 120 s (a UsageError when not a positive number)."""
+    return positive_from_env("OODA_SANDBOX_START_TIMEOUT", 120.0, float,
+                             "the seconds a sandbox container may take to start")
+
+
 RESET_TIMEOUT_S = 30.0
 CLOSE_WAIT_S = 3.0
 """How long close() waits for an idle container's PID 1 to exit before force-removing it."""
@@ -177,19 +185,19 @@ class DockerSandbox:
 
     def _accept(self, listener: socket.socket) -> socket.socket:
         """The one connection PID 1 makes as soon as it runs."""
-        listener.settimeout(START_TIMEOUT_S)
+        listener.settimeout(start_timeout_s())
         try:
             conn, _ = listener.accept()
         except TimeoutError as exc:
             raise InfraError(
-                f"the sandbox container did not start within {START_TIMEOUT_S:g} s"
+                f"the sandbox container did not start within {start_timeout_s():g} s"
             ) from exc
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         _pid, peer_uid, _gid = struct.unpack("3i", creds)
         if os.geteuid() == 0 and peer_uid != self._uid:
             conn.close()
             raise InfraError(f"unexpected peer uid {peer_uid} on the sandbox control socket")
-        conn.settimeout(START_TIMEOUT_S)
+        conn.settimeout(start_timeout_s())
         try:
             hello = zygote.receive(conn)
         except OSError:
@@ -228,7 +236,7 @@ class DockerSandbox:
         tools = zygote.wanted_tools([str(a) for a in argv], list(zygote.TOOLS))
         importing = [t for t in tools if t not in self._imported]
         try:
-            self._sock.settimeout(timeout_s + HOST_GRACE_S + (START_TIMEOUT_S if importing else 0))
+            self._sock.settimeout(timeout_s + HOST_GRACE_S + (start_timeout_s() if importing else 0))
             zygote.send(self._sock, json.dumps(request).encode())
             watcher = threading.Thread(target=self._watch, args=(disk, done), daemon=True)
             watcher.start()

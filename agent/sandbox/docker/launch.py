@@ -24,8 +24,8 @@ from ooda.agent.sandbox.docker import image as docker_image
 from ooda.agent.sandbox.docker import zygote
 from ooda.agent.sandbox.limits import configured
 from ooda.agent.support import fstree
+from ooda.agent.support.env_numbers import positive_from_env
 
-CPUS = float(os.environ.get("OODA_SANDBOX_CPUS", "1"))
 FILE_SIZE_LIMIT = 1 << 30
 CONTROL_DIR = "/run/ooda"
 SOCKET_NAME = "control.sock"
@@ -138,7 +138,7 @@ def container_config(
             "ShmSize": limits.shm,
             "Memory": limits.memory,
             "MemorySwap": limits.memory,
-            "NanoCpus": int(CPUS * 1e9),
+            "NanoCpus": int(cpus() * 1e9),
             "Ulimits": [{"Name": "fsize", "Soft": FILE_SIZE_LIMIT, "Hard": FILE_SIZE_LIMIT}],
         },
     }
@@ -275,3 +275,9 @@ class SdkEngine:
             self.api.remove_container(container_id, force=True)
         except (docker.errors.DockerException, OSError):
             pass  # already gone (killed, removed by cleanup_leftovers, engine restarted)
+
+
+def cpus() -> float:
+    """The CPUs a sandbox container may use: OODA_SANDBOX_CPUS, else 1 (a UsageError when not
+    a positive number)."""
+    return positive_from_env("OODA_SANDBOX_CPUS", 1.0, float, "a positive number of CPUs")

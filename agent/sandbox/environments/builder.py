@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shlex
 import tarfile
 import time
@@ -43,6 +42,7 @@ from ooda.agent.sandbox.environments import aptlayer, base, causes, container, h
 from ooda.agent.sandbox.environments.optional import check_script, optional_script
 from ooda.agent.sandbox.environments.spec import EnvSpec, image_tag, spec_hash
 from ooda.agent.sandbox.image import locked
+from ooda.agent.support.env_numbers import positive_from_env
 from ooda.agent.support.tarsafe import extract_all
 
 ENV_DIR_IN_IMAGE = "/opt/ooda-env"
@@ -222,7 +222,8 @@ def ensure_env(
     Raises EnvBuildError (the recorded cause) when this hash failed before, unless `force`."""
     started = time.monotonic()
     if timeout_s is None:
-        timeout_s = float(os.environ.get("OODA_ENV_BUILD_TIMEOUT", "") or 3600.0)
+        timeout_s = positive_from_env("OODA_ENV_BUILD_TIMEOUT", 3600.0, float,
+                                      "the seconds an environment build may take")
     digest = spec_hash(spec, repo)
     tag = image_tag(spec, repo)
     directory = env_dir(digest)
