@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from sandbox_helpers import backend_or_skip
-from test_blind_eval import HIDDEN_STATS, STATS, STATS_TESTS, edit, make_task, ooda
+from test_blind_eval import HIDDEN_STATS, STATS, STATS_TESTS, TaskTests, edit, make_task, ooda
 
 from ooda.agent.contracts.protocols import CRITIC_REQUEST_LINE
 from ooda.agent.models.server import ReplayServer
@@ -30,8 +30,9 @@ def run(tmp_path: Path, *extra: str) -> tuple[dict[str, object], list[str]]:
     make_task(
         root, "stats", {"stats.py": STATS, "tests/test_stats.py": STATS_TESTS,
                         "pytest.ini": "[pytest]\npythonpath = .\n"},
-        "tests/test_stats.py", HIDDEN_STATS, "test_mean_of_two_values_is_fractional",
-        "test_mean_of_equal_values", "The mean truncates: the mean of 3 and 4 is 3.5, not 3.",
+        TaskTests("tests/test_stats.py", "test_mean_of_equal_values",
+                  "test_mean_of_two_values_is_fractional", HIDDEN_STATS),
+        "The mean truncates: the mean of 3 and 4 is 3.5, not 3.",
         [
             {"round": 1, "answer": WRONG},
             {"round": 1, "answer": RIGHT},
