@@ -26,6 +26,7 @@ from ooda.agent.contracts.errors import InfraError
 from ooda.agent.contracts.protocols import Verdict
 from ooda.agent.core.blind_select import JUDGED
 from ooda.agent.core.loop import INTERRUPTED, Attempt, RunResult
+from ooda.agent.core.records import HiddenJudging
 from ooda.agent.core.runlog import RunLog, SummaryRecorder
 from ooda.agent.core.sources import source_kind
 from ooda.agent.support.text import one_line
@@ -73,15 +74,15 @@ class Judgement:
     def resolved(self) -> bool:
         return self.verdict is not None and self.verdict.status == "passed"
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> HiddenJudging:
         """run.json's `oracle` entry."""
-        return {
-            "submitted_verdict": self.verdict.reason if self.verdict else None,
-            "judged": dict(self.judged),
-            "n": len(self.judged),
-            "c": sum(1 for s in self.judged.values() if s == "passed"),
-            "seconds": round(self.seconds, 3),
-        }
+        return HiddenJudging(
+            submitted_verdict=self.verdict.reason if self.verdict else None,
+            judged=dict(self.judged),
+            n=len(self.judged),
+            c=sum(1 for s in self.judged.values() if s == "passed"),
+            seconds=round(self.seconds, 3),
+        )
 
 
 def judge_candidates(judge: TaskVerifier, result: RunResult, log: RunLog,

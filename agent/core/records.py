@@ -131,6 +131,33 @@ def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class HiddenJudging:
+    """Blind runs (run.json's `oracle`): what the hidden tests said of the candidates after
+    the loop (agent/app/protocol.py)."""
+
+    submitted_verdict: str | None = None
+    """The submitted patch's verdict (its reason), None when nothing was submitted."""
+    judged: dict[str, str] = field(default_factory=dict)
+    """attempt id -> the hidden tests' status, for every attempt whose patch was judged."""
+    n: int = 0
+    """Distinct candidates judged (pass@k's n)."""
+    c: int = 0
+    """Of them, those the hidden tests passed (pass@k's c)."""
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_json(self)
+
+    @classmethod
+    def from_json(cls, data: object) -> HiddenJudging | None:
+        if not isinstance(data, Mapping):
+            return None
+        values = _known(cls, data)
+        values["judged"] = {str(k): str(v) for k, v in dict(values.get("judged") or {}).items()}
+        return cls(**values)
+
+
+@dataclass(frozen=True)
 class Tokens:
     """Prompt and completion tokens."""
 
@@ -309,7 +336,7 @@ class RunSummary:
     loop_reason: str | None = field(default=None, metadata={OMIT_EMPTY: True})
     """Blind runs: how the loop itself ended (status and reason then say what the hidden
     tests said of the submitted patch)."""
-    oracle: dict[str, Any] | None = field(default=None, metadata={OMIT_EMPTY: True})
+    oracle: HiddenJudging | None = field(default=None, metadata={OMIT_EMPTY: True})
     regression: dict[str, Any] | None = field(default=None, metadata={OMIT_EMPTY: True})
     """Blind runs: the regression tests (each test file run on the base)."""
     """Blind runs: what the hidden tests said of the candidates (submitted_verdict, judged,
@@ -352,6 +379,7 @@ class RunSummary:
         values.setdefault("task_id", "")
         values.setdefault("status", "unfinished")
         values["tokens"] = Tokens.from_json(values.get("tokens"))
+        values["oracle"] = HiddenJudging.from_json(values.get("oracle"))
         for name in ("fail_to_pass", "pass_to_pass", "fail_to_pass_passing_before"):
             values[name] = list(values.get(name) or [])
         values["models"] = dict(values.get("models") or {})

@@ -105,7 +105,7 @@ def run_record(task_id: str, status: str, summary: RunSummary, run_dir: Path,
     attempts = read_attempts(run_dir)
     stats = metrics.attempt_stats(attempts)
     if summary.oracle is not None:  # blind: pass@k counts what the hidden tests said after
-        stats.update(n=int(summary.oracle.get("n", 0)), c=int(summary.oracle.get("c", 0)))
+        stats.update(n=summary.oracle.n, c=summary.oracle.c)
     reproduction = summary.reproduction or {}
     return TaskResult(
         task_id=task_id,

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ooda.agent.core.records import AttemptRecord, RunSummary, StageRecord, Tokens
+from ooda.agent.core.records import (
+    AttemptRecord,
+    HiddenJudging,
+    RunSummary,
+    StageRecord,
+    Tokens,
+)
 from ooda.agent.core.runlog import RunLog, SummaryRecorder, read_attempts, read_summary
 
 
@@ -36,3 +42,14 @@ def test_old_and_new_keys_and_empty_optional_fields(tmp_path: Path) -> None:
     attempt = AttemptRecord.from_json({"attempt_id": "r1c1", "verifiers": [{"name": "ruff",
                                                                           "status": "passed"}]})
     assert attempt.verifiers == [StageRecord("ruff", "passed")]
+
+
+def test_a_blind_runs_hidden_judging_is_typed_and_its_json_unchanged() -> None:
+    judging = HiddenJudging("passed", {"r1c1": "passed", "r1c2": "failed"}, n=2, c=1,
+                            seconds=1.5)
+    written = RunSummary("r", "t", "passed", oracle=judging).to_json()
+    assert written["oracle"] == {"submitted_verdict": "passed",
+                                 "judged": {"r1c1": "passed", "r1c2": "failed"},
+                                 "n": 2, "c": 1, "seconds": 1.5}
+    assert RunSummary.from_json(written).oracle == judging
+    assert RunSummary.from_json({"oracle": None}).oracle is None
