@@ -183,6 +183,12 @@ class BwrapBackend:
     name = "bwrap"
     reusable = False
 
+    @property
+    def workspace_owner(self) -> tuple[int, int] | None:
+        """Whom a shared base is first mounted for (each sandbox then gets its own uid's view,
+        agent/sandbox/pool.py); None when not root."""
+        return (uid_base(), uid_base()) if os.geteuid() == 0 else None
+
     def __init__(self, *, log: image.Log = image.stderr_log) -> None:
         problem = bwrap_problem()
         if problem:
@@ -249,6 +255,12 @@ class BwrapSandbox:
             self._lease = Lease(workspace, os.getuid(), os.getgid())
         self._closed = False
         self._one_at_a_time = threading.Lock()  # each run ends by killing the uid's processes
+
+    @property
+    def workspace_owner(self) -> tuple[int, int] | None:
+        """The uid:gid its commands run as when that is a leased one (as root), else None
+        (agent/sandbox/overlay.py shares a repository only with a sandbox that names one)."""
+        return (self._uid.uid, self._uid.uid) if self._uid is not None else None
 
     def _argv(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
         root, work = str(self.rootfs), str(self.workspace.resolve())

@@ -139,8 +139,11 @@ class SharedBase:
         self.lower = layers / "lower"
         self.mask = layers / "mask"
         self._lock = threading.Lock()
-        self._mounted: dict[str, Path] = {}
-        """Workspace path → its layer directory (upper/, work/)."""
+        self._mounted: dict[str, tuple[Path, tuple[int, int]]] = {}
+        """Workspace path → its layer directory (upper/, work/) and its owner."""
+        self._bases: dict[tuple[int, int], tuple[Path, Path]] = {owner: (self.mask, self.lower)}
+        """Owner → (mask, lower) seen as that owner's (a bwrap sandbox has a uid of its own)."""
+        self._making = threading.Lock()
         self._root_mode = 0o755
         self._closed = False
 
@@ -209,30 +212,67 @@ class SharedBase:
     def close(self) -> None:
         """Unmount the base (lazily: overlays still mounted keep it) and remove the layers
         (an overlay still mounted removes its own when it is unmounted)."""
-        with contextlib.suppress(OSError):
-            _call("umount2", str(self.lower).encode(), _MNT_DETACH)
+        with self._making:
+            bases = list(self._bases.values())
+        for _mask, lower in bases:
+            with contextlib.suppress(OSError):
+                _call("umount2", str(lower).encode(), _MNT_DETACH)
         with _live_lock:
             _live.discard(self)
         with self._lock:
             self._closed = True
             left = bool(self._mounted)
-        fstree.remove_workspace(self.mask)
-        with contextlib.suppress(OSError):
-            self.lower.rmdir()
+        for mask, lower in bases:
+            fstree.remove_workspace(mask)
+            with contextlib.suppress(OSError):
+                lower.rmdir()
         if not left:
             fstree.remove_workspace(self.layers)
 
     # ------------------------------------------------------------------ workspaces
 
-    def mount(self, workspace: Path) -> None:
-        """Mount an overlay of the base on the empty directory `workspace`."""
+    def _base_for(self, owner: tuple[int, int]) -> tuple[Path, Path]:
+        """The mask and the read-only mount of the repository as `owner` sees them (made on
+        first use for an owner other than the pool's: the mask's folders owned alike)."""
+        with self._making:
+            found = self._bases.get(owner)
+            if found is not None:
+                return found
+            tag = f"{owner[0]}-{owner[1]}"
+            mask, lower = self.layers / f"mask-{tag}", self.layers / f"lower-{tag}"
+            for folder, _dirs, names in os.walk(self.mask):
+                rel = os.path.relpath(folder, self.mask)
+                made = mask / rel if rel != "." else mask
+                info = os.lstat(folder)
+                made.mkdir()
+                os.chmod(made, stat.S_IMODE(info.st_mode))
+                os.lchown(made, *owner)
+                os.utime(made, ns=(info.st_atime_ns, info.st_mtime_ns))
+                for name in names:
+                    if stat.S_ISCHR(os.lstat(os.path.join(folder, name)).st_mode):
+                        os.mknod(made / name, stat.S_IFCHR | 0o600, os.makedev(0, 0))
+            lower.mkdir()
+            try:
+                _bind_read_only(self.tree, lower, owner)
+            except BaseException:
+                fstree.remove_workspace(mask)
+                lower.rmdir()
+                raise
+            self._bases[owner] = (mask, lower)
+            return mask, lower
+
+    def mount(self, workspace: Path, owner: tuple[int, int] | None = None) -> None:
+        """Mount an overlay of the base on the empty directory `workspace`, its files seen as
+        `owner`'s (default: the pool's sandbox user)."""
+        owner = owner or self.owner
+        mask, lower = self._base_for(owner)
         layer = Path(tempfile.mkdtemp(prefix="ws-", dir=self.layers))
         upper, work = layer / "upper", layer / "work"
         upper.mkdir(mode=0o700)
         work.mkdir(mode=0o700)
-        os.chown(upper, *self.owner)
+        os.chown(upper, *owner)
         os.chmod(upper, self._root_mode)
-        options = (f"lowerdir={self.mask}:{self.lower},upperdir={upper},workdir={work},"
+        options = (f"lowerdir={mask}:{lower},upperdir={upper},workdir={work},"
                    "redirect_dir=on,index=off,metacopy=off,xino=off")
         try:
             _call("mount", b"overlay", str(workspace).encode(), b"overlay",
@@ -241,7 +281,7 @@ class SharedBase:
             fstree.remove_workspace(layer)
             raise
         with self._lock:
-            self._mounted[str(workspace)] = layer
+            self._mounted[str(workspace)] = (layer, owner)
 
     def holds(self, workspace: Path) -> bool:
         """Whether `workspace` is one of this base's overlays."""
@@ -251,9 +291,10 @@ class SharedBase:
     def unmount(self, workspace: Path) -> None:
         """Unmount the overlay on `workspace` (lazily) and remove its upper directory."""
         with self._lock:
-            layer = self._mounted.pop(str(workspace), None)
-        if layer is None:
+            found = self._mounted.pop(str(workspace), None)
+        if found is None:
             return
+        layer = found[0]
         for attempt in range(3):
             try:
                 _call("umount2", str(workspace).encode(), _MNT_DETACH)
@@ -269,11 +310,11 @@ class SharedBase:
     def own(self, workspace: Path) -> None:
         """Give what this process wrote in the workspace (a patch, a cache) to the sandbox user:
         the entries of its upper directory only."""
-        upper = self._upper(workspace)
+        upper, owner = self._upper(workspace), self._owner(workspace)
         for rel, info in _upper_entries(upper, lambda _rel, _info: True):
-            if (info.st_uid, info.st_gid) != self.owner:
+            if (info.st_uid, info.st_gid) != owner:
                 with contextlib.suppress(FileNotFoundError):
-                    os.lchown(workspace / rel, *self.owner)
+                    os.lchown(workspace / rel, *owner)
 
     def restore(self, workspace: Path) -> None:
         """Bring the workspace back to the base (no process may run in its sandbox): every
@@ -286,10 +327,15 @@ class SharedBase:
 
     def _upper(self, workspace: Path) -> Path:
         with self._lock:
-            layer = self._mounted.get(str(workspace))
-        if layer is None:
+            found = self._mounted.get(str(workspace))
+        if found is None:
             raise ValueError(f"{workspace} is not a shared workspace")
-        return layer / "upper"
+        return found[0] / "upper"
+
+    def _owner(self, workspace: Path) -> tuple[int, int]:
+        with self._lock:
+            found = self._mounted.get(str(workspace))
+        return self.owner if found is None else found[1]
 
     def _in_base(self, rel: str) -> os.stat_result | None:
         """The repository's entry at `rel` as the base shows it (None: not there or masked)."""
@@ -430,11 +476,12 @@ def unmount_leftovers() -> int:
         upper = re.search(r"(?:^|,)upperdir=([^,]*)", tail[2] if len(tail) > 2 else "")
         if tail and tail[0] == "overlay" and upper and "/layers-" in upper.group(1):
             found.append((point, Path(_unescape(upper.group(1))).parents[1]))
-        elif os.path.basename(point) == "lower" and "/layers-" in point:
+        elif os.path.basename(point).startswith("lower") and "/layers-" in point:
             found.append((point, Path(point).parent))
     undone = 0
     dead: set[Path] = set()
-    for point, layers in sorted(found, key=lambda item: os.path.basename(item[0]) == "lower"):
+    for point, layers in sorted(found,
+                                key=lambda item: os.path.basename(item[0]).startswith("lower")):
         try:
             labels = json.loads((layers / OWNER_FILE).read_text())
         except (OSError, ValueError):

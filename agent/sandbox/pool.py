@@ -72,7 +72,7 @@ class SandboxPool:
         self.backend = backend
         self.base = base
         """Fills an empty workspace with what every one starts from (None: `fill` does all)."""
-        self.shared = shared if backend.reusable and base is not None else None
+        self.shared = shared if base is not None else None
         """The base mounted copy-on-write on every slot this pool opens (None: copied)."""
         self.work_root = work_root
         self.requirements = requirements
@@ -276,6 +276,10 @@ class SandboxPool:
     def _acquire_fresh(self, fill: Callable[[Path], T]) -> tuple[Sandbox, T]:
         self.work_root.mkdir(parents=True, exist_ok=True)
         workspace = Path(tempfile.mkdtemp(prefix="ws-", dir=self.work_root))
+        if self.shared is not None:
+            shared = self._acquire_shared(workspace, fill)
+            if shared is not None:
+                return shared
         try:
             if self.base is not None:
                 self.base(workspace)
@@ -283,6 +287,31 @@ class SandboxPool:
             sandbox = self.backend.open(workspace, requirements=self.requirements)
         except BaseException:
             remove_workspace(workspace)
+            raise
+        with self._cond:
+            self.started += 1
+        return sandbox, value
+
+    def _acquire_shared(self, workspace: Path, fill: Callable[[Path], T]
+                        ) -> tuple[Sandbox, T] | None:
+        """A fresh sandbox (bwrap: its mounts are made per command) on `workspace`, then the
+        base mounted there as its uid sees it; None, the sandbox closed, when it would not
+        mount (the caller copies)."""
+        assert self.shared is not None
+        sandbox = self.backend.open(workspace, requirements=self.requirements)
+        owner: tuple[int, int] | None = getattr(sandbox, "workspace_owner", None)
+        try:
+            if owner is None:
+                raise OSError("the sandbox names no owner for its workspace")
+            self.shared.mount(workspace, owner)
+        except OSError:
+            sandbox.close()
+            return None
+        try:
+            value = fill(workspace)
+            self.shared.own(workspace)
+        except BaseException:
+            self.release(sandbox)
             raise
         with self._cond:
             self.started += 1
@@ -314,6 +343,7 @@ class SandboxPool:
         """Take a sandbox back: reset and keep it, or discard it (and start a replacement)."""
         if not self.reusable:
             try:
+                self._unmount(sandbox.workspace)  # first: the lease then gives back an empty slot
                 sandbox.close()
             finally:
                 remove_workspace(sandbox.workspace)

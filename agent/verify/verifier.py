@@ -124,7 +124,7 @@ class TaskVerifier:
         self.pool = pool or SandboxPool(
             backend, work_root, requirements=self.plan.requirements, size=concurrency,
             base=self._copy_base,  # copied into an emptied slot ahead of need
-            shared=None if pool is not None or not backend.reusable else shared_base(
+            shared=None if pool is not None else shared_base(
                 self.base_repo, work_root, getattr(backend, "workspace_owner", None),
                 COPY_EXCLUDES.__contains__),  # else mounted copy-on-write (large repos)
         )

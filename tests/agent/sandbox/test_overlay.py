@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from ooda.agent.sandbox import overlay
+from ooda.agent.sandbox.bwrap import BwrapSandbox
 from ooda.agent.sandbox.overlay import OWNER_FILE, SharedBase, shared_base, unmount_leftovers
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.support import fstree
@@ -195,3 +196,36 @@ def test_a_run_stopped_by_ctrl_c_leaves_nothing_mounted(base: SharedBase, tmp_pa
     base.mount(slot)
     overlay._unmount_at_exit()
     assert not mounted(slot) and not mounted(base.lower) and not base.layers.exists()
+
+
+def test_bwrap_sandboxes_share_the_base_each_as_its_own_uid(base: SharedBase, tmp_path: Path) -> None:
+    """bwrap: a fresh sandbox per candidate, each with a leased uid of its own, gets the base
+    seen as that uid's (no copy); what its candidate wrote is gone with it."""
+    from sandbox_helpers import backend_or_skip
+
+    backend = backend_or_skip("bwrap")
+    want = fstree.tree_digest(make_workspace(base.tree, tmp_path / "copies"))
+    copies: list[Path] = []
+    pool = SandboxPool(backend, tmp_path / "work", size=2, base=copies.append, shared=base)
+    try:
+        first, _ = pool.acquire(lambda ws: (ws / "pkg" / "s0" / "m0.py").write_text("fix\n"))
+        second, _ = pool.acquire(lambda ws: None)
+        script = ("import os; open('tests/test_a.py', 'w').write('tampered'); "
+                  "os.remove('pkg/s0/m1.py'); print(os.getuid(), os.stat('pkg/s0/m0.py').st_uid)")
+        ran = first.run(["python3", "-c", script], timeout_s=60)
+        assert ran.exit_code == 0, ran.output
+        uid, owner = ran.output.split()
+        assert uid == owner  # the files are its user's, in the sandbox
+        assert isinstance(first, BwrapSandbox) and isinstance(second, BwrapSandbox)
+        assert first.workspace_owner is not None and second.workspace_owner is not None
+        leased = first.workspace_owner[0]
+        assert os.lstat(first.workspace / "pkg" / "s0" / "m2.py").st_uid == leased  # on the host
+        assert leased != second.workspace_owner[0]
+        assert fstree.tree_digest(second.workspace) == want  # untouched by the other
+        workspace = first.workspace
+        pool.release(first)
+        assert not mounted(workspace) and not workspace.exists()
+        assert copies == []
+        pool.release(second)
+    finally:
+        pool.close()
