@@ -78,17 +78,17 @@ class BlindChecks:
         """One test file, whole, on the unpatched code, with the task's runner."""
         request = TestRequest(ids=(path,), runner_cmd=self.runner_cmd, test_files=(path,),
                               whole_files=True, timeout_s=timeout_s, pre_test=self.pre_test)
-        sandbox, _ = self.pool.acquire(self.fill_base)
-        try:
-            return dict(base_run(self.runner, Watched(sandbox), request).outcomes)
-        finally:
-            self.pool.release(sandbox)
+        return self._base_outcomes(request)
 
     def _run_ids(self, ids: tuple[str, ...], timeout_s: float) -> dict[str, str]:
         """These tests (of one file), by id, on the unpatched code, with the task's runner."""
         files = tuple(dict.fromkeys(i.split("::", 1)[0] for i in ids))
         request = TestRequest(ids=ids, runner_cmd=self.runner_cmd, test_files=files,
                               whole_files=False, timeout_s=timeout_s, pre_test=self.pre_test)
+        return self._base_outcomes(request)
+
+    def _base_outcomes(self, request: TestRequest) -> dict[str, str]:
+        """Each test's outcome of `request` on the unpatched code, in a sandbox of the pool."""
         sandbox, _ = self.pool.acquire(self.fill_base)
         try:
             return dict(base_run(self.runner, Watched(sandbox), request).outcomes)

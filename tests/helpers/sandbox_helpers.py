@@ -1,5 +1,6 @@
 """Shared by the sandbox test files: real backends opened once per session, skipped when this
-machine lacks them unless OODA_REQUIRE_SANDBOXES=1 (then a missing backend fails the test)."""
+machine lacks them unless OODA_REQUIRE_SANDBOXES=1 (then a missing backend fails the test);
+and a recording stand-in for a reusable backend, for pool tests that run the candidate themselves."""
 
 from __future__ import annotations
 
@@ -133,3 +134,38 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+class RecordingBox:
+    """A stand-in for a reusable sandbox: the test runs the candidate itself; lends and close counted."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+        self.closed = False
+        self.lent = 0
+
+    def reset(self) -> bool:
+        return True
+
+    def lend(self) -> None:
+        self.lent += 1
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class RecordingBackend:
+    """Opens RecordingBoxes and keeps them; `on_open` may check the workspace as it is bound."""
+
+    reusable = True
+
+    def __init__(self, on_open: Callable[[Path], None] | None = None) -> None:
+        self.opened: list[RecordingBox] = []
+        self.on_open = on_open
+
+    def open(self, workspace: Path, requirements: object = None) -> RecordingBox:
+        if self.on_open is not None:
+            self.on_open(workspace)
+        box = RecordingBox(workspace)
+        self.opened.append(box)
+        return box

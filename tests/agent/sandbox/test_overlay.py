@@ -11,9 +11,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from sandbox_helpers import RecordingBackend
 
 from ooda.agent.sandbox import overlay
 from ooda.agent.sandbox.bwrap import BwrapSandbox
@@ -124,28 +124,8 @@ def test_a_workspace_shows_a_copy_and_is_restored_exactly(base: SharedBase, tmp_
         p.name.startswith("layers-") for p in (tmp_path / "work").iterdir())
 
 
-class Box:
-    """A stand-in for a reusable sandbox: the test runs the candidate itself."""
-
-    def __init__(self, workspace: Path) -> None:
-        self.workspace = workspace
-
-    def reset(self) -> bool:
-        return True
-
-    def lend(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-class Backend:
-    reusable = True
-
-    def open(self, workspace: Path, requirements: Any = None) -> Box:
-        assert os.path.ismount(workspace)  # mounted before the sandbox binds it
-        return Box(workspace)
+def _mounted(workspace: Path) -> None:
+    assert os.path.ismount(workspace)  # mounted before the sandbox binds it
 
 
 def test_a_pool_hands_out_shared_workspaces_and_restores_them(
@@ -153,7 +133,7 @@ def test_a_pool_hands_out_shared_workspaces_and_restores_them(
 ) -> None:
     want = fstree.tree_digest(make_workspace(base.tree, tmp_path / "copies"))
     copies: list[Path] = []
-    pool = SandboxPool(Backend(), tmp_path / "work", size=1,  # type: ignore[arg-type]
+    pool = SandboxPool(RecordingBackend(_mounted), tmp_path / "work", size=1,  # type: ignore[arg-type]
                        base=copies.append, shared=base)
     try:
         box, _ = pool.acquire(lambda ws: (ws / "pkg" / "s0" / "m0.py").write_text("fix\n"))

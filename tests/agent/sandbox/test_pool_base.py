@@ -6,39 +6,11 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
+from sandbox_helpers import RecordingBackend, RecordingBox
 
 from ooda.agent.sandbox.pool import SandboxPool
-
-
-class Box:
-    def __init__(self, workspace: Path) -> None:
-        self.workspace = workspace
-        self.closed = False
-        self.lent = 0
-
-    def reset(self) -> bool:
-        return True
-
-    def lend(self) -> None:
-        self.lent += 1
-
-    def close(self) -> None:
-        self.closed = True
-
-
-class Backend:
-    reusable = True
-
-    def __init__(self) -> None:
-        self.opened: list[Box] = []
-
-    def open(self, workspace: Path, requirements: Any = None) -> Box:
-        box = Box(workspace)
-        self.opened.append(box)
-        return box
 
 
 class Base:
@@ -71,7 +43,7 @@ def candidate(workspace: Path) -> list[str]:
 
 def test_the_next_workspace_holds_the_base_refilled_in_the_background(tmp_path: Path) -> None:
     base = Base()
-    backend = Backend()
+    backend = RecordingBackend()
     pool = SandboxPool(backend, tmp_path / "slots", size=1, base=base)  # type: ignore[arg-type]
     try:
         box, seen = pool.acquire(candidate)
@@ -92,7 +64,7 @@ def test_the_next_workspace_holds_the_base_refilled_in_the_background(tmp_path: 
 
 def test_warm_sandboxes_get_the_base_before_they_are_handed_out(tmp_path: Path) -> None:
     base = Base()
-    backend = Backend()
+    backend = RecordingBackend()
     pool = SandboxPool(backend, tmp_path / "slots", size=2, base=base)  # type: ignore[arg-type]
     try:
         pool.warm()
@@ -114,10 +86,10 @@ def test_an_adopted_sandbox_gets_the_base_in_the_background(tmp_path: Path) -> N
     """A sandbox started elsewhere (the daemon's warm container) gets the base right away, in
     the background, not when the first candidate takes it."""
     base = Base()
-    pool = SandboxPool(Backend(), tmp_path / "slots", size=2, base=base)  # type: ignore[arg-type]
+    pool = SandboxPool(RecordingBackend(), tmp_path / "slots", size=2, base=base)  # type: ignore[arg-type]
     slot = tmp_path / "adopted"
     slot.mkdir()
-    adopted = Box(slot)
+    adopted = RecordingBox(slot)
     try:
         pool.adopt(adopted)  # type: ignore[arg-type]
         pool.settle()
@@ -132,7 +104,7 @@ def test_an_adopted_sandbox_gets_the_base_in_the_background(tmp_path: Path) -> N
 
 def test_a_failed_base_leaves_no_half_copy_and_the_sandbox_is_replaced(tmp_path: Path) -> None:
     base = Base(fail_after=1)
-    backend = Backend()
+    backend = RecordingBackend()
     pool = SandboxPool(backend, tmp_path / "slots", size=1, base=base)  # type: ignore[arg-type]
     try:
         box, _ = pool.acquire(candidate)
@@ -148,7 +120,7 @@ def test_a_failed_base_leaves_no_half_copy_and_the_sandbox_is_replaced(tmp_path:
 
 
 def test_without_base_fill_gets_an_empty_workspace(tmp_path: Path) -> None:
-    backend = Backend()
+    backend = RecordingBackend()
     pool = SandboxPool(backend, tmp_path / "slots", size=1)  # type: ignore[arg-type]
     try:
         box, seen = pool.acquire(candidate)

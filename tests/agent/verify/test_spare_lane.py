@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_helpers import backend_or_skip
+from sandbox_helpers import RecordingBackend, backend_or_skip
 
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.verify.verifier import TaskVerifier
@@ -143,33 +143,12 @@ def test_a_candidate_gets_a_mypy_cache_only_where_mypy_runs(tmp_path: Path, lane
 # --------------------------------------------------------------------------- try_acquire
 
 
-class Box:
-    def __init__(self, workspace: Path) -> None:
-        self.workspace = workspace
-
-    def reset(self) -> bool:
-        return True
-
-    def lend(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-class Backend:
-    reusable = True
-
-    def open(self, workspace: Path, requirements: Any = None) -> Box:
-        return Box(workspace)
-
-
 def test_try_acquire_takes_only_an_idle_sandbox_nobody_waits_for(tmp_path: Path) -> None:
     def fill(workspace: Path) -> str:
         (workspace / "given.txt").write_text("x")
         return "filled"
 
-    pool = SandboxPool(Backend(), tmp_path / "slots", size=2)  # type: ignore[arg-type]
+    pool = SandboxPool(RecordingBackend(), tmp_path / "slots", size=2)  # type: ignore[arg-type]
     try:
         assert pool.try_acquire(fill) is None  # none started yet: it does not open one
         first, _ = pool.acquire(fill)
