@@ -134,8 +134,9 @@ def test_a_lost_node_is_one_line_and_its_task_runs_again(
     assert len(said) == 1, err.decode()  # one line, nothing of Ray's
     assert re.fullmatch(rf"ooda: node [0-9a-f]{{8}} at 127\.0\.0\.3 lost; task "
                         rf"{again['task_id']} submitted again, attempt 2 of 3", said[0]), said
-    ray_log = (runs / "killed" / "ray.log").read_text()
-    assert "127.0.0.3" in ray_log  # Ray's own account of the dead node, kept in the file
+    # Ray's own output goes to the file; whether its "marked dead" message arrives before the
+    # driver disconnects is Ray's timing (CI once saw none), so only the file is required.
+    assert (runs / "killed" / "ray.log").is_file()
     assert "- **submitted again (node lost)**: 1" in (runs / "killed" / "report.md").read_text()
     run = json.loads((runs / "killed" / "tasks" / again["task_id"] / "run.json").read_text())
     assert run["status"] == "passed"
