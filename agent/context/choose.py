@@ -4,7 +4,9 @@ budget.
 A repository whose source files (with the tests the model may see) fit in the budget is shown
 whole, as before: the files the statement names or the visible tests import first, then the
 visible tests, then the rest, small first. A larger one is indexed (agent/context/index.py),
-ranked from the task's text (rank.py) and shown in part (present.py).
+ranked from the task's text (rank.py) and shown in part (present.py); a very large one is
+indexed only where the task's words point (quick.py), so the first request does not wait for
+an index of every file.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from ooda.agent.context import quick
 from ooda.agent.context.clues import read_clues
 from ooda.agent.context.index import RepoIndex, is_test_file, list_python, load_index
 from ooda.agent.context.present import Context, ShownFile, present, render, shown_tokens
@@ -37,10 +40,13 @@ def choose_context(task: Task, budget: int, *, cache: bool = True,
     re-rank a repository too large to show whole."""
     tests = [t for t in dict.fromkeys(test_file(t) for t in visible_tests(task))
              if (task.repo / t).is_file()]
-    whole = _whole_repo(task, tests, budget)
+    paths = list_python(task.repo)
+    whole = _whole_repo(task, paths, tests, budget)
     if whole is not None:
         return whole
-    index = load_index(task.repo, cache=cache)
+    if quick.is_large(paths):  # too many to index before the first request: the task's part
+        paths = quick.quick_paths(task.repo, paths, read_clues(task.statement), tests)
+    index = load_index(task.repo, cache=cache, paths=paths)
     ranking = rank_task(index, task, tests)
     if refine is not None:
         ranking = refine(index, ranking)
@@ -60,9 +66,9 @@ def rank_task(index: RepoIndex, task: Task, tests: list[str]) -> Ranking:
     return rank(index, read_clues(task.statement), hints)
 
 
-def _whole_repo(task: Task, tests: list[str], budget: int) -> Context | None:
+def _whole_repo(task: Task, paths: list[str], tests: list[str], budget: int) -> Context | None:
     """Every source file and visible test whole, when they fit the budget (else None)."""
-    sources = [p for p in list_python(task.repo) if not is_test_file(p)]
+    sources = [p for p in paths if not is_test_file(p)]
     if len(sources) + len(tests) > MAX_WHOLE_FILES:
         return None
     texts: dict[str, str] = {}

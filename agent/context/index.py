@@ -17,7 +17,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ooda.agent.context import graph, store
@@ -49,20 +49,27 @@ _BASES = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
 def is_test_file(path: str) -> bool:
     """Test modules, conftest.py, and everything under a tests/ or test/ folder (or a
     top-level testing/ folder, pytest's own)."""
-    p = PurePosixPath(path)
-    folders = p.parts[:-1]
-    return (p.name.startswith("test_") or p.name.endswith("_test.py") or p.name == "conftest.py"
-            or bool({"tests", "test"} & set(folders)) or folders[:1] == ("testing",))
+    *folders, name = _parts(path)  # strings, not PurePosixPath: called per file, 20,000 times
+    return (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+            or "tests" in folders or "test" in folders or folders[:1] == ["testing"])
 
 
 def module_name(path: str) -> str:
     """The dotted name `path` is imported by (`src/pkg/mod.py` → `pkg.mod`)."""
-    parts = list(PurePosixPath(path).with_suffix("").parts)
+    parts = _parts(path)
+    dot = parts[-1].rfind(".")
+    if 0 < dot < len(parts[-1]) - 1:  # the suffix, as PurePosixPath.with_suffix("") drops it
+        parts[-1] = parts[-1][:dot]
     if parts and parts[-1] == "__init__":
         parts.pop()
     if len(parts) > 1 and parts[0] in ("src", "lib"):
         parts.pop(0)
     return ".".join(parts)
+
+
+def _parts(path: str) -> list[str]:
+    """A repository-relative path's parts, as PurePosixPath(path).parts has them."""
+    return [part for part in path.split("/") if part and part != "."] or [""]
 
 
 @dataclass
@@ -186,12 +193,13 @@ def _read(repo: Path, rel: str) -> bytes | None:
         return None
 
 
-def load_index(repo: Path, *, cache: bool = True) -> RepoIndex:
-    """The index of `repo` as it is now: from the cache when this exact state was indexed
-    before, else built (unchanged files' units from the per-file cache) and cached."""
+def load_index(repo: Path, *, cache: bool = True, paths: list[str] | None = None) -> RepoIndex:
+    """The index of `repo` as it is now (of only `paths` when given: agent/context/quick.py):
+    from the cache when this exact state was indexed before, else built (unchanged files'
+    units from the per-file cache) and cached."""
     contents: dict[str, bytes] = {}
     keys: dict[str, str] = {}
-    for rel in list_python(repo):
+    for rel in list_python(repo) if paths is None else paths:
         data = _read(repo, rel)
         if data is None:
             continue

@@ -24,11 +24,15 @@ WAIT_S = 600.0
 
 def start(repo: Path) -> subprocess.Popen[bytes] | None:
     """Start building `repo`'s index in a child process (None: a repository small enough to be
-    shown whole needs none, or it could not be started; the prompt then builds it as before)."""
+    shown whole needs none, one too large to index whole is indexed in the task's part when
+    the prompt asks (agent/context/quick.py), or it could not be started; the prompt then
+    builds it as before)."""
+    from ooda.agent.context import quick
     from ooda.agent.context.choose import MAX_WHOLE_FILES
     from ooda.agent.context.index import list_python
 
-    if len(list_python(repo)) <= MAX_WHOLE_FILES:
+    paths = list_python(repo)
+    if len(paths) <= MAX_WHOLE_FILES or quick.is_large(paths):
         return None
     try:
         return subprocess.Popen(

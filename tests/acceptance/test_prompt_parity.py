@@ -3,7 +3,9 @@ HTTP to the bundled endpoint (scripted votes on where the change belongs), a rea
 
 A repository too large to show whole at the budget; the endpoint's context votes name a file
 the model-free ranking puts low. `ooda run` and `ooda prompt --model` against the same
-endpoint show the same files; `ooda prompt` without a model shows the model-free choice."""
+endpoint show the same files; `ooda prompt` without a model shows the model-free choice. The
+repository counts as one too large to index whole (OODA_CONTEXT_QUICK_FILES), so both index
+the part the task points at, as on a repository of tens of thousands of files."""
 
 from __future__ import annotations
 
@@ -26,6 +28,9 @@ def ooda(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "OODA_"))}
     if "OODA_HOME" in os.environ:
         env["OODA_HOME"] = os.environ["OODA_HOME"]
+    # more files than this: indexed where the task points (agent/context/quick.py), as a
+    # repository of tens of thousands of files is; the choice must agree there too (issue 40)
+    env["OODA_CONTEXT_QUICK_FILES"] = "5"
     return subprocess.run([sys.executable, "-m", "ooda.agent.cli", *args], cwd=cwd,
                           env={**env, "OODA_DAEMON": "0"}, capture_output=True, text=True,
                           timeout=900)
