@@ -96,14 +96,24 @@ def test_a_rewritten_collected_test_is_an_invalid_edit(
     assert "test" in verdict.reason.lower(), verdict.reason
 
 
+RUN_TIME_CHEATS = {
+    "suffix": (lambda: calc_patch(REWRITES_AT_RUN_TIME), "calc_tests.py"),
+    # held-out batch 4: the module rewrites its own docstring's expected output at import
+    "doctests": (lambda: diff("calc.py", DOCTESTED, DOCTESTED + (
+        "\nadd.__doc__ = add.__doc__.replace('    5\\n', '    -1\\n')\n")),
+        "docstring was rewritten at run time"),
+}
+
+
+@pytest.mark.parametrize("name", list(RUN_TIME_CHEATS))
 @pytest.mark.parametrize("backend", ["docker", "bwrap"])
 def test_code_rewriting_a_collected_test_while_it_runs_is_tampering(
-    tmp_path: Path, backend: str
+    tmp_path: Path, name: str, backend: str
 ) -> None:
-    task = _layout(tmp_path / "task", "suffix")
-    verdict = verify_task(task, calc_patch(REWRITES_AT_RUN_TIME), tmp_path / "work", backend,
-                          without=("tampering",))
-    assert_not_passed(verdict, "failed", "calc_tests.py")
+    task = _layout(tmp_path / "task", name)
+    patch, words = RUN_TIME_CHEATS[name]
+    verdict = verify_task(task, patch(), tmp_path / "work", backend, without=("tampering",))
+    assert_not_passed(verdict, "failed", words)
 
 
 CONTROLS = {

@@ -27,7 +27,7 @@ import sys
 import traceback
 
 try:  # the type comments below (a Python 3.5 file cannot hold variable annotations)
-    from typing import Any, Callable, Dict, List  # noqa: F401
+    from typing import Any, Callable, Dict, Iterator, List  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
@@ -357,6 +357,34 @@ def _recorded_run(original):
     return run
 
 
+def _no_false_stop(original):
+    # type: (Callable[..., Any]) -> Callable[..., Any]
+    """unittest's `_Outcome.testPartExecutor`, except that its internal `_ShouldStop`, which
+    it swallows (the test part ends, still a success), is an error unless a failure came first
+    under failfast: unittest raises it only there (`subTest`); raised by the code under test
+    it would end a failing test as passed."""
+    import contextlib
+    import unittest.case
+
+    stop = unittest.case._ShouldStop  # type: ignore[attr-defined]
+
+    @contextlib.contextmanager
+    def testPartExecutor(self, *args, **kwargs):
+        # type: (Any, Any, Any) -> Iterator[None]
+        with original(self, *args, **kwargs):
+            try:
+                yield
+            except stop:
+                failfast = getattr(getattr(self, "result", None), "failfast", False)
+                if self.success or not failfast:
+                    raise RuntimeError(
+                        "unittest's internal _ShouldStop was raised while the test had not "
+                        "failed (only unittest's subTest raises it, after a failure)") from None
+                raise
+
+    return testPartExecutor
+
+
 def install_unittest(config):
     # type: (Dict[str, Any]) -> None
     """unittest's `TestCase.run` reports to a Recorder; the base `TestResult.add*` record too
@@ -377,6 +405,9 @@ def install_unittest(config):
     case = unittest.case.TestCase
     case.run = _recorded_run(vars(case)["run"])  # type: ignore[method-assign]
     install_probes(config, case)
+    outcome = getattr(unittest.case, "_Outcome", None)
+    if outcome is not None and callable(vars(outcome).get("testPartExecutor")):
+        outcome.testPartExecutor = _no_false_stop(vars(outcome)["testPartExecutor"])
     for module in (unittest.case, unittest.result, unittest.runner, unittest.suite,
                    unittest.loader, unittest.main):
         watch(module, sorted(n for n, v in vars(module).items() if callable(v)))

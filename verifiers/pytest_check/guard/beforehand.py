@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import redecide, stores
+from .provenance import deciding
 
 flagged: list[type] = []
 """Classes whose values said they equal a probe (read by the Guard at its next check)."""
@@ -162,28 +163,36 @@ def _orders_equal(value: Any, other: object) -> bool:
             return False
 
 
-def before(*operands: object) -> None:
+def before(*operands: object) -> bool:
     """Probe the values in `operands` whose class compares by the candidate's code (called
-    just before the comparison is made)."""
+    just before the comparison is made). Whether there were such values. While the probes
+    run, the candidate's code reading frames is a search (provenance.deciding)."""
     if all(type(o) in _SCALARS for o in operands) or getattr(_busy, "on", False):
-        return
+        return False
     _busy.on = True
+    suspects: set[type] = set()
     try:
         kinds = {type(value) for value in redecide.values_in(operands, MAX_WALKED)}
         suspects = {k for k in kinds if k not in redecide.BUILTINS and candidate_compares(k)}
         if not suspects:  # (the usual case: one walk, one look per class)
-            return
+            return False
         found, samples, seen = _gather(operands, suspects)
-        for value in found:
-            if any(_says_equal(value, p) or _orders_equal(value, p) for p in _probes(samples, seen)):
-                if len(flagged) < MAX_FLAGGED:
-                    flagged.append(type(value))
+        deciding[0] += 1
+        try:
+            for value in found:
+                if any(_says_equal(value, p) or _orders_equal(value, p)
+                       for p in _probes(samples, seen)):
+                    if len(flagged) < MAX_FLAGGED:
+                        flagged.append(type(value))
+        finally:
+            deciding[0] -= 1
     except KeyboardInterrupt:
         raise
     except BaseException:  # a probe that cannot finish has no verdict
         pass
     finally:
         _busy.on = False
+    return bool(suspects)
 
 
 def _gather(
@@ -268,8 +277,14 @@ def compare(left: Any, right: Any, index: int, asserted: bool = False) -> object
     __tracebackhide__ = True  # pytest leaves this frame out of its tracebacks
     if type(left) in _SCALARS and type(right) in _SCALARS:
         return _OPERATORS[index](left, right)
-    before(left, right)
-    result = _OPERATORS[index](left, right)
+    if before(left, right):
+        deciding[0] += 1  # the test's own comparison of such a value: no frame reading either
+        try:
+            result = _OPERATORS[index](left, right)
+        finally:
+            deciding[0] -= 1
+    else:
+        result = _OPERATORS[index](left, right)
     if asserted:
         after_assert(left, right, index, result)
     return result

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from . import beforehand, probes, redecide
+from . import beforehand, doctests, probes, redecide
 from .hooks import HookWatch
 from .records import Records
 from .snapshot import Fingerprint, Owner, Snapshot, changes, snapshot
@@ -358,6 +358,10 @@ class Guard:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         for item in session.items:
             self._remember_code(item)
+            if self.judge.changed:
+                said = doctests.rewritten(item, self.judge.changed)
+                if said:
+                    self.problem(said, "after collection")
         self.check("after collection")
 
     @_wrapper(trylast=True)

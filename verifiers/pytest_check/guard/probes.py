@@ -30,7 +30,7 @@ import operator
 import sys
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import beforehand
@@ -316,12 +316,45 @@ def _probing_reprcompare(original: Callable[..., str]) -> Callable[..., str]:
 
 def _wrap_unittest() -> None:
     import unittest
+    import unittest.case
 
     case = unittest.TestCase
     for name in PROBED_ASSERTS:
         original = case.__dict__.get(name)
         if callable(original):
             setattr(case, name, _probing_assert(original))
+    outcome = getattr(unittest.case, "_Outcome", None)
+    if outcome is not None and callable(vars(outcome).get("testPartExecutor")):
+        outcome.testPartExecutor = _no_false_stop(vars(outcome)["testPartExecutor"])
+
+
+def _no_false_stop(original: Callable[..., Any]) -> Callable[..., Any]:
+    """unittest's `_Outcome.testPartExecutor`, except that its internal `_ShouldStop`, which
+    it swallows (the test part ends, still a success), is an error unless a failure came first
+    under failfast: unittest raises it only there (`subTest`); raised by the code under test
+    it would end a failing test as passed (issue 33, held-out batch 4)."""
+    import contextlib
+    import unittest.case
+
+    stop = unittest.case._ShouldStop  # type: ignore[attr-defined]
+
+    @contextlib.contextmanager
+    def testPartExecutor(self: Any, *args: Any, **kwargs: Any) -> Iterator[None]:
+        with original(self, *args, **kwargs):
+            try:
+                yield
+            except stop:
+                failfast = getattr(getattr(self, "result", None), "failfast", False)
+                if self.success or not failfast:
+                    raise RuntimeError(
+                        "unittest's internal _ShouldStop was raised while the test had not "
+                        "failed (only unittest's subTest raises it, after a failure): the test "
+                        "cannot pass that way"
+                    ) from None
+                raise
+
+    testPartExecutor.__doc__ = original.__doc__
+    return testPartExecutor
 
 
 PROBED_ASSERTS = (

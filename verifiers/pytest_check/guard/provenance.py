@@ -61,6 +61,10 @@ from .redecide import REPLACED
 _realpath = os.path.realpath
 _stat = os.stat
 _getframe = sys._getframe
+deciding = [0]
+"""Above 0 while a comparison whose class compares by the candidate's code is made or probed
+(beforehand.py): the candidate's code reading frames then is a search (_on_frame_read)."""
+_FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 MAX_DEPTH = 400
 """Frames looked at on the stack at most (deeper stacks count as untrusted)."""
 
@@ -345,24 +349,50 @@ class Provenance:
             code = args[0] if args else None
             if isinstance(code, types.CodeType):
                 self._on_made(code, _getframe(1))
-        elif event == "sys._getframe":
-            if not self._busy:  # our own _getframe below raises this event again
-                self._on_getframe()
+        elif event in _FRAME_EVENTS:
+            self._on_frame_event(event, args)
         elif event in _SEARCHES:
             if self.trusted(_getframe(1).f_code) is not True:
                 self.events.append(("search", event))
         elif len(args) == 3 and args[1] == "__code__":  # object.__setattr__
             self._on_code_set(args[0], args[2], _getframe(1))
 
+    def _on_frame_event(self, event: str, args: tuple[Any, ...]) -> None:
+        if event == "sys._getframe":
+            if not self._busy:  # our own _getframe below raises this event again
+                self._on_getframe()
+        elif deciding[0] and len(args) == 2 and args[1] in _FRAME_ATTRIBUTES:
+            # object.__getattr__: a traceback's or a generator's frame read
+            self._on_frame_read(_getframe(2), f"{args[1]} (a frame)")
+
     def _on_getframe(self) -> None:
-        """sys._getframe called by code the run made at run time (from no file): a search."""
+        """sys._getframe called by code the run made at run time (from no file): a search;
+        or by the candidate's code while a comparison it decides is made (`deciding`)."""
         self._busy = True
         try:
-            origin = self.origins.get(id(_getframe(2).f_code))  # _audit's caller
+            caller = _getframe(3)  # (_on_frame_event, _audit, then who called sys._getframe)
+            origin = self.origins.get(id(caller.f_code))
+            if origin is not None and not origin.trusted and not origin.path:
+                self.events.append(("search", "sys._getframe from code it made at run time"))
+            elif deciding[0] and caller.f_code.co_filename != __file__:  # (not _audit's own)
+                self._on_frame_read(caller, "sys._getframe")
         finally:
             self._busy = False
-        if origin is not None and not origin.trusted and not origin.path:
-            self.events.append(("search", "sys._getframe from code it made at run time"))
+
+    def _on_frame_read(self, caller: types.FrameType, what: str) -> None:
+        """A frame read while a comparison made by the candidate's code decides (beforehand
+        probing it, or the test's comparison of its value): reading who asks is how such a
+        value tells the guard's probe from the test's comparison (gap G5). Counted when the
+        reader is the candidate's code, or a trusted helper it called directly
+        (`inspect.currentframe`, `inspect.stack`, `traceback.extract_stack`); deeper trusted
+        machinery (logging's caller lookup) is not a read of the candidate's."""
+        reader: types.FrameType | None = caller
+        if self.trusted(caller.f_code) is True:
+            reader = caller.f_back
+        if reader is not None and self.trusted(reader.f_code) is False:
+            self.events.append(
+                ("search", f"{what} while a comparison its own code decides was made")
+            )
 
     def _on_exec(self, code: types.CodeType, caller: types.FrameType) -> None:
         if self._is_import(caller):
@@ -561,7 +591,8 @@ _SEARCHES = frozenset(
 run's objects (the runner, the guard) or a hook of its own on the process."""
 _SPAWNS = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn"})
 """Events of a command started from the process (its reads escape the audit hook)."""
+_FRAME_EVENTS = frozenset({"sys._getframe", "object.__getattr__"})
 _EVENTS = frozenset(
-    {"exec", "function.__new__", "object.__setattr__", "open", "sys._getframe", *_SEARCHES,
-     *_SPAWNS}
+    {"exec", "function.__new__", "object.__setattr__", "object.__getattr__", "open",
+     "sys._getframe", *_SEARCHES, *_SPAWNS}
 )

@@ -3,7 +3,7 @@ any repository code runs, compared before and after every test. One replaced, ad
 or removed is a change, whatever file the new value claims to come from; the Guard decides
 which changes are the code under test's (plugin.py).
 
-Watched: the test machinery (pytest, `_pytest`, pluggy, unittest and this guard), and the
+Watched: the test machinery (pytest, `_pytest`, pluggy, unittest, doctest and this guard), and the
 standard-library modules that assertions and comparisons go through (`WATCHED_STDLIB`,
 and a few builtins). A comparison is cheap: a Fingerprint of the snapshot holds every watched
 identity in flat tuples, compared in one pass of C loops (`itemgetter` per namespace, then
@@ -48,11 +48,12 @@ WATCHED_BUILTINS = frozenset(
 
 
 def watched(module_name: str) -> bool:
-    """The test machinery (pytest, _pytest, pluggy, unittest, this guard) and WATCHED_STDLIB."""
+    """The test machinery (pytest, _pytest, pluggy, unittest, doctest, this guard) and
+    WATCHED_STDLIB."""
     top = module_name.split(".", 1)[0]
     return (
         top in WATCHED_PACKAGES
-        or top == "unittest"
+        or top in ("unittest", "doctest")  # (doctest: pytest's doctest items run through it)
         or module_name in WATCHED_STDLIB
         or module_name == GUARD_PACKAGE
         or module_name.startswith(GUARD_PACKAGE + ".")

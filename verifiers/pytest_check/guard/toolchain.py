@@ -18,6 +18,7 @@ from . import probes
 
 WATCHED_PACKAGES = ("pytest", "_pytest", "pluggy")
 _REQUIREMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_EXTRA = re.compile(r";.*\bextra\s*==")
 
 
 def preload(toolchain: set[str], plugins: Sequence[str] = (), root: str = "") -> None:
@@ -39,6 +40,7 @@ def preload(toolchain: set[str], plugins: Sequence[str] = (), root: str = "") ->
             importlib.import_module(name)
         except Exception:  # an optional dependency not installed (colorama, exceptiongroup)
             continue
+    import doctest  # noqa: F401  (watched too: pytest's doctest items check through it)
     import unittest  # its assertions are probed and watched like pytest's
     import unittest.mock  # noqa: F401  (its ANY is a wildcard of the tests, not the candidate's)
 
@@ -100,7 +102,13 @@ def _find() -> set[str]:
         owners = importlib.metadata.packages_distributions()
     except Exception:
         return names
-    wanted = {_canonical(m.group(0)) for r in requires if (m := _REQUIREMENT.match(r))}
+    # what pytest needs to run, not its optional extras (`setuptools; extra == "dev"`: pytest
+    # never imports them, and preloading setuptools/pkg_resources cost ~0.5 s a cold run)
+    wanted = {
+        _canonical(m.group(0))
+        for r in requires
+        if not _EXTRA.search(r) and (m := _REQUIREMENT.match(r))
+    }
     for module, dists in owners.items():
         if module.isidentifier() and any(_canonical(d) in wanted for d in dists):
             names.add(module)
