@@ -16,6 +16,7 @@ import gc
 import hashlib
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -176,14 +177,22 @@ class RepoIndex:
 
 def list_python(repo: Path) -> list[str]:
     """The repository's .py files, repo-relative, sorted, skipping SKIP_DIRS and hidden dirs."""
-    found: list[str] = []
-    for folder, dirs, names in os.walk(repo):
-        rel = Path(folder).relative_to(repo)
-        top = rel == Path(".")
+    return sorted(_walk_python(repo))
+
+
+def more_python_than(repo: Path, limit: int) -> bool:
+    """Whether the repository has more than `limit` .py files (walks no further than that)."""
+    return any(k == limit for k, _ in enumerate(_walk_python(repo)))
+
+
+def _walk_python(repo: Path) -> Iterator[str]:
+    root = os.fspath(repo).rstrip(os.sep) or os.sep
+    for folder, dirs, names in os.walk(root):
+        rel = folder[len(root):].lstrip(os.sep).replace(os.sep, "/")  # strings: 20,000 files
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")
-                         and not (top and d in SKIP_TOP))
-        found += [(rel / n).as_posix() for n in names if n.endswith(".py")]
-    return sorted(found)
+                         and not (not rel and d in SKIP_TOP))
+        prefix = f"{rel}/" if rel else ""
+        yield from (prefix + n for n in names if n.endswith(".py"))
 
 
 def _read(repo: Path, rel: str) -> bytes | None:

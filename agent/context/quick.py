@@ -44,8 +44,8 @@ def is_large(paths: list[str]) -> bool:
 
 def quick_paths(repo: Path, paths: list[str], clues: Clues, tests: list[str]) -> list[str]:
     """The files of `paths` (every Python file of `repo`) the index covers, sorted."""
-    chosen = set(named_files(paths, clues)) | set(tests)
     modules = {module_name(p): p for p in paths}
+    chosen = set(named_files(paths, clues, modules)) | set(tests)
     stems: dict[str, list[str]] = defaultdict(list)
     for p in paths:
         stems[p.rsplit("/", 1)[-1].removesuffix(".py")].append(p)
@@ -57,7 +57,8 @@ def quick_paths(repo: Path, paths: list[str], clues: Clues, tests: list[str]) ->
     return sorted(chosen)
 
 
-def named_files(paths: list[str], clues: Clues) -> list[str]:
+def named_files(paths: list[str], clues: Clues,
+                modules: dict[str, str] | None = None) -> list[str]:
     """The files the text names: by path (a suffix of it), by a traceback frame's file, or by a
     dotted module name (its longest prefix that is a module)."""
     found: list[str] = []
@@ -66,7 +67,8 @@ def named_files(paths: list[str], clues: Clues) -> list[str]:
     for path in paths:
         if any(w == path or w.endswith("/" + path) or path.endswith("/" + w) for w in written):
             found.append(path)
-    modules = {module_name(p): p for p in paths}
+    if modules is None:
+        modules = {module_name(p): p for p in paths}
     for dotted in clues.dotted:
         parts = dotted.split(".")
         for cut in range(len(parts), 0, -1):

@@ -29,10 +29,10 @@ def start(repo: Path) -> subprocess.Popen[bytes] | None:
     builds it as before)."""
     from ooda.agent.context import quick
     from ooda.agent.context.choose import MAX_WHOLE_FILES
-    from ooda.agent.context.index import list_python
+    from ooda.agent.context.index import more_python_than
 
-    paths = list_python(repo)
-    if len(paths) <= MAX_WHOLE_FILES or quick.is_large(paths):
+    if (not more_python_than(repo, MAX_WHOLE_FILES)
+            or more_python_than(repo, quick.QUICK_MIN_FILES)):
         return None
     try:
         return subprocess.Popen(
