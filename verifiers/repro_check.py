@@ -63,6 +63,21 @@ def enders():
 
 
 exits = enders()
+traced = []
+
+
+def audit(event, args):
+    # a trace or profile function set by code other than the script: a tracer can move the
+    # script's frame past a failing line (`frame.f_lineno = ...`), so the end it reaches is
+    # not the script's own
+    if event in ("sys.settrace", "sys.setprofile") and not traced:
+        caller = sys._getframe(1)
+        if os.path.realpath(caller.f_code.co_filename) != path:
+            traced.append("%s from %s" % (event, caller.f_code.co_filename))
+
+
+if hasattr(sys, "addaudithook"):  # Python 3.8 and later
+    sys.addaudithook(audit)
 
 
 def exit_lines():
@@ -127,6 +142,10 @@ except SystemExit as exc:
 except BaseException as exc:
     traceback.print_exc()
     outcome = type(exc).__name__
+if outcome == "ok" and traced:
+    outcome = "traced"
+    print("%s (a trace function can skip the script's lines): it did not reach its end by "
+          "itself" % traced[0])
 sys.stdout.flush()
 sys.stderr.flush()
 sys.stdout.write("\\n%s %s\\n" % (mark, outcome))
