@@ -190,7 +190,7 @@ class RunSession:
         (agent/context/warm.py), once, when the run asks a model: from the set-up's start,
         so that neither the endpoint check nor the base run is waited for first."""
         if self.kind.asks_endpoint and self._warming is None:
-            self._warming = warm.start(self.task.repo)
+            self._warming = warm.start(self.task.repo, self.task)
             self.stack.callback(warm.stop, self._warming)
 
     @contextlib.contextmanager

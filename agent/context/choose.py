@@ -38,14 +38,13 @@ def choose_context(task: Task, budget: int, *, cache: bool = True,
                    refine: Refine | None = None) -> Context:
     """What the first prompt shows of `task.repo` within `budget` tokens; `refine` may
     re-rank a repository too large to show whole."""
-    tests = [t for t in dict.fromkeys(test_file(t) for t in visible_tests(task))
-             if (task.repo / t).is_file()]
+    tests = shown_tests(task)
     paths = list_python(task.repo)
     whole = _whole_repo(task, paths, tests, budget)
     if whole is not None:
         return whole
     if quick.is_large(paths):  # too many to index before the first request: the task's part
-        paths = quick.quick_paths(task.repo, paths, read_clues(task.statement), tests)
+        paths = quick.task_paths(task.repo, paths, task.statement, tests)
     index = load_index(task.repo, cache=cache, paths=paths)
     ranking = rank_task(index, task, tests)
     if refine is not None:
@@ -53,6 +52,12 @@ def choose_context(task: Task, budget: int, *, cache: bool = True,
     context = present(index, ranking, budget, must=tests)
     context.ranked = ranking.files[:RANKED_KEPT]
     return context
+
+
+def shown_tests(task: Task) -> list[str]:
+    """The files of the visible failing tests, each once: always in the prompt."""
+    return [t for t in dict.fromkeys(test_file(t) for t in visible_tests(task))
+            if (task.repo / t).is_file()]
 
 
 def rank_task(index: RepoIndex, task: Task, tests: list[str]) -> Ranking:

@@ -14,14 +14,17 @@ localisation, which both narrow a large repository by the issue's words before r
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
 import subprocess
+import threading
 from collections import defaultdict
+from concurrent.futures import Future
 from pathlib import Path, PurePosixPath
 
-from ooda.agent.context.clues import Clues
+from ooda.agent.context.clues import Clues, read_clues
 from ooda.agent.context.index import is_test_file, module_name
 from ooda.agent.context.units import imports_of
 from ooda.agent.context.words import terms
@@ -32,9 +35,52 @@ of the context benchmark, pylint, has 2,400: none of them is)."""
 QUICK_FILES = 400
 """The best matching files indexed, beside those the task names."""
 GREP_TIMEOUT_S = 60.0
+AHEAD_WAIT_S = 120.0
+"""Longest the prompt waits for the files being chosen ahead before choosing them itself."""
 MIN_TERM = 3
 """Shorter terms match too much to say anything."""
 _WEIGHT_MESSAGE, _WEIGHT_NAME, _WEIGHT_WORD = 4.0, 2.0, 1.0
+
+
+_AHEAD: dict[tuple[str, str, tuple[str, ...]], Future[list[str]]] = {}
+"""The files chosen ahead (`choose_ahead`) by repository, statement and visible tests."""
+_AHEAD_LOCK = threading.Lock()
+
+
+def choose_ahead(repo: Path, statement: str, tests: list[str]) -> None:
+    """Choose the files, and cache their index, in a thread of this process, so that the
+    prompt that asks next (`task_paths`, the same inputs) finds both ready: a run does this
+    while it checks its endpoint (agent/context/warm.py)."""
+    key = (os.fspath(repo), statement, tuple(tests))
+    with _AHEAD_LOCK:
+        if key in _AHEAD:
+            return
+        future: Future[list[str]] = Future()
+        _AHEAD[key] = future
+
+    def work() -> None:
+        from ooda.agent.context.index import list_python, load_index
+
+        try:
+            paths = list_python(repo)
+            chosen = quick_paths(repo, paths, read_clues(statement), tests)
+            future.set_result(chosen)
+            load_index(repo, paths=chosen)  # into the cache: the prompt reads it back
+        except BaseException as exc:  # the prompt then chooses by itself
+            if not future.done():
+                future.set_exception(exc)
+
+    threading.Thread(target=work, name="ooda-context-ahead", daemon=True).start()
+
+
+def task_paths(repo: Path, paths: list[str], statement: str, tests: list[str]) -> list[str]:
+    """`quick_paths` for a task: those chosen ahead when they were (the same result)."""
+    with _AHEAD_LOCK:
+        ahead = _AHEAD.pop((os.fspath(repo), statement, tuple(tests)), None)
+    if ahead is not None:
+        with contextlib.suppress(Exception):
+            return ahead.result(AHEAD_WAIT_S)
+    return quick_paths(repo, paths, read_clues(statement), tests)
 
 
 def is_large(paths: list[str]) -> bool:

@@ -17,22 +17,29 @@ import contextlib
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ooda.tasks.loader import Task
 
 WAIT_S = 600.0
 """Longest a run waits for the index being built before building it itself."""
 
 
-def start(repo: Path) -> subprocess.Popen[bytes] | None:
+def start(repo: Path, task: Task | None = None) -> subprocess.Popen[bytes] | None:
     """Start building `repo`'s index in a child process (None: a repository small enough to be
-    shown whole needs none, one too large to index whole is indexed in the task's part when
-    the prompt asks (agent/context/quick.py), or it could not be started; the prompt then
-    builds it as before)."""
+    shown whole needs none; one too large to index whole has `task`'s part of it chosen and
+    indexed in a thread instead (agent/context/quick.py: a second or two); or it could not be
+    started: the prompt then builds it as before)."""
     from ooda.agent.context import quick
-    from ooda.agent.context.choose import MAX_WHOLE_FILES
+    from ooda.agent.context.choose import MAX_WHOLE_FILES, shown_tests
     from ooda.agent.context.index import more_python_than
 
-    if (not more_python_than(repo, MAX_WHOLE_FILES)
-            or more_python_than(repo, quick.QUICK_MIN_FILES)):
+    if not more_python_than(repo, MAX_WHOLE_FILES):
+        return None
+    if more_python_than(repo, quick.QUICK_MIN_FILES):
+        if task is not None:
+            quick.choose_ahead(repo, task.statement, shown_tests(task))
         return None
     try:
         return subprocess.Popen(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,22 @@ def test_the_prompt_is_chosen_from_the_partial_index(
     assert "calc/scale.py" in [f.path for f in context.files]
     assert indexed and indexed[0] < len(list_python(repo))
     assert warm.start(repo) is None  # nothing to build ahead: the prompt's index is small
+
+
+@pytest.mark.usefixtures("small_limits")
+def test_files_chosen_ahead_are_those_the_prompt_would_choose(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run chooses them while it checks its endpoint (warm.start); the prompt then uses
+    them, once, and shows what it shows without them (`ooda prompt` chooses without)."""
+    repo = big_repo(tmp_path / "repo", git=True)
+    task = Task(id="t", statement=STATEMENT, repo=repo,
+                fail_to_pass=["tests/test_totals.py::test_total"])
+    alone = choose_context(task, 2000)
+    chosen: list[str] = []
+    choose = quick.quick_paths
+    monkeypatch.setattr(quick, "quick_paths", lambda *a: chosen.append(
+        threading.current_thread().name) or choose(*a))
+    assert warm.start(repo, task) is None  # a thread of this process, not a child
+    ahead = choose_context(task, 2000)
+    assert chosen == ["ooda-context-ahead"]
+    assert [(f.path, f.text) for f in ahead.files] == [(f.path, f.text) for f in alone.files]

@@ -48,7 +48,7 @@ def test_a_run_warms_the_index_once_from_its_set_up(
     from ooda.agent.app.session import RunSession
 
     started: list[Path] = []
-    monkeypatch.setattr(warm, "start", lambda repo: started.append(repo) or repo)
+    monkeypatch.setattr(warm, "start", lambda repo, task: started.append(repo) or repo)
     for asks in (True, False):
         run = SimpleNamespace(_base_started=[], _warming=None, stack=SimpleNamespace(
             callback=lambda *a: None), kind=SimpleNamespace(asks_endpoint=asks),
