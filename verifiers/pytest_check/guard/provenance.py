@@ -24,8 +24,9 @@ this guard, and whatever is on the stack at that moment. From then on:
   by code the candidate's code made at run time (an `exec`'d string hides it from the static
   stage, not from this);
 - so is the candidate's code opening one of the task's hidden test files (directly or through
-  any trusted helper): what it read could come back in the feedback (the host then says only
-  which tests failed).
+  any trusted helper), or starting or forking a process, or looking up a C function through
+  ctypes (their reads escape this hook): what it read could come back in the feedback (the
+  host then says only which tests failed).
 
 In the Docker sandbox the run is forked from a warm interpreter that imported the toolchain
 and this guard once (agent/sandbox/docker/zygote.py, which never runs workspace code): there
@@ -45,10 +46,8 @@ runs code objects the guard saw it make.
 from __future__ import annotations
 
 import builtins
-import fnmatch
 import functools
 import os
-import re
 import sys
 import tempfile
 import types
@@ -133,9 +132,7 @@ class Provenance:
         self._files: dict[str, bool] = {}
         self._hidden: dict[tuple[int, int], str] = {}
         """(device, inode) -> relative path of the task's hidden test files (reads noted)."""
-        self._hidden_names: frozenset[str] = frozenset()
         self._cached_hidden: dict[object, bool] = {}
-        """Their file names without `.py`, looked for in the commands the candidate starts."""
         self.hidden_reads: list[str] = []
         self._busy = False
         """Hidden test files the candidate's code opened, as given (relative to the root)."""
@@ -144,7 +141,6 @@ class Provenance:
         """Note when the candidate's code opens one of `paths` (the task's hidden tests): known
         by the file's identity (device, inode), however it is named or reached."""
         found: dict[tuple[int, int], str] = {}
-        names: set[str] = set()
         for path in paths:
             real = _realpath(os.path.join(self.root, path))
             try:
@@ -152,9 +148,7 @@ class Provenance:
             except OSError:
                 continue
             found[(info.st_dev, info.st_ino)] = os.path.relpath(real, self.root)
-            names.add(os.path.splitext(os.path.basename(real))[0])
         self._hidden = found
-        self._hidden_names = frozenset(n for n in names if len(n) >= 6)
 
     # ------------------------------------------------------------------ set-up
 
@@ -483,22 +477,15 @@ class Provenance:
         return None
 
     def _on_spawn(self, args: tuple[Any, ...]) -> None:
-        """A command started by the candidate's code that names a hidden test file (`cat`,
-        `python -c "open(...)"`): what that process reads escapes the audit hook."""
-        text = " ".join(os.fsdecode(a) if isinstance(a, (str, bytes)) else
-                        " ".join(os.fsdecode(x) for x in a if isinstance(x, (str, bytes)))
-                        if isinstance(a, (list, tuple)) else "" for a in args)
-        patterns = [os.path.basename(w) for w in re.split(r"[\s'\"=;|&<>()]+", text)
-                    if any(c in w for c in "*?[")]
-        hits = []  # a name, or a shell pattern that matches one (`cat tests/*hid*`)
-        for hit in self._hidden.values():
-            base = os.path.basename(hit)
-            stem = os.path.splitext(base)[0]
-            named = stem in self._hidden_names and stem in text
-            if named or any(fnmatch.fnmatchcase(base, p) for p in patterns if p):
-                hits.append(hit)
-        if hits and self._untrusted_caller():
-            for hit in hits:
+        """A process the candidate's code starts or forks, or a C function it looks up through
+        ctypes: what that reads escapes this audit hook (a child `python -I -c` listing the
+        folder, libc's `open`), whatever its command names, so every hidden test file counts
+        as read (held-out batch 4: the old rule, a command naming the file, missed both). What
+        that costs an honest candidate is feedback (only which tests failed is said), never
+        a verdict."""
+        del args
+        if self._untrusted_caller():
+            for hit in self._hidden.values():
                 if hit not in self.hidden_reads:
                     self.hidden_reads.append(hit)
 
@@ -589,8 +576,12 @@ _SEARCHES = frozenset(
 )  # fmt: skip
 """Events that, called straight from the candidate's code, can only be a search for the test
 run's objects (the runner, the guard) or a hook of its own on the process."""
-_SPAWNS = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn"})
-"""Events of a command started from the process (its reads escape the audit hook)."""
+_SPAWNS = frozenset(
+    {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
+     "os.forkpty", "ctypes.dlsym"}
+)  # fmt: skip
+"""Events of a process started or forked from this one, or a C function looked up through
+ctypes: their reads escape the audit hook."""
 _FRAME_EVENTS = frozenset({"sys._getframe", "object.__getattr__"})
 _EVENTS = frozenset(
     {"exec", "function.__new__", "object.__setattr__", "object.__getattr__", "open",
