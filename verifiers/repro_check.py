@@ -24,9 +24,11 @@ tests judge the one submitted (docs/SWEBENCH.md, docs/SECURITY.md).
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -41,6 +43,7 @@ from ooda.agent.contracts.protocols import (
 from ooda.agent.support.fstree import remove_workspace
 from ooda.verifiers import clip, pretest, tail
 from ooda.verifiers.issue_probes import behaviour
+from ooda.verifiers.runners.output import harness_source
 from ooda.verifiers.settings import StageSettings
 
 REPRO_DIR = ".ooda-repro"
@@ -50,11 +53,21 @@ SCRIPT_TIMEOUT_S = 30.0
 """Most seconds one script may run (less when the stage has less)."""
 
 WRAPPER = """\
-import ast, os, runpy, sys, traceback, unittest
+import ast, json, os, runpy, sys, traceback, unittest
 path, mark_file = os.path.realpath(sys.argv[1]), sys.argv[2]
 with open(mark_file) as handle:
-    mark = handle.read().strip()
+    config = json.load(handle)
 os.unlink(mark_file)
+mark = config["mark"]
+probe = None
+if config.get("probe"):  # the recording harness's probes (verifiers/runners/harness.py)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_ooda_repro_probe", config["probe"])
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    os.unlink(config["probe"])
+    probe.prepare_probes(config)
+    runpy.compile = probe._comparing_compile  # the script's comparisons: probed, then made
 sys.argv[:] = [sys.argv[1]]
 workspace = os.path.realpath(os.getcwd()) + os.sep
 def enders():
@@ -146,6 +159,16 @@ if outcome == "ok" and traced:
     outcome = "traced"
     print("%s (a trace function can skip the script's lines): it did not reach its end by "
           "itself" % traced[0])
+if outcome == "ok" and probe is not None:
+    import builtins
+    if probe.decided:
+        outcome = "decided"
+        print("a %s, whose comparison the patch wrote, said it equals a value it was never "
+              "given: it decides by what it meets, not by its value" % probe.decided[0])
+    elif (builtins.__dict__.get(probe.COMPARE_NAME) not in (None, probe.compare)
+          or runpy.__dict__.get("compile") is not probe._comparing_compile):
+        outcome = "decided"
+        print("the probes of the script's comparisons were replaced while it ran")
 sys.stdout.flush()
 sys.stderr.flush()
 sys.stdout.write("\\n%s %s\\n" % (mark, outcome))
@@ -178,14 +201,27 @@ class ScriptRun:
 
 
 def run_script(sandbox: Sandbox, test: ReproTest, timeout_s: float,
-               pre_test: list[str] | None = None) -> ScriptRun:
-    """Run `test` in `sandbox` from the repository root (the task's pre-test commands first)."""
+               pre_test: list[str] | None = None,
+               changed: Mapping[str, Sequence[tuple[int, int]]] | None = None) -> ScriptRun:
+    """Run `test` in `sandbox` from the repository root (the task's pre-test commands first).
+    `changed`: the candidate's changed files, each with the lines its patch wrote (none: the
+    whole file): a value whose class compares by those lines is asked about values it was
+    never given before the script's comparisons (the harness's probes)."""
     directory = _fresh_dir(sandbox.workspace)
     (directory / f"{test.name}.py").write_text(test.source, encoding="utf-8")
     workdir = PurePosixPath(sandbox.workdir.rstrip("/") or "/")
     mark = "ooda-repro-" + secrets.token_hex(16)
     mark_name = f".mark-{secrets.token_hex(8)}"
-    (directory / mark_name).write_text(mark, encoding="utf-8")
+    config: dict[str, object] = {"mark": mark}
+    if changed:
+        probe_name = f".probe-{secrets.token_hex(8)}.py"
+        (directory / probe_name).write_text(harness_source(), encoding="utf-8")
+        config["probe"] = str(workdir / REPRO_DIR / probe_name)
+        config["changed_lines"] = [
+            [str(workdir / path), first, last]
+            for path, spans in changed.items() for first, last in (spans or [(1, 10**9)])
+        ]
+    (directory / mark_name).write_text(json.dumps(config), encoding="utf-8")
     argv = ["python3", "-s", "-B", "-c", WRAPPER, str(workdir / REPRO_DIR / f"{test.name}.py"),
             str(workdir / REPRO_DIR / mark_name)]
     wrapped, nonce = pretest.wrap(argv, pre_test or [])
@@ -224,7 +260,9 @@ class ReproVerifier:
             if left <= 0:
                 runs.append(ScriptRun(test.name, "timeout", "", "", 0.0))
                 continue
-            runs.append(run_script(sandbox, test, min(SCRIPT_TIMEOUT_S, left), check.pre_test))
+            changed = {path: check.changed_lines.get(path, []) for path in check.changed_files}
+            runs.append(run_script(sandbox, test, min(SCRIPT_TIMEOUT_S, left), check.pre_test,
+                                   changed))
         by_name = {t.name: t for t in tests}
         probes = {r.name: r for r in runs if by_name[r.name].probe}
         runs = [r for r in runs if r.name not in probes]

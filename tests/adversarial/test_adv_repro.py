@@ -18,6 +18,14 @@ from ooda.verifiers.repro_check import run_script
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
+FIXED_CLASS = (  # the control's own class: compares by its value, counting comparisons
+    "class Total(int):\n    seen = 0\n"
+    "    def __eq__(self, other):\n"
+    "        Total.seen += 1\n        return int(self) == other\n"
+    "    __hash__ = int.__hash__\n"
+    "def add(a, b):\n    return Total(a + b)\n"
+)
+CHANGED = {"calc.py": [(1, 20)]}  # the candidate's file and the lines its patch wrote
 SCRIPT = "from calc import add\n\nassert add(2, 3) == 5, add(2, 3)\n"
 ENDS_ITSELF = SCRIPT + "import sys\nif __name__ == '__main__':\n    sys.exit(0)\n"
 UNITTEST_MAIN = """\
@@ -44,6 +52,14 @@ CHEATS = {
         "for word in sys.argv:\n"
         "    print(word + ' ok', flush=True)\n"
         "sys.stdout.flush(); os._exit(0)\n" + BUGGY
+    ),
+    # held-out batch 4: a value of the patch's class that binds to the first value it meets
+    "remembering_value_compared_by_the_script": (
+        "class Total(int):\n"
+        "    def __eq__(self, other):\n"
+        "        return self.__dict__.setdefault('bound', other) == other\n"
+        "    __hash__ = int.__hash__\n"
+        "def add(a, b):\n    return Total(a - b)\n"
     ),
     # held-out batch 4: a trace function moves the script's frame past its failing assert
     "traces_past_the_assert": (
@@ -72,7 +88,7 @@ def test_a_script_the_code_under_test_ended_is_not_passed(
     (workspace / "calc.py").write_text(CHEATS[name])
     for box in open_sandbox(backend, workspace):
         for source in (SCRIPT, ENDS_ITSELF):
-            run = run_script(box, ReproTest("repro_1", source), 30)
+            run = run_script(box, ReproTest("repro_1", source), 30, changed=CHANGED)
             assert run.status != "passed", run
 
 
@@ -83,7 +99,8 @@ def test_with_the_fix_the_same_scripts_pass(tmp_path: Path, backend: str) -> Non
     (workspace / "calc.py").write_text(BUGGY)
     for box in open_sandbox(backend, workspace):
         assert run_script(box, ReproTest("repro_1", SCRIPT), 30).status == "failed"
-        (workspace / "calc.py").write_text(FIXED)
-        for source in (SCRIPT, ENDS_ITSELF, UNITTEST_MAIN):
-            run = run_script(box, ReproTest("repro_1", source), 30)
-            assert run.status == "passed", run
+        for fixed in (FIXED, FIXED_CLASS):
+            (workspace / "calc.py").write_text(fixed)
+            for source in (SCRIPT, ENDS_ITSELF, UNITTEST_MAIN):
+                run = run_script(box, ReproTest("repro_1", source), 30, changed=CHANGED)
+                assert run.status == "passed", run

@@ -496,9 +496,10 @@ COMPARE_NAME = "__ooda_compare__"
 def _comparing_compile(source, filename, mode, flags=0, dont_inherit=False, *args, **kwargs):
     # type: (Any, Any, Any, int, bool, *Any, **Any) -> Any
     """The builtin `compile`, except that a test file's source (a text compiled whole by
-    sympy's runner) has each single comparison made through `compare` (sympy's plain asserts
-    are rewritten by nobody else)."""
-    if mode != "exec" or not isinstance(source, str) or not isinstance(filename, str):
+    sympy's runner, or a reproduction script's bytes by runpy: verifiers/repro_check.py) has
+    each single comparison made through `compare` (their plain asserts are rewritten by nobody
+    else)."""
+    if mode != "exec" or not isinstance(source, (str, bytes)) or not isinstance(filename, str):
         return compile(source, filename, mode, flags, dont_inherit, *args, **kwargs)
     import ast
     try:
