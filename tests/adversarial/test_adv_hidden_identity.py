@@ -45,6 +45,11 @@ OTHER_PATHS = {
         "    fd = ctypes.CDLL(None).open(('tests/test_hid' + 'den.py').encode(), 0)\n"
         "    text = os.read(fd, 100000).decode()\n"
     ),
+    "caller_frame_constants": (  # held-out batch 4: the hidden test's code, from memory
+        "    import sys\n"
+        "    code = sys._getframe(1).f_code\n"
+        "    text = ' '.join(map(repr, code.co_consts)) + ' ' + ' '.join(code.co_names)\n"
+    ),
     "symbolic_link": (
         "    import os, tempfile\n"
         "    name = os.path.join(tempfile.mkdtemp(), 'notes.txt')\n"

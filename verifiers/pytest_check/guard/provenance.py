@@ -355,20 +355,22 @@ class Provenance:
         if event == "sys._getframe":
             if not self._busy:  # our own _getframe below raises this event again
                 self._on_getframe()
-        elif deciding[0] and len(args) == 2 and args[1] in _FRAME_ATTRIBUTES:
+        elif (deciding[0] or self._hidden) and len(args) == 2 and args[1] in _FRAME_ATTRIBUTES:
             # object.__getattr__: a traceback's or a generator's frame read
             self._on_frame_read(_getframe(2), f"{args[1]} (a frame)")
 
     def _on_getframe(self) -> None:
         """sys._getframe called by code the run made at run time (from no file): a search;
-        or by the candidate's code while a comparison it decides is made (`deciding`)."""
+        or by the candidate's code while a comparison it decides is made (`deciding`), or
+        while hidden tests run (_on_frame_read)."""
         self._busy = True
         try:
             caller = _getframe(3)  # (_on_frame_event, _audit, then who called sys._getframe)
             origin = self.origins.get(id(caller.f_code))
             if origin is not None and not origin.trusted and not origin.path:
                 self.events.append(("search", "sys._getframe from code it made at run time"))
-            elif deciding[0] and caller.f_code.co_filename != __file__:  # (not _audit's own)
+            elif (deciding[0] or self._hidden) and caller.f_code.co_filename != __file__:
+                # (not _audit's own _getframe)
                 self._on_frame_read(caller, "sys._getframe")
         finally:
             self._busy = False
@@ -379,14 +381,21 @@ class Provenance:
         value tells the guard's probe from the test's comparison (gap G5). Counted when the
         reader is the candidate's code, or a trusted helper it called directly
         (`inspect.currentframe`, `inspect.stack`, `traceback.extract_stack`); deeper trusted
-        machinery (logging's caller lookup) is not a read of the candidate's."""
+        machinery (logging's caller lookup) is not a read of the candidate's. While hidden
+        tests run, such a read counts as reading them (a hidden test's code and constants are
+        on the frames above the code it calls; held-out batch 4's Q4): feedback only."""
         reader: types.FrameType | None = caller
         if self.trusted(caller.f_code) is True:
             reader = caller.f_back
-        if reader is not None and self.trusted(reader.f_code) is False:
+        if reader is None or self.trusted(reader.f_code) is not False:
+            return
+        if deciding[0]:
             self.events.append(
                 ("search", f"{what} while a comparison its own code decides was made")
             )
+        for hit in self._hidden.values():
+            if hit not in self.hidden_reads:
+                self.hidden_reads.append(hit)
 
     def _on_exec(self, code: types.CodeType, caller: types.FrameType) -> None:
         if self._is_import(caller):
