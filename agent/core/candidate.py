@@ -12,14 +12,14 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ooda.agent import edits
 from ooda.agent.contracts.errors import ContextOverflow, GenerationError, InfraError, UsageError
 from ooda.agent.contracts.options import LoopOptions
 from ooda.agent.contracts.protocols import Completion, PatchVerifier
-from ooda.agent.core import normalize
+from ooda.agent.core import normalize, verify_order
 from ooda.agent.core.budget import Budget
 from ooda.agent.core.records import Attempt, AttemptRecord, AttemptStatus, ProgressHook
 from ooda.agent.core.repo_view import RepoView
@@ -66,7 +66,10 @@ class Candidates:
         self.finishing = threading.RLock()
         """Held while an attempt's answer is kept or it is finished and recorded (the
         candidates' threads and Ctrl-C's loop)."""
-        self._verify_slots = threading.BoundedSemaphore(max(1, ctx.config.verify_concurrency))
+        self._verify_slots = verify_order.VerifySlots(ctx.config.verify_concurrency)
+        self._names: list[Mapping[str, int] | None] = []
+        """The repository's name counts once built (agent/core/verify_order.py)."""
+        self._names_lock = threading.Lock()
 
     def run(self, attempt: Attempt) -> None:
         """The whole life of `attempt`; it ends finished and recorded."""
@@ -75,12 +78,13 @@ class Candidates:
             self.finish(attempt, "cancelled", "stopped before generation")
             return
         self.ctx.progress(attempt, "generating")
-        proposal = self._propose(attempt)
-        if proposal is None or not self._accept(attempt, proposal):
-            return
-        if not self._make_patch(attempt, proposal):
-            return
-        original = self._claim(attempt)
+        with self._verify_slots.generating():
+            proposal = self._propose(attempt)
+            if proposal is None or not self._accept(attempt, proposal):
+                return
+            if not self._make_patch(attempt, proposal):
+                return
+            original = self._claim(attempt)
         if original is not None:
             self._copy_verdict(attempt, original)
             return
@@ -252,7 +256,7 @@ class Candidates:
         assert attempt.code_key is not None
         run = self.ctx
         try:
-            with self._verify_slots:
+            with self._verify_slots.slot(self._priority(attempt)):
                 if run.stop.is_set():
                     self.finish(attempt, "cancelled", "stopped before verification")
                     return
@@ -265,6 +269,8 @@ class Candidates:
                     verdict_only=attempt.round >= run.config.rounds
                     or not learns(run.source_for(attempt)),
                 )
+                if verdict.status == "passed" and run.config.select == "first":
+                    run.stop.set()  # decided: no waiting candidate takes the slot it frees
             attempt.verdict = verdict
             if verdict.status == "invalid_edit":
                 attempt.invalid_kind = verdict.kind or "patch_rejected"
@@ -278,6 +284,20 @@ class Candidates:
             raise
         finally:
             self._key_done[attempt.code_key].set()
+
+    def _priority(self, attempt: Attempt) -> int:
+        """Where `attempt` waits for a sandbox (agent/core/verify_order.py): an inert change
+        after every other. Worked out for every candidate (milliseconds: the changed files
+        parsed; the repository's names read once, and only for a helper-only change): those
+        that finish streaming together would all see a free slot before any takes one."""
+        return verify_order.priority(attempt.files, self.ctx.repo.read_base, self._repo_names)
+
+    def _repo_names(self) -> Mapping[str, int] | None:
+        with self._names_lock:
+            if not self._names:
+                repo = self.ctx.repo
+                self._names.append(verify_order.name_counts(repo.repo, repo.files()))
+            return self._names[0]
 
     # ------------------------------------------------------------------ its end
 

@@ -41,13 +41,16 @@ class RepoView:
         created = list(attempt.base_files)
 
         def listing() -> list[str]:
-            with self._lock:
-                if self._files is None:
-                    self._files = list_repo(self.repo)
-                files = self._files
-            return sorted({*files, *created})
+            return sorted({*self.files(), *created})
 
         return listing
+
+    def files(self) -> list[str]:
+        """The unpatched repository's files (walked once)."""
+        with self._lock:
+            if self._files is None:
+                self._files = list_repo(self.repo)
+            return self._files
 
 
 def list_repo(root: Path) -> list[str]:
