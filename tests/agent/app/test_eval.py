@@ -677,7 +677,7 @@ def test_an_endpoint_that_cuts_every_stream_is_an_error_that_retry_errors_redoes
     shutil.copytree(ROOT / "tasks" / "examples" / "median", taskset / "median")
     env = {**os.environ, "OPENAI_API_KEY": "ooda-local", "OODA_DAEMON": "0"}
     args = ["eval", str(taskset), "--model", "fast", "-n", "2", "--rounds", "2",
-            "--time-budget", "20", "--runs-dir", str(tmp_path / "runs"), "--eval-id", "e1",
+            "--time-budget", "10", "--runs-dir", str(tmp_path / "runs"), "--eval-id", "e1",
             "--json", *quick_sandbox_args()]
     import socket
 
