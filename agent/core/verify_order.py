@@ -23,6 +23,7 @@ streaming in.
 from __future__ import annotations
 
 import ast
+import functools
 import heapq
 import itertools
 import re
@@ -30,6 +31,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 MAX_INDEXED_BYTES = 64 * 1024 * 1024
@@ -49,20 +51,21 @@ _WORD = re.compile(r"[A-Za-z_]\w*")
 def priority(files: Mapping[str, str], read_base: ReadBase, repo_names: Names) -> int:
     """INERT when the change from the base files to `files` (path -> new text) is inert,
     else LIVE (also whenever that cannot be told: a non-Python file, a syntax error)."""
-    changed = {p: t for p, t in files.items() if read_base(p) != t}
+    bases = {p: read_base(p) for p in files}
+    changed = {p: t for p, t in files.items() if bases[p] != t}
     if not changed:
         return LIVE
     dead_names: set[str] = set()
     try:
         for path, new in changed.items():
-            old = read_base(path)
+            old = bases[path]
             if old is None or not path.endswith(".py"):
                 return LIVE
-            old_tree, new_tree = ast.parse(old), ast.parse(new)
-            dead = _plain_functions(old_tree) | _plain_functions(new_tree)
-            if _without(old_tree, dead) != _without(new_tree, dead):
+            before, after = _base_module(old), _module(new)
+            dead = before.plain | after.plain
+            if not _same_without(before, after, dead):
                 return LIVE
-            dead_names |= {n for n in dead if _changed(n, old_tree, new_tree)}
+            dead_names |= {n for n in dead if before.text_of(n) != after.text_of(n)}
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return LIVE
     if not dead_names:
@@ -70,9 +73,9 @@ def priority(files: Mapping[str, str], read_base: ReadBase, repo_names: Names) -
     naming = repo_names()
     if naming is None:  # too large a repository to tell
         return LIVE
+    olds = [bases[p] or "" for p in changed]
     for name in dead_names:
         word = re.compile(rf"\b{re.escape(name)}\b")
-        olds = [read_base(p) or "" for p in changed]
         if any(len(word.findall(text)) > 1 for text in [*olds, *changed.values()]):
             return LIVE  # its own `def` is the one use allowed
         # named in a file the candidate did not change: it may be called from there
@@ -81,30 +84,55 @@ def priority(files: Mapping[str, str], read_base: ReadBase, repo_names: Names) -
     return INERT
 
 
-def _plain_functions(tree: ast.Module) -> set[str]:
-    return {
+@dataclass(frozen=True)
+class _Module:
+    """A parsed module: its top-level statements and each one's source lines (decorators
+    included), and the names of its plain private top-level functions."""
+
+    body: list[ast.stmt]
+    texts: list[str]
+    plain: frozenset[str]
+
+    def text_of(self, function: str) -> str | None:
+        for node, text in zip(self.body, self.texts, strict=True):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    and node.name == function:
+                return text
+        return None
+
+
+def _module(text: str) -> _Module:
+    tree = ast.parse(text)
+    lines = text.splitlines()
+    texts = []
+    for node in tree.body:
+        start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        texts.append("\n".join(lines[start - 1:node.end_lineno or node.lineno]))
+    plain = frozenset(
         node.name for node in tree.body
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         and not node.decorator_list
-        and node.name.startswith("_") and not node.name.endswith("__")
-    }
+        and node.name.startswith("_") and not node.name.endswith("__"))
+    return _Module(tree.body, texts, plain)
 
 
-def _without(tree: ast.Module, dead: set[str]) -> str:
-    kept = [node for node in tree.body
-            if not (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                    and node.name in dead)]
-    return ast.dump(ast.Module(body=kept, type_ignores=[]))
+_base_module = functools.lru_cache(maxsize=8)(_module)
+"""The base files are the same for every candidate of a run: parsed once."""
 
 
-def _changed(name: str, old: ast.Module, new: ast.Module) -> bool:
-    def body(tree: ast.Module) -> str | None:
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-                return ast.dump(node)
-        return None
+def _same_without(a: _Module, b: _Module, dead: frozenset[str]) -> bool:
+    """Whether the two modules are the same but for the functions named `dead`: the same
+    statements' text, or else the same syntax trees (comments and layout aside)."""
+    def kept(m: _Module) -> list[tuple[ast.stmt, str]]:
+        return [(node, text) for node, text in zip(m.body, m.texts, strict=True)
+                if not (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        and node.name in dead)]
 
-    return body(old) != body(new)
+    left, right = kept(a), kept(b)
+    if [t for _, t in left] == [t for _, t in right]:
+        return True
+    return len(left) == len(right) and all(
+        ast.dump(x) == ast.dump(y) for (x, _), (y, _) in zip(left, right, strict=True))
 
 
 class VerifySlots:
