@@ -42,16 +42,19 @@ MIN_TERM = 3
 _WEIGHT_MESSAGE, _WEIGHT_NAME, _WEIGHT_WORD = 4.0, 2.0, 1.0
 
 
-_AHEAD: dict[tuple[str, str, tuple[str, ...]], Future[list[str]]] = {}
-"""The files chosen ahead (`choose_ahead`) by repository, statement and visible tests."""
+_AHEAD: dict[tuple[str, str], Future[list[str]]] = {}
+"""The files the statement points at, chosen ahead (`choose_ahead`), by repository and
+statement."""
 _AHEAD_LOCK = threading.Lock()
 
 
 def choose_ahead(repo: Path, statement: str, tests: list[str]) -> None:
-    """Choose the files, and cache their index, in a thread of this process, so that the
-    prompt that asks next (`task_paths`, the same inputs) finds both ready: a run does this
-    while it checks its endpoint (agent/context/warm.py)."""
-    key = (os.fspath(repo), statement, tuple(tests))
+    """Choose the files the statement points at, and cache the index of those with `tests`'
+    part, in a thread of this process, so that the prompt that asks next (`task_paths`) finds
+    them ready: a run does this while it checks its endpoint (agent/context/warm.py). The
+    visible tests' part is added when the prompt asks (a run given only a test command learns
+    its failing tests from the unpatched code's run)."""
+    key = (os.fspath(repo), statement)
     with _AHEAD_LOCK:
         if key in _AHEAD:
             return
@@ -63,9 +66,10 @@ def choose_ahead(repo: Path, statement: str, tests: list[str]) -> None:
 
         try:
             paths = list_python(repo)
-            chosen = quick_paths(repo, paths, read_clues(statement), tests)
-            future.set_result(chosen)
-            load_index(repo, paths=chosen)  # into the cache: the prompt reads it back
+            part = statement_paths(repo, paths, read_clues(statement))
+            future.set_result(part)
+            # into the cache: the prompt reads it back (its files' units, if the tests differ)
+            load_index(repo, paths=sorted({*part, *test_paths(repo, paths, tests)}))
         except BaseException as exc:  # the prompt then chooses by itself
             if not future.done():
                 future.set_exception(exc)
@@ -74,13 +78,17 @@ def choose_ahead(repo: Path, statement: str, tests: list[str]) -> None:
 
 
 def task_paths(repo: Path, paths: list[str], statement: str, tests: list[str]) -> list[str]:
-    """`quick_paths` for a task: those chosen ahead when they were (the same result)."""
+    """`quick_paths` for a task, the statement's part taken from `choose_ahead` when it ran
+    (the same result)."""
     with _AHEAD_LOCK:
-        ahead = _AHEAD.pop((os.fspath(repo), statement, tuple(tests)), None)
+        ahead = _AHEAD.pop((os.fspath(repo), statement), None)
+    part: list[str] | None = None
     if ahead is not None:
         with contextlib.suppress(Exception):
-            return ahead.result(AHEAD_WAIT_S)
-    return quick_paths(repo, paths, read_clues(statement), tests)
+            part = ahead.result(AHEAD_WAIT_S)
+    if part is None:
+        part = statement_paths(repo, paths, read_clues(statement))
+    return sorted({*part, *test_paths(repo, paths, tests)})
 
 
 def is_large(paths: list[str]) -> bool:
@@ -90,21 +98,31 @@ def is_large(paths: list[str]) -> bool:
 
 def quick_paths(repo: Path, paths: list[str], clues: Clues, tests: list[str]) -> list[str]:
     """The files of `paths` (every Python file of `repo`) the index covers, sorted."""
+    return sorted({*statement_paths(repo, paths, clues), *test_paths(repo, paths, tests)})
+
+
+def statement_paths(repo: Path, paths: list[str], clues: Clues) -> list[str]:
+    """The files the text names, and the QUICK_FILES that best match its words."""
+    scores = _match_scores(repo, paths, clues)
+    best = sorted(scores, key=lambda p: (-scores[p], p))
+    return sorted({*named_files(paths, clues), *best[:QUICK_FILES]})
+
+
+def test_paths(repo: Path, paths: list[str], tests: list[str]) -> list[str]:
+    """The visible tests, the modules they import and the sources they are named after."""
+    if not tests:
+        return []
     modules = {module_name(p): p for p in paths}
-    chosen = set(named_files(paths, clues, modules)) | set(tests)
     stems: dict[str, list[str]] = defaultdict(list)
     for p in paths:
         stems[p.rsplit("/", 1)[-1].removesuffix(".py")].append(p)
+    chosen = set(tests)
     for test in tests:
         chosen |= set(_test_sources(repo, test, modules, stems))
-    scores = _match_scores(repo, paths, clues)
-    best = sorted(scores, key=lambda p: (-scores[p], p))
-    chosen |= set(best[:QUICK_FILES])
     return sorted(chosen)
 
 
-def named_files(paths: list[str], clues: Clues,
-                modules: dict[str, str] | None = None) -> list[str]:
+def named_files(paths: list[str], clues: Clues) -> list[str]:
     """The files the text names: by path (a suffix of it), by a traceback frame's file, or by a
     dotted module name (its longest prefix that is a module)."""
     found: list[str] = []
@@ -113,8 +131,7 @@ def named_files(paths: list[str], clues: Clues,
     for path in paths:
         if any(w == path or w.endswith("/" + path) or path.endswith("/" + w) for w in written):
             found.append(path)
-    if modules is None:
-        modules = {module_name(p): p for p in paths}
+    modules = {module_name(p): p for p in paths}
     for dotted in clues.dotted:
         parts = dotted.split(".")
         for cut in range(len(parts), 0, -1):

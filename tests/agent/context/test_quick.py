@@ -99,10 +99,17 @@ def test_files_chosen_ahead_are_those_the_prompt_would_choose(
                 fail_to_pass=["tests/test_totals.py::test_total"])
     alone = choose_context(task, 2000)
     chosen: list[str] = []
-    choose = quick.quick_paths
-    monkeypatch.setattr(quick, "quick_paths", lambda *a: chosen.append(
+    choose = quick.statement_paths
+    monkeypatch.setattr(quick, "statement_paths", lambda *a: chosen.append(
         threading.current_thread().name) or choose(*a))
     assert warm.start(repo, task) is None  # a thread of this process, not a child
     ahead = choose_context(task, 2000)
     assert chosen == ["ooda-context-ahead"]
     assert [(f.path, f.text) for f in ahead.files] == [(f.path, f.text) for f in alone.files]
+    # a run given only a test command learns its failing test after the files were chosen
+    # ahead: the statement's part is taken from then, the test's part added now
+    learned = Task(id="t", statement=STATEMENT, repo=repo)
+    assert warm.start(repo, learned) is None
+    later = choose_context(task, 2000)
+    assert chosen == ["ooda-context-ahead"] * 2
+    assert [(f.path, f.text) for f in later.files] == [(f.path, f.text) for f in alone.files]
