@@ -9,9 +9,12 @@ place and tries to be judged "passed" anyway; none may be.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -130,17 +133,72 @@ def verify(
     work: Path,
     backend: str | SandboxBackend = "docker",
     without: tuple[str, ...] = (),
+    *,
+    fresh: bool = False,
 ) -> Verdict:
     """The real TaskVerifier on `patch`, in the real sandbox `backend`; the stages named in
     `without` left out (to test the guard alone, behind a static stage that would stop the
-    same patch first)."""
+    same patch first). Its logs go to `work / "logs"`.
+
+    One verifier judges every candidate of a run, so one is shared here by the calls on the
+    same task (its files unchanged), backend and `without` within a test module (closed by
+    conftest.py's fixture at the module's end): a candidate is judged as in a real run, where
+    the ones before it ran in the same pool, and its verdict must not depend on them. `fresh`
+    (or a backend object of the test's own) builds one for this call, under `work`, closed
+    before returning (for a test that looks at what a verifier leaves behind)."""
     opened = backend_or_skip(backend) if isinstance(backend, str) else backend
-    verifier = TaskVerifier(load_task(task_dir), opened, work)
-    verifier.verifiers = [v for v in verifier.verifiers if v.name not in without]
+    if fresh or not isinstance(backend, str):
+        verifier = _verifier(task_dir, opened, work, without)
+        try:
+            return verifier.verify(patch, log_dir=work / "logs")
+        finally:
+            verifier.close()
+    key = (str(task_dir.resolve()), _digest(task_dir), backend, without)
+    verifier = _SHARED.pop(key, None)
+    if verifier is None:
+        verifier = _verifier(task_dir, opened, Path(tempfile.mkdtemp(prefix="ooda-adv-")), without)
     try:
-        return verifier.verify(patch, log_dir=work / "logs")
-    finally:
+        verdict = verifier.verify(patch, log_dir=work / "logs")
+    except BaseException:
+        _close(verifier)
+        raise
+    _SHARED[key] = verifier  # the most recently used last
+    while len(_SHARED) > _KEEP:
+        _close(_SHARED.pop(next(iter(_SHARED))))
+    return verdict
+
+
+_SHARED: dict[tuple[str, str, str, tuple[str, ...]], TaskVerifier] = {}
+_KEEP = 4  # verifiers kept open (each holds a pool of up to two sandboxes)
+
+
+def _verifier(
+    task_dir: Path, backend: SandboxBackend, work: Path, without: tuple[str, ...]
+) -> TaskVerifier:
+    verifier = TaskVerifier(load_task(task_dir), backend, work)
+    verifier.verifiers = [v for v in verifier.verifiers if v.name not in without]
+    return verifier
+
+
+def _digest(task_dir: Path) -> str:
+    """Of every file of the task directory (a test may change the task between calls)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in task_dir.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(task_dir)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _close(verifier: TaskVerifier) -> None:
+    try:
         verifier.close()
+    finally:
+        shutil.rmtree(verifier.work_root, ignore_errors=True)
+
+
+def close_shared() -> None:
+    """Close the verifiers `verify` shared (conftest.py: at each test module's end)."""
+    while _SHARED:
+        _close(_SHARED.pop(next(iter(_SHARED))))
 
 
 def assert_not_passed(verdict: Verdict, status: str, *words: str) -> None:
