@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 from ooda.agent.context.clues import Clues, read_clues
 from ooda.agent.context.index import is_test_file, module_name
 from ooda.agent.context.units import imports_of
-from ooda.agent.context.words import terms
+from ooda.agent.context.words import STOP, terms
 
 QUICK_MIN_FILES = int(os.environ.get("OODA_CONTEXT_QUICK_FILES", "5000"))
 """A repository with more Python files than this is indexed in part (the largest repository
@@ -173,10 +173,10 @@ def needles(clues: Clues) -> dict[str, float]:
         found[message] = _WEIGHT_MESSAGE
     names = set(clues.code_names) | {part for d in clues.dotted for part in d.split(".")}
     for name in names:
-        if len(name) >= MIN_TERM:
+        if len(name) >= MIN_TERM and name.lower() not in STOP:
             found.setdefault(name, _WEIGHT_NAME)
     for word in {*clues.prose_names, *clues.terms}:
-        if len(word) >= MIN_TERM:
+        if len(word) >= MIN_TERM and word.lower() not in STOP:  # `self`, `the`: everywhere
             found.setdefault(word.lower(), _WEIGHT_WORD)
     return found
 
@@ -244,8 +244,8 @@ def _git_grep(repo: Path, wanted: list[str]) -> list[tuple[str, str]] | None:
     if done.returncode not in (0, 1):  # 1: nothing matched
         return None
     found: list[tuple[str, str]] = []
-    for line in done.stdout.decode("utf-8", errors="replace").splitlines():
-        path, _, text = line.partition("\0")
+    for line in set(done.stdout.split(b"\n")):  # a word repeats in a file: once is enough
+        path, _, text = line.decode("utf-8", errors="replace").partition("\0")
         if text:
             found.append((path, text))
     return found
