@@ -103,12 +103,12 @@ from calc import add
 
 
 def test_add():
-    time.sleep(2)
+    time.sleep(1)
     assert add(2, 3) == 5
 
 
 def test_other():
-    time.sleep(1)
+    time.sleep(0.5)
 '''
 
 
