@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import doctest
+import inspect
 import os
 from typing import Any
 
@@ -39,19 +40,23 @@ def rewritten(item: Any, changed: set[str]) -> str | None:
     written = _docstrings(path).get(name)
     if written is None:
         return None
-    try:
-        examples = doctest.DocTestParser().get_examples(written)
-    except Exception:  # an example the parser rejects: pytest reports it itself
-        return None
     running = {(e.source, e.want) for e in dtest.examples}
-    for example in examples:
-        if (example.source, example.want) not in running:
-            return (
-                f"the doctest {dtest.name} does not run its file's example "
-                f"`{example.source.strip()[:80]}` expecting what the file says: its docstring "
-                "was rewritten at run time by the code under test"
-            )
-    return None
+    missing = None
+    # as written, and as Python 3.13+ stores it (the compiler dedents docstrings)
+    for text in (written, inspect.cleandoc(written)):
+        try:
+            examples = doctest.DocTestParser().get_examples(text)
+        except Exception:  # an example the parser rejects: pytest reports it itself
+            return None
+        missing = next((e for e in examples if (e.source, e.want) not in running), None)
+        if missing is None:
+            return None
+    assert missing is not None
+    return (
+        f"the doctest {dtest.name} does not run its file's example "
+        f"`{missing.source.strip()[:80]}` expecting what the file says: its docstring was "
+        "rewritten at run time by the code under test"
+    )
 
 
 def _docstrings(path: str) -> dict[str, str]:
