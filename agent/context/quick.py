@@ -2,8 +2,8 @@
 
 Indexing every file (agent/context/index.py) costs about a millisecond a file before the
 cache knows them: 20 s at 20,000 files, so a new repository's first prompt would wait for it.
-Above QUICK_MIN_FILES Python files the index covers instead the files the task's words point
-at: those the statement names (paths, modules, traceback frames), the visible tests and the
+Above QUICK_MIN_FILES (5,000) Python files the index covers instead the files the task's
+words point at: those the statement names (paths, modules, traceback frames), the visible tests and the
 modules they import or are named after, and the QUICK_FILES files that best match the
 statement's names and terms, found by one `git grep` over the repository (a scan in Python
 where git cannot), scored like BM25 would weigh them (rare words count most). The same
@@ -29,9 +29,10 @@ from ooda.agent.context.index import is_test_file, module_name
 from ooda.agent.context.units import imports_of
 from ooda.agent.context.words import STOP, terms
 
-QUICK_MIN_FILES = int(os.environ.get("OODA_CONTEXT_QUICK_FILES", "5000"))
+QUICK_MIN_FILES = 5000
 """A repository with more Python files than this is indexed in part (the largest repository
-of the context benchmark, pylint, has 2,400: none of them is)."""
+of the context benchmark, pylint, has 2,400: none of them is); OODA_CONTEXT_QUICK_FILES
+sets another limit (read when asked: a daemon's command gets its client's environment)."""
 QUICK_FILES = 400
 """The best matching files indexed, beside those the task names."""
 GREP_TIMEOUT_S = 60.0
@@ -91,9 +92,17 @@ def task_paths(repo: Path, paths: list[str], statement: str, tests: list[str]) -
     return sorted({*part, *test_paths(repo, paths, tests)})
 
 
+def min_files() -> int:
+    """More Python files than this are indexed in part."""
+    try:
+        return int(os.environ.get("OODA_CONTEXT_QUICK_FILES", QUICK_MIN_FILES))
+    except ValueError:
+        return QUICK_MIN_FILES
+
+
 def is_large(paths: list[str]) -> bool:
     """Too many files to index whole before the first request."""
-    return len(paths) > QUICK_MIN_FILES
+    return len(paths) > min_files()
 
 
 def quick_paths(repo: Path, paths: list[str], clues: Clues, tests: list[str]) -> list[str]:

@@ -37,7 +37,7 @@ def start(repo: Path, task: Task | None = None) -> subprocess.Popen[bytes] | Non
 
     if not more_python_than(repo, MAX_WHOLE_FILES):
         return None
-    if more_python_than(repo, quick.QUICK_MIN_FILES):
+    if more_python_than(repo, quick.min_files()):
         if task is not None:
             quick.choose_ahead(repo, task.statement, shown_tests(task))
         return None
