@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import functools
 import os
 import shutil
 import signal
@@ -89,12 +90,29 @@ def bwrap_problem() -> str | None:
     return None
 
 
+@functools.cache
+def _default_signals() -> list[str]:
+    """`env --default-signal --` where the host's env has it (GNU coreutils >= 8.31): the
+    sandbox's command starts with every signal at its default disposition, as from a login
+    shell, whatever ooda inherited (under nohup SIGHUP is ignored, and an ignored signal stays
+    ignored across exec: sh's test that its child dies of SIGHUP failed); [] without it."""
+    env = shutil.which("env", path=os.environ.get("PATH") or HOST_ENV["PATH"])
+    if env is None:
+        return []
+    try:
+        probe = subprocess.run([env, "--default-signal", "true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [env, "--default-signal", "--"] if probe.returncode == 0 else []
+
+
 def _launcher(
     as_root: bool, uid: int, nproc: int | None = None, *, address_space: bool = True
 ) -> list[str]:
-    """setpriv (as root) + prlimit + bwrap with the namespace options, up to the binds;
-    `address_space`: bound virtual memory too (only where no cgroup bounds the memory)."""
-    argv: list[str] = []
+    """setpriv (as root) + prlimit + bwrap with the namespace options, up to the binds, after
+    `env --default-signal` (_default_signals); `address_space`: bound virtual memory too (only
+    where no cgroup bounds the memory)."""
+    argv: list[str] = [*_default_signals()]
     if as_root:
         argv += [_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                  "--inh-caps=-all", "--"]

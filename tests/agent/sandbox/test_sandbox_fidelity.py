@@ -3,13 +3,15 @@
 What a repository's own suite may rely on and a normal machine gives it: a rename between the
 checkout and /tmp (environs renames a file of its checkout into tmp_path), a writable HOME of
 its own, a UTF-8 locale, umask 022, a /dev/shm and a /tmp of useful size, a few hundred
-threads; the start-up hook that completes renames leaves no trace on sys.path and keeps the
+threads, signals at their default dispositions even when ooda was started with one ignored
+(nohup); the start-up hook that completes renames leaves no trace on sys.path and keeps the
 distribution's own sitecustomize.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,7 +67,7 @@ def test_rename_between_workspace_and_tmp(box: Sandbox) -> None:
 
 def test_a_normal_machine_s_environment(box: Sandbox) -> None:
     source = (
-        "import json, locale, os, sys, tempfile, threading, time\n"
+        "import json, locale, os, signal, sys, tempfile, threading, time\n"
         "home = os.path.expanduser('~')\n"
         "open(os.path.join(home, '.probe'), 'w').write('x')\n"
         "shm, tmp = os.statvfs('/dev/shm'), os.statvfs(tempfile.gettempdir())\n"
@@ -75,14 +77,20 @@ def test_a_normal_machine_s_environment(box: Sandbox) -> None:
         "print(json.dumps({'home': home, 'umask': os.umask(0o022),\n"
         "    'encoding': locale.getpreferredencoding(), 'tz': time.tzname[0],\n"
         "    'shm_mib': shm.f_blocks * shm.f_frsize >> 20, 'tmp_mib': tmp.f_blocks * tmp.f_frsize >> 20,\n"
-        "    'path': sys.path, 'site': getattr(site, '__file__', None), 'threads': len(threads)}))\n"
+        "    'path': sys.path, 'site': getattr(site, '__file__', None), 'threads': len(threads),\n"
+        "    'hup': int(signal.getsignal(signal.SIGHUP))}))\n"
     )
-    result = py(box, source)
+    ignored = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+    try:
+        result = py(box, source)
+    finally:
+        signal.signal(signal.SIGHUP, ignored)
     assert result.exit_code == 0, result.output
     seen = json.loads(result.output.strip().splitlines()[-1])
     assert seen["home"] == "/home/ooda" and seen["umask"] == 0o022
     assert seen["encoding"] == "UTF-8" and seen["tz"] == "UTC"
     assert seen["shm_mib"] >= 256 and seen["tmp_mib"] >= 1024 and seen["threads"] == 300
+    assert seen["hup"] == int(signal.SIG_DFL)
     assert not any("/run/ooda" in p for p in seen["path"]), seen["path"]
     assert seen["site"] is None or "/run/ooda" not in seen["site"]  # the image's own, if any
     assert not (box.workspace / ".probe").exists()
