@@ -141,14 +141,19 @@ def named_files(paths: list[str], clues: Clues) -> list[str]:
         if any(w == path or w.endswith("/" + path) or path.endswith("/" + w) for w in written):
             found.append(path)
     modules = {module_name(p): p for p in paths}
-    for dotted in clues.dotted:
-        parts = dotted.split(".")
-        for cut in range(len(parts), 0, -1):
-            hit = modules.get(".".join(parts[:cut]))
-            if hit is not None:
-                found.append(hit)
-                break
+    found.extend(hit for dotted in clues.dotted
+                 if (hit := _module_file(modules, dotted)) is not None)
     return found
+
+
+def _module_file(modules: dict[str, str], dotted: str) -> str | None:
+    """The file of the longest leading part of `dotted` that names a module, if any."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        hit = modules.get(".".join(parts[:cut]))
+        if hit is not None:
+            return hit
+    return None
 
 
 def _test_sources(repo: Path, test: str, modules: dict[str, str],
@@ -160,12 +165,9 @@ def _test_sources(repo: Path, test: str, modules: dict[str, str],
         return []
     found: list[str] = []
     for dotted in imports_of(text, module_name(test), test.endswith("__init__.py")):
-        parts = dotted.split(".")
-        for cut in range(len(parts), 0, -1):
-            hit = modules.get(".".join(parts[:cut]))
-            if hit is not None:
-                found.append(hit)
-                break
+        hit = _module_file(modules, dotted)
+        if hit is not None:
+            found.append(hit)
     stem = PurePosixPath(test).stem
     name = stem.removeprefix("test_").removesuffix("_test")
     if name != stem:
