@@ -16,7 +16,7 @@ import gc
 import hashlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,6 +66,17 @@ def module_name(path: str) -> str:
     if len(parts) > 1 and parts[0] in ("src", "lib"):
         parts.pop(0)
     return ".".join(parts)
+
+
+def file_of_module(modules: Mapping[str, str], dotted: str) -> str | None:
+    """The file of the longest leading part of `dotted` that `modules` (dotted name -> file)
+    holds, if any (`pkg.mod.func` -> the file of `pkg.mod`)."""
+    parts = dotted.split(".")
+    for length in range(len(parts), 0, -1):
+        path = modules.get(".".join(parts[:length]))
+        if path is not None:
+            return path
+    return None
 
 
 def _parts(path: str) -> list[str]:

@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from pathlib import Path, PurePosixPath
 
 from ooda.agent.context.clues import Clues, read_clues
-from ooda.agent.context.index import is_test_file, module_name
+from ooda.agent.context.index import file_of_module, is_test_file, module_name
 from ooda.agent.context.units import imports_of
 from ooda.agent.context.words import STOP, terms
 
@@ -142,18 +142,8 @@ def named_files(paths: list[str], clues: Clues) -> list[str]:
             found.append(path)
     modules = {module_name(p): p for p in paths}
     found.extend(hit for dotted in clues.dotted
-                 if (hit := _module_file(modules, dotted)) is not None)
+                 if (hit := file_of_module(modules, dotted)) is not None)
     return found
-
-
-def _module_file(modules: dict[str, str], dotted: str) -> str | None:
-    """The file of the longest leading part of `dotted` that names a module, if any."""
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        hit = modules.get(".".join(parts[:cut]))
-        if hit is not None:
-            return hit
-    return None
 
 
 def _test_sources(repo: Path, test: str, modules: dict[str, str],
@@ -165,7 +155,7 @@ def _test_sources(repo: Path, test: str, modules: dict[str, str],
         return []
     found: list[str] = []
     for dotted in imports_of(text, module_name(test), test.endswith("__init__.py")):
-        hit = _module_file(modules, dotted)
+        hit = file_of_module(modules, dotted)
         if hit is not None:
             found.append(hit)
     stem = PurePosixPath(test).stem

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from ooda.agent.context.index import RepoIndex, is_test_file
+from ooda.agent.context.index import RepoIndex, file_of_module, is_test_file
 
 MAX_NAMESAKES = 3
 """A test file named after more source files than this names none of them."""
@@ -54,12 +54,7 @@ def imported_sources(index: RepoIndex, test: str, *, packages: bool = True) -> l
 
 def module_file(index: RepoIndex, dotted: str) -> str | None:
     """The file of the longest prefix of `dotted` that is a module of the repository."""
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        path = index.modules.get(".".join(parts[:cut]))
-        if path is not None:
-            return path
-    return None
+    return file_of_module(index.modules, dotted)
 
 
 def clue_tests(index: RepoIndex, query_terms: list[str]) -> dict[str, float]:
