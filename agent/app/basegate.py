@@ -15,6 +15,7 @@ as before, without waiting for the base check.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -76,10 +77,11 @@ class GatedVerifier:
         log_dir: Path | None = None,
         deadline: float | None = None,
         verdict_only: bool = False,
+        stop: threading.Event | None = None,
     ) -> Verdict:
         _, verifier = self.settled()
         return verifier.verify(patch, log_dir=log_dir, deadline=deadline,
-                               verdict_only=verdict_only)
+                               verdict_only=verdict_only, stop=stop)
 
     def trace_base(self, *, deadline: float | None = None) -> BaseTrace:
         """The settled verifier's traced run of the base (TracesBase, for --model mutate)."""

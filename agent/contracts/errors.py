@@ -35,6 +35,12 @@ class SandboxBroken(InfraError):
     candidate's fault, so the verdict is an infrastructure error, not a failure."""
 
 
+class VerificationStopped(BaseException):  # noqa: N818 - a signal, as CancelledError
+    """The run was decided (or ended) while a candidate was being verified: its command was
+    stopped and it has no verdict (its record says "stopped", never "failed"). A BaseException,
+    as asyncio's CancelledError: no stage's `except Exception` may turn it into a verdict."""
+
+
 class GenerationError(Exception):
     """A model's answer that could not be had whole (the endpoint kept failing, a deadline or
     timeout passed mid-stream): carries the text that did arrive, which is kept, never lost."""

@@ -8,6 +8,7 @@ task verifier) is one implementation of one of these. Standard library only.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -332,9 +333,11 @@ class PatchVerifier(Protocol):
         log_dir: Path | None = None,
         deadline: float | None = None,
         verdict_only: bool = False,
+        stop: threading.Event | None = None,
     ) -> Verdict:
         """Judge `patch` (a unified diff against the task's repo) before `deadline`
         (time.monotonic()), writing its logs under `log_dir`; `verdict_only`: no feedback will
         be drawn from it, so the stages may stop at the first failure. Raises InfraError when
-        the sandbox is broken for every candidate."""
+        the sandbox is broken for every candidate, VerificationStopped when `stop` was set
+        meanwhile (the run was decided: the command running is stopped, no verdict)."""
         ...

@@ -16,7 +16,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ooda.agent import edits
-from ooda.agent.contracts.errors import ContextOverflow, GenerationError, InfraError, UsageError
+from ooda.agent.contracts.errors import (
+    ContextOverflow,
+    GenerationError,
+    InfraError,
+    UsageError,
+    VerificationStopped,
+)
 from ooda.agent.contracts.options import LoopOptions
 from ooda.agent.contracts.protocols import Completion, PatchVerifier
 from ooda.agent.core import normalize, verify_order
@@ -70,6 +76,8 @@ class Candidates:
         self._names: list[Mapping[str, int] | None] = []
         """The repository's name counts once built (agent/core/verify_order.py)."""
         self._names_lock = threading.Lock()
+        self.decided_by: str | None = None
+        """Under select=first, the attempt whose pass decided the run (the others stop)."""
 
     def run(self, attempt: Attempt) -> None:
         """The whole life of `attempt`; it ends finished and recorded."""
@@ -258,7 +266,7 @@ class Candidates:
         try:
             with self._verify_slots.slot(self._priority(attempt)):
                 if run.stop.is_set():
-                    self.finish(attempt, "cancelled", "stopped before verification")
+                    self.finish(attempt, "cancelled", f"{self._stopped()} before verification")
                     return
                 run.progress(attempt, "verifying")
                 verdict = run.verifier.verify(
@@ -268,13 +276,18 @@ class Candidates:
                     # no round learns from it
                     verdict_only=attempt.round >= run.config.rounds
                     or not learns(run.source_for(attempt)),
+                    stop=run.stop,  # once decided, a verification under way stops
                 )
                 if verdict.status == "passed" and run.config.select == "first":
+                    with self._lock:
+                        self.decided_by = self.decided_by or attempt.attempt_id
                     run.stop.set()  # decided: no waiting candidate takes the slot it frees
             attempt.verdict = verdict
             if verdict.status == "invalid_edit":
                 attempt.invalid_kind = verdict.kind or "patch_rejected"
             self.finish(attempt, verdict.status, verdict.reason, feedback=verdict.feedback)
+        except VerificationStopped:  # no verdict: never "failed"
+            self.finish(attempt, "cancelled", f"{self._stopped()} while being verified")
         except InfraError as exc:  # the sandbox is broken for every candidate
             self.fatal = exc
             run.stop.set()
@@ -284,6 +297,12 @@ class Candidates:
             raise
         finally:
             self._key_done[attempt.code_key].set()
+
+    def _stopped(self) -> str:
+        """Why a candidate is not verified (further): the run was decided or ended."""
+        if self.decided_by is not None:
+            return f"stopped: run decided ({self.decided_by} passed)"
+        return "stopped: the run ended"
 
     def _priority(self, attempt: Attempt) -> int:
         """Where `attempt` waits for a sandbox (agent/core/verify_order.py): an inert change

@@ -35,6 +35,7 @@ class SpareLane:
         check: CheckSpec,
         late: Sequence[Verifier],
         deadline: float | None,
+        stop: threading.Event | None = None,
     ) -> None:
         self._pool = pool
         self._fill = fill
@@ -42,6 +43,7 @@ class SpareLane:
         self._check = dataclasses.replace(check, baseline=dict(check.baseline))
         self._late = list(late)
         self._deadline = deadline
+        self._stop = stop
         self._results: list[VerifierResult] | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="ooda-after-tests", daemon=True)
@@ -55,7 +57,8 @@ class SpareLane:
             sandbox, _ = taken
             try:
                 self._results = run_cascade(
-                    Watched(sandbox), self._check, self._late, deadline=self._deadline
+                    Watched(sandbox, self._stop), self._check, self._late,
+                    deadline=self._deadline
                 )
             finally:
                 self._pool.release(sandbox)

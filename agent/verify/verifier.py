@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from ooda.agent.contracts.errors import InfraError
+from ooda.agent.contracts.errors import InfraError, VerificationStopped
 from ooda.agent.contracts.protocols import (
     CheckSpec,
     ReproOnBase,
@@ -215,19 +215,24 @@ class TaskVerifier:
         log_dir: Path | None = None,
         deadline: float | None = None,
         verdict_only: bool = False,
+        stop: threading.Event | None = None,
     ) -> Verdict:
         """Judge `patch` (a unified diff against task.repo). `verdict_only`: no feedback will
-        be drawn from it, so the tests may stop at the first failure."""
+        be drawn from it, so the tests may stop at the first failure. `stop` set meanwhile
+        (the run was decided): VerificationStopped, the command running interrupted."""
+        if stop is not None and stop.is_set():
+            raise VerificationStopped()
         with self._lock:
             self._in_flight += 1
         try:
-            return self._verify(patch, log_dir, deadline, verdict_only)
+            return self._verify(patch, log_dir, deadline, verdict_only, stop)
         finally:
             with self._lock:
                 self._in_flight -= 1
 
     def _verify(
-        self, patch: str, log_dir: Path | None, deadline: float | None, verdict_only: bool
+        self, patch: str, log_dir: Path | None, deadline: float | None, verdict_only: bool,
+        stop: threading.Event | None = None,
     ) -> Verdict:
         if log_dir is not None:
             log_dir.mkdir(parents=True, exist_ok=True)
@@ -256,18 +261,19 @@ class TaskVerifier:
             if verdict_only:  # no feedback follows: the tests first, where most candidates
                 # fail (ruff's verdict after them: a passing run left the files unchanged)
                 in_sandbox.sort(key=lambda stage: stage.name != TESTS_STAGE)
-            results = run_cascade(Watched(sandbox), check, host, deadline=deadline)
+            results = run_cascade(Watched(sandbox, stop), check, host, deadline=deadline)
             if _passed(results):
                 if late and self._alone():
                     # a second sandbox is idle and nobody waits: the late stages there, now
                     lane = self._lane(SpareLane(self.pool, lambda ws: self._fill(ws, patch),
-                                                check, late, deadline))
-                results += run_cascade(Watched(sandbox), check, in_sandbox, deadline=deadline)
+                                                check, late, deadline, stop))
+                results += run_cascade(Watched(sandbox, stop), check, in_sandbox,
+                                       deadline=deadline)
             weighed = self._weighed_late(results, first, late)
             if weighed:  # a blind run's evidence on a candidate that broke a regression test
                 held = None
                 held, _ = self.pool.refresh(sandbox, lambda ws: self._fill(ws, patch))
-                results += run_cascade(Watched(held), check, weighed, deadline=deadline)
+                results += run_cascade(Watched(held, stop), check, weighed, deadline=deadline)
             elif late and _passed(results) and len(results) == len(first):
                 late_results = self._late_results(lane)
                 lane = None
@@ -276,7 +282,8 @@ class TaskVerifier:
                     # a fresh copy in a reset sandbox: the tests ran candidate code in this one
                     held = None  # refresh() releases it itself when it fails
                     held, _ = self.pool.refresh(sandbox, lambda ws: self._fill(ws, patch))
-                    late_results = run_cascade(Watched(held), check, late, deadline=deadline)
+                    late_results = run_cascade(Watched(held, stop), check, late,
+                                               deadline=deadline)
                 results += late_results
         finally:
             if lane is not None:

@@ -8,13 +8,19 @@ verifiers see it: it gives that error one wording whatever the backend ("the <ba
 broke while verifying: <why>", one line). A sandbox that was closed, or whose container the
 host killed after a command outlived its timeout, still answers with an exit-125 result: that
 is the candidate's doing (a hang), not the infrastructure's.
+
+Given the run's `stop` event, `Watched` also ends a candidate's verification once the run is
+decided: a command is not started after it is set, one running is interrupted (a sandbox that
+can, `interrupt()`: Docker's PID 1 kills it at once; others run it to its end) and its result
+dropped: VerificationStopped, never a verdict read from a command cut short.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 
-from ooda.agent.contracts.errors import SandboxBroken
+from ooda.agent.contracts.errors import SandboxBroken, VerificationStopped
 from ooda.agent.contracts.protocols import (
     ExecResult,
     Sandbox,
@@ -27,19 +33,47 @@ from ooda.verifiers import clip
 
 FEEDBACK_LIMIT = 4000
 """Most characters of feedback a verdict carries for the model."""
+STOP_POLL_S = 0.01
+"""How often a running command looks at the run's stop event."""
 
 
 class Watched:
     """A sandbox whose breakage is reported in one line that names the backend."""
 
-    def __init__(self, inner: Sandbox) -> None:
+    def __init__(self, inner: Sandbox, stop: threading.Event | None = None) -> None:
         self.inner = inner
         self.backend = inner.backend
         self.workspace = inner.workspace
         self.workdir = inner.workdir
+        self.stop = stop
 
     def run(
         self, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None
+    ) -> ExecResult:
+        stop = self.stop
+        if stop is None:
+            return self._run(argv, timeout_s, env)
+        if stop.is_set():
+            raise VerificationStopped()
+        interrupt: Callable[[], None] | None = getattr(self.inner, "interrupt", None)
+        done = threading.Event()
+        watcher = None
+        if interrupt is not None:
+            watcher = threading.Thread(target=_interrupt_on, args=(stop, done, interrupt),
+                                       name="ooda-stop-watch", daemon=True)
+            watcher.start()
+        try:
+            result = self._run(argv, timeout_s, env)
+        finally:
+            done.set()
+            if watcher is not None:
+                watcher.join()
+        if stop.is_set():  # cut short, or finished as the run was decided: no verdict
+            raise VerificationStopped()
+        return result
+
+    def _run(
+        self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None
     ) -> ExecResult:
         try:
             return self.inner.run(argv, timeout_s=timeout_s, env=env)
@@ -51,6 +85,16 @@ class Watched:
 
     def close(self) -> None:
         self.inner.close()
+
+
+def _interrupt_on(stop: threading.Event, done: threading.Event,
+                  interrupt: Callable[[], None]) -> None:
+    """While a command runs (until `done`): once `stop` is set, interrupt it."""
+    while not done.is_set():
+        if stop.wait(STOP_POLL_S):
+            if not done.is_set():
+                interrupt()
+            return
 
 
 def verdict_from(results: list[VerifierResult], changed: list[str]) -> Verdict:

@@ -83,6 +83,7 @@ class FakeVerifier:
         log_dir: Path | None = None,
         deadline: float | None = None,
         verdict_only: bool = False,
+        stop: threading.Event | None = None,
     ) -> Verdict:
         with self.lock:
             self.calls += 1

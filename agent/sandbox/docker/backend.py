@@ -130,6 +130,15 @@ class DockerBackend:
             self._client.close()
 
 
+class _Command:
+    """One command while it runs: what its watcher thread waits on."""
+
+    def __init__(self) -> None:
+        self.wake = threading.Event()
+        self.done = False
+        self.interrupted = False
+
+
 class DockerSandbox:
     """One container; `run` asks its PID 1 to run a command; `close` ends it."""
 
@@ -159,6 +168,8 @@ class DockerSandbox:
         """The tools PID 1 has answered a command with (imported by then)."""
         self._closed = False
         self._one_at_a_time = threading.Lock()  # each run ends by killing every other process
+        self._command: _Command | None = None
+        """The command running, while one runs (interrupt() reaches it)."""
         self.container_id = ""
         if launched is None:
             try:
@@ -232,20 +243,22 @@ class DockerSandbox:
         request = {"op": "run", "argv": list(argv), "env": dict(env), "cwd": self.workdir,
                    "timeout": timeout_s, "cap": cap_bytes}
         disk = DiskWatch(self.workspace, self.limits.disk)
-        done = threading.Event()
+        command = self._command = _Command()
         tools = zygote.wanted_tools([str(a) for a in argv], list(zygote.TOOLS))
         importing = [t for t in tools if t not in self._imported]
         try:
             self._sock.settimeout(timeout_s + HOST_GRACE_S + (start_timeout_s() if importing else 0))
             zygote.send(self._sock, json.dumps(request).encode())
-            watcher = threading.Thread(target=self._watch, args=(disk, done), daemon=True)
+            watcher = threading.Thread(target=self._watch, args=(disk, command), daemon=True)
             watcher.start()
             try:
                 header = zygote.receive(self._sock)
                 output = zygote.receive(self._sock) if header is not None else None
             finally:
-                done.set()
+                command.done = True
+                command.wake.set()
                 watcher.join()
+                self._command = None
         except TimeoutError:
             self._broken = f"a command outlived its {timeout_s:g} s timeout; container killed"
             self._killed = True
@@ -266,7 +279,8 @@ class DockerSandbox:
         if info.get("timed_out"):
             return ExecResult(None, text, duration, timed_out=True)
         code = int(info["exit"]) if info.get("exit") is not None else 125
-        broke = [disk_note(disk.limit)] if info.get("cancelled") or disk.exceeded() else []
+        over = (info.get("cancelled") and not command.interrupted) or disk.exceeded()
+        broke = [disk_note(disk.limit)] if over else []
         if info.get("oom"):
             broke.append(memory_note(self.limits.memory))
         if broke:
@@ -284,13 +298,24 @@ class DockerSandbox:
             return ExecResult(125, f"sandbox unusable: {why}", duration_s)
         raise SandboxBroken(f"the docker sandbox broke while verifying: {why}")
 
-    def _watch(self, disk: DiskWatch, done: threading.Event) -> None:
-        """While a command runs: past its disk allowance, ask PID 1 to end it."""
-        while not done.wait(POLL_S):
-            if disk.exceeded():
-                with contextlib.suppress(OSError):
-                    zygote.send(self._sock, b'{"op": "cancel"}')
-                return
+    def _watch(self, disk: DiskWatch, command: _Command) -> None:
+        """While a command runs: past its disk allowance, or once interrupted, ask PID 1 to
+        end it (a request that arrives after the command ended is ignored there)."""
+        over_disk = False
+        while not over_disk and not command.wake.wait(POLL_S):
+            over_disk = disk.exceeded()
+        if over_disk or (command.interrupted and not command.done):
+            with contextlib.suppress(OSError):
+                zygote.send(self._sock, b'{"op": "cancel"}')
+
+    def interrupt(self) -> None:
+        """End the command running now, if one is (another thread's call: the run it is part
+        of was decided); its result then says exit 137. Nothing else changes: the sandbox
+        stays usable, as after any command."""
+        command = self._command
+        if command is not None and not command.done:
+            command.interrupted = True
+            command.wake.set()
 
     # ------------------------------------------------------------------ reuse
 

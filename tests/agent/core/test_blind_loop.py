@@ -76,7 +76,7 @@ class Verifier:
         return [ReproOnBase(t.name, "failed", "AssertionError", True, True) for t in tests]
 
     def verify(self, patch: str, *, log_dir: Path | None = None, deadline: float | None = None,
-               verdict_only: bool = False) -> Verdict:
+               verdict_only: bool = False, stop: object = None) -> Verdict:
         assert self.ready.wait(5), "verified before the reproduction tests were adopted"
         if "return None" in patch:
             result = VerifierResult("pytest", "failed", 0.1, "test_add_small failed")

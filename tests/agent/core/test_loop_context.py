@@ -39,7 +39,7 @@ class OneLineVerifier:
     backend_name = "fake"
 
     def verify(self, patch: str, *, log_dir: Path | None = None, deadline: float | None = None,
-               verdict_only: bool = False) -> Verdict:
+               verdict_only: bool = False, stop: object = None) -> Verdict:
         removed = [ln for ln in patch.splitlines() if ln.startswith("-") and
                    not ln.startswith("---")]
         added = [ln for ln in patch.splitlines() if ln.startswith("+") and
@@ -101,7 +101,7 @@ class FramesVerifier:
     k = 0
 
     def verify(self, patch: str, *, log_dir: Path | None = None, deadline: float | None = None,
-               verdict_only: bool = False) -> Verdict:
+               verdict_only: bool = False, stop: object = None) -> Verdict:
         line = 8 + self.k * 4  # the class and two blank lines, then 4 lines a helper
         trace = ('Traceback (most recent call last):\n  File "/work/geom/shapes.py", line '
                  f'{line}, in helper_{self.k}\nValueError: bad')

@@ -1,5 +1,6 @@
 """The order waiting candidates are verified in (agent/core/verify_order.py): an inert change
-(one no test can execute) after every other; the loop's candidates with a fake verifier."""
+(one no test can execute) after every other; the loop's candidates with a fake verifier; a
+verification under way when the run is decided stops (no verdict)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from loop_fakes import RIGHT, FakeModel, FakeVerifier, edit, run_loop
+from loop_fakes import RIGHT, WRONG, FakeModel, FakeVerifier, edit, run_loop
 
+from ooda.agent.contracts.errors import VerificationStopped
+from ooda.agent.contracts.protocols import Verdict
 from ooda.agent.core.verify_order import INERT, LIVE, VerifySlots, name_counts, priority
 from ooda.tasks.loader import Task
 
@@ -127,3 +130,33 @@ def test_the_loop_verifies_the_live_candidate_before_the_inert_ones(
     # whichever came first holds the one sandbox; the right answer is next, whatever its place
     assert verifier.calls <= 2
     assert sum(line["status"] == "cancelled" for line in lines) >= 4
+
+
+class _UntilDecided(FakeVerifier):
+    """A wrong answer's verification runs until the run is decided, then stops."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopped = 0
+
+    def verify(self, patch: str, *, log_dir: Path | None = None, deadline: float | None = None,
+               verdict_only: bool = False, stop: threading.Event | None = None) -> Verdict:
+        if "a + b" not in patch:
+            assert stop is not None
+            if stop.wait(20):
+                self.stopped += 1
+                raise VerificationStopped()
+        return super().verify(patch, verdict_only=verdict_only)
+
+
+def test_a_verification_under_way_stops_when_another_candidate_decides_the_run(
+    task: Task, tmp_path: Path
+) -> None:
+    verifier = _UntilDecided()
+    result, lines, _, _ = run_loop(task, FakeModel({1: [WRONG, RIGHT]}), verifier, tmp_path,
+                                   samples=2, rounds=1, verify_concurrency=2)
+    assert result.status == "passed" and verifier.stopped == 1
+    wrong = next(line for line in lines if line["status"] != "passed")
+    winner = next(line["attempt_id"] for line in lines if line["status"] == "passed")
+    assert wrong["status"] == "cancelled"  # never "failed": it has no verdict
+    assert wrong["reason"] == f"stopped: run decided ({winner} passed) while being verified"

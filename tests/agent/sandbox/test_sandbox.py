@@ -22,11 +22,17 @@ import pytest
 from sandbox_helpers import backend_or_skip, open_sandbox, py
 
 from ooda.agent.app.doctor import _key_check, diagnose
-from ooda.agent.contracts.errors import InfraError, SandboxBroken, UsageError
+from ooda.agent.contracts.errors import (
+    InfraError,
+    SandboxBroken,
+    UsageError,
+    VerificationStopped,
+)
 from ooda.agent.contracts.protocols import Sandbox
 from ooda.agent.sandbox import image
 from ooda.agent.sandbox.docker.image import owner_labels
 from ooda.agent.sandbox.registry import build_image, cleanup_leftovers, get_backend
+from ooda.agent.verify.watched import Watched
 
 ISOLATED = ["docker", "bwrap"]
 ALL = ["docker", "bwrap", "local"]
@@ -95,6 +101,15 @@ def test_timeout_gives_timed_out_result(any_box: Sandbox) -> None:
     assert time.monotonic() - started < 8
     after = any_box.run(["sh", "-c", "echo again"], timeout_s=30)  # the sandbox stays usable
     assert after.exit_code == 0 and after.output == "again\n"
+    if hasattr(any_box, "interrupt"):  # a decided run stops a verification under way
+        stop = threading.Event()
+        threading.Timer(0.3, stop.set).start()
+        started = time.monotonic()
+        with pytest.raises(VerificationStopped):
+            Watched(any_box, stop).run(["sleep", "30"], timeout_s=30)
+        assert time.monotonic() - started < 8
+        again = any_box.run(["sh", "-c", "echo again"], timeout_s=30)
+        assert again.exit_code == 0 and again.output == "again\n" and again.limit is None
 
 
 def test_close_ends_a_running_command(box: Sandbox) -> None:
