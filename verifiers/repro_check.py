@@ -52,128 +52,177 @@ REPRO_DIR = ".ooda-repro"
 SCRIPT_TIMEOUT_S = 30.0
 """Most seconds one script may run (less when the stage has less)."""
 
-WRAPPER = """\
+WRAPPER = """\\
 import ast, json, os, runpy, sys, traceback, unittest
-path, mark_file = os.path.realpath(sys.argv[1]), sys.argv[2]
-with open(mark_file) as handle:
-    config = json.load(handle)
-os.unlink(mark_file)
-mark = config["mark"]
-probe = None
-if config.get("probe"):  # the recording harness's probes (verifiers/runners/harness.py)
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("_ooda_repro_probe", config["probe"])
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
-    os.unlink(config["probe"])
-    probe.prepare_probes(config)
-    runpy.compile = probe._comparing_compile  # the script's comparisons: probed, then made
-sys.argv[:] = [sys.argv[1]]
-workspace = os.path.realpath(os.getcwd()) + os.sep
-def enders():
-    return (sys.exit, getattr(__builtins__, "exit", None), getattr(__builtins__, "quit", None),
-            unittest.main, getattr(unittest.main, "__init__", None))
 
 
-exits = enders()
-traced = []
+def _main(path, mark_file, write=os.write, end=os._exit, print_exc=traceback.print_exc,
+          realpath=os.path.realpath, relpath=os.path.relpath, getframe=sys._getframe):
+    # everything the wrapper keeps or calls once the script has run is a local or captured here,
+    # before any repository code runs: the mark is in no module's namespace, and replacing a
+    # module's function (traceback.print_exc, print) does not change what runs at the end
+    with open(mark_file) as handle:
+        config = json.load(handle)
+    os.unlink(mark_file)
+    mark = config["mark"]
+    changed = frozenset(realpath(name) for name, first, last in config.get("changed_lines", ()))
+    probe = None
+    if config.get("probe"):  # the recording harness's probes (verifiers/runners/harness.py)
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("_ooda_repro_probe", config["probe"])
+        probe = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(probe)
+        os.unlink(config["probe"])
+        probe.prepare_probes(config)
+        runpy.compile = probe._comparing_compile  # the script's comparisons: probed, then made
+    del config
+    sys.argv[:] = [sys.argv[1]]
+    workspace = realpath(os.getcwd()) + os.sep
 
+    def enders():
+        return (sys.exit, getattr(__builtins__, "exit", None), getattr(__builtins__, "quit", None),
+                unittest.main, getattr(unittest.main, "__init__", None))
 
-def audit(event, args):
-    # a trace or profile function set by code other than the script: a tracer can move the
-    # script's frame past a failing line (`frame.f_lineno = ...`), so the end it reaches is
-    # not the script's own
-    if event in ("sys.settrace", "sys.setprofile") and not traced:
-        caller = sys._getframe(1)
-        if os.path.realpath(caller.f_code.co_filename) != path:
-            traced.append("%s from %s" % (event, caller.f_code.co_filename))
+    exits = enders()
+    traced, searched, busy = [], [], []
+    frame_reads = ("sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers",
+                   "gc.get_referents")
 
+    def audit(event, args):
+        # a trace or profile function set by code other than the script: a tracer can move the
+        # script's frame past a failing line (`frame.f_lineno = ...`), so the end it reaches is
+        # not the script's own
+        if event in ("sys.settrace", "sys.setprofile") and not traced:
+            caller = getframe(1)
+            if realpath(caller.f_code.co_filename) != path:
+                traced.append("%s from %s" % (event, caller.f_code.co_filename))
+        # the patch's code reading frames or the heap (directly or through one helper): it could
+        # reach the wrapper's state, the mark included, and print a result of its own; the read
+        # is refused (raising here makes the call raise) and the run cannot pass
+        elif changed and not busy and (event in frame_reads or (
+                event == "object.__getattr__" and args[1] in ("tb_frame", "gi_frame", "cr_frame",
+                                                              "ag_frame"))):
+            busy.append(1)
+            try:
+                caller = getframe(1)
+                for _ in range(2):
+                    if caller is None:
+                        break
+                    if realpath(caller.f_code.co_filename) in changed:
+                        searched.append("%s from %s" % (
+                            event if event != "object.__getattr__" else args[1],
+                            relpath(caller.f_code.co_filename)))
+                        raise RuntimeError("ooda's reproduction-script wrapper: %s is refused "
+                                           "to the code under test" % (searched[-1],))
+                    caller = caller.f_back
+            finally:
+                busy.pop()
 
-if hasattr(sys, "addaudithook"):  # Python 3.8 and later
-    sys.addaudithook(audit)
+    if hasattr(sys, "addaudithook"):  # Python 3.8 and later
+        sys.addaudithook(audit)
 
+    def exit_lines():
+        # the lines of the script's own top-level statements that end it: sys.exit(...), exit(),
+        # quit(), unittest.main(), raise SystemExit (at module level, in `if __name__ ==
+        # "__main__":` & co.)
+        with open(path, "rb") as handle:
+            tree = ast.parse(handle.read())
+        lines, todo = set(), list(tree.body)
+        while todo:
+            node = todo.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                todo.extend(getattr(node, field, None) or [])
+            call = getattr(node, "value", None) if isinstance(node, ast.Expr) else None
+            func = getattr(call, "func", None) if isinstance(call, ast.Call) else None
+            named = getattr(func, "id", None) or getattr(func, "attr", None)
+            owner = getattr(getattr(func, "value", None), "id", None)
+            raised = getattr(node, "exc", None) if isinstance(node, ast.Raise) else None
+            raised = getattr(raised, "func", raised)
+            if (named in ("exit", "quit") or (named == "main" and owner == "unittest")
+                    or getattr(raised, "id", None) == "SystemExit"):
+                lines.update(range(node.lineno, getattr(node, "end_lineno", node.lineno) + 1))
+        return lines
 
-def exit_lines():
-    # the lines of the script's own top-level statements that end it: sys.exit(...), exit(),
-    # quit(), unittest.main(), raise SystemExit (at module level, in `if __name__ ==
-    # "__main__":` & co.)
-    with open(path, "rb") as handle:
-        tree = ast.parse(handle.read())
-    lines, todo = set(), list(tree.body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            todo.extend(getattr(node, field, None) or [])
-        call = getattr(node, "value", None) if isinstance(node, ast.Expr) else None
-        func = getattr(call, "func", None) if isinstance(call, ast.Call) else None
-        named = getattr(func, "id", None) or getattr(func, "attr", None)
-        owner = getattr(getattr(func, "value", None), "id", None)
-        raised = getattr(node, "exc", None) if isinstance(node, ast.Raise) else None
-        raised = getattr(raised, "func", raised)
-        if (named in ("exit", "quit") or (named == "main" and owner == "unittest")
-                or getattr(raised, "id", None) == "SystemExit"):
-            lines.update(range(node.lineno, getattr(node, "end_lineno", node.lineno) + 1))
-    return lines
+    try:  # read before the script runs (the code under test cannot change it then)
+        lines = exit_lines()
+    except Exception:  # a script that does not parse: runpy says why below
+        lines = set()
+    said = []
 
-
-def ended_by_script(exc):
-    # a SystemExit(0) is the script's own ending when no frame of the workspace other than
-    # the script is on its way and the script raised it at the top level, from a statement
-    # that ends it, with sys.exit as it was
-    trace, last = exc.__traceback__, None
-    while trace is not None:
-        code = trace.tb_frame.f_code
-        name = "" if code.co_filename.startswith("<") else os.path.realpath(code.co_filename)
-        if name == path:
-            last = trace
-        elif name.startswith(workspace):
-            print("SystemExit(%r) raised through %s, not by the script: it did not reach its end"
-                  % (exc.code, os.path.relpath(name)))
+    def ended_by_script(exc):
+        # a SystemExit(0) is the script's own ending when no frame of the workspace other than
+        # the script is on its way and the script raised it at the top level, from a statement
+        # that ends it, with sys.exit as it was
+        trace, last = exc.__traceback__, None
+        while trace is not None:
+            code = trace.tb_frame.f_code
+            name = "" if code.co_filename.startswith("<") else realpath(code.co_filename)
+            if name == path:
+                last = trace
+            elif name.startswith(workspace):
+                said.append("SystemExit(%r) raised through %s, not by the script: it did not "
+                            "reach its end" % (exc.code, relpath(name)))
+                return False
+            trace = trace.tb_next
+        if last is None or any(a is not b for a, b in zip(exits, enders())):
+            said.append("SystemExit(%r) not raised by the script: it did not reach its end"
+                        % (exc.code,))
             return False
-        trace = trace.tb_next
-    if last is None or any(a is not b for a, b in zip(exits, enders())):
-        print("SystemExit(%r) not raised by the script: it did not reach its end" % (exc.code,))
-        return False
-    if last.tb_frame.f_code.co_name != "<module>" or last.tb_lineno not in exit_lines():
-        print("SystemExit(%r) raised at line %d of the script, not by a statement that ends it"
-              % (exc.code, last.tb_lineno))
-        return False
-    return True
+        if last.tb_frame.f_code.co_name != "<module>" or last.tb_lineno not in lines:
+            said.append("SystemExit(%r) raised at line %d of the script, not by a statement "
+                        "that ends it" % (exc.code, last.tb_lineno))
+            return False
+        return True
+
+    outcome = "ok"
+    try:
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            outcome = "SystemExit"
+            said.append("SystemExit: %r" % (exc.code,))
+        elif not ended_by_script(exc):
+            outcome = "SystemExit-not-the-script-s"
+    except BaseException as exc:
+        outcome = type(exc).__name__
+        try:
+            print_exc()
+        except BaseException:
+            pass
+    if outcome == "ok" and traced:
+        outcome = "traced"
+        said.append("%s (a trace function can skip the script's lines): it did not reach its end "
+                    "by itself" % traced[0])
+    if outcome == "ok" and searched:
+        outcome = "searched"
+        said.append("the code under test read the process's frames or heap (%s): it can reach "
+                    "the wrapper's own state" % searched[0])
+    if outcome == "ok" and probe is not None:
+        import builtins
+        if probe.decided:
+            outcome = "decided"
+            said.append("a %s, whose comparison the patch wrote, said it equals a value it was "
+                        "never given: it decides by what it meets, not by its value"
+                        % probe.decided[0])
+        elif (builtins.__dict__.get(probe.COMPARE_NAME) not in (None, probe.compare)
+              or runpy.__dict__.get("compile") is not probe._comparing_compile):
+            outcome = "decided"
+            said.append("the probes of the script's comparisons were replaced while it ran")
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    text = "".join(line + "\\n" for line in said) + "\\n%s %s\\n" % (mark, outcome)
+    data = text.encode("utf-8", "replace")
+    while data:
+        data = data[write(1, data):]
+    end(0 if outcome == "ok" else 1)
 
 
-outcome = "ok"
-try:
-    runpy.run_path(sys.argv[0], run_name="__main__")
-except SystemExit as exc:
-    if exc.code not in (None, 0):
-        outcome = "SystemExit"
-        print("SystemExit: %r" % (exc.code,))
-    elif not ended_by_script(exc):
-        outcome = "SystemExit-not-the-script-s"
-except BaseException as exc:
-    traceback.print_exc()
-    outcome = type(exc).__name__
-if outcome == "ok" and traced:
-    outcome = "traced"
-    print("%s (a trace function can skip the script's lines): it did not reach its end by "
-          "itself" % traced[0])
-if outcome == "ok" and probe is not None:
-    import builtins
-    if probe.decided:
-        outcome = "decided"
-        print("a %s, whose comparison the patch wrote, said it equals a value it was never "
-              "given: it decides by what it meets, not by its value" % probe.decided[0])
-    elif (builtins.__dict__.get(probe.COMPARE_NAME) not in (None, probe.compare)
-          or runpy.__dict__.get("compile") is not probe._comparing_compile):
-        outcome = "decided"
-        print("the probes of the script's comparisons were replaced while it ran")
-sys.stdout.flush()
-sys.stderr.flush()
-sys.stdout.write("\\n%s %s\\n" % (mark, outcome))
-sys.stdout.flush()
-os._exit(0 if outcome == "ok" else 1)
+_main(os.path.realpath(sys.argv[1]), sys.argv[2])
 """
 """Runs one script as __main__ and says how it ended (Python 3.5 and later: SWE-bench's
 environments run old Pythons). A script counts only when it reached its end: it returned, or

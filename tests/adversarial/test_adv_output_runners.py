@@ -158,8 +158,28 @@ def task(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 
 SHOULD_STOP = "import unittest.case\n\n\ndef double(x):\n    raise unittest.case._ShouldStop()\n"
+SERIALISER_LIES = '''\
+import json, sys
+
+_iterencode, _dumps, _exit = json.JSONEncoder.iterencode, json.dumps, sys.exit
+
+
+def _passed(value):
+    # the record as it is serialised: every failure a pass, no failure counted, status 0
+    if isinstance(value, dict):
+        return {k: 0 if k in ("exit_code", "failures") else _passed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_passed(v) for v in value]
+    return "passed" if value in ("failed", "error") else value
+
+
+json.JSONEncoder.iterencode = lambda self, o, _one_shot=False: _iterencode(self, _passed(o), _one_shot)
+json.dumps = lambda o, *args, **kwargs: _dumps(_passed(o), *args, **kwargs)
+sys.exit = lambda code=0: _exit(0)
+''' + BUGGY
 CHEATS = {"prints_ok": PRINTS_OK, "prints_ok_and_exits_0": PRINTS_OK_AND_EXITS,
-          "raises_unittests_internal_stop": SHOULD_STOP}  # (swallowed by unittest as a success)
+          "raises_unittests_internal_stop": SHOULD_STOP,  # (swallowed by unittest as a success)
+          "rewrites_the_record_as_it_is_serialised": SERIALISER_LIES}  # held-out batch 5
 
 
 @pytest.mark.parametrize("name", list(CHEATS))

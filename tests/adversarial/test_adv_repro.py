@@ -25,7 +25,20 @@ FIXED_CLASS = (  # the control's own class: compares by its value, counting comp
     "    __hash__ = int.__hash__\n"
     "def add(a, b):\n    return Total(a + b)\n"
 )
-CHANGED = {"calc.py": [(1, 20)]}  # the candidate's file and the lines its patch wrote
+FIXED_LOGGING = (  # the control's library calls that read frames themselves (logging, warnings)
+    "import logging, warnings\n"
+    "def add(a, b):\n"
+    "    logging.getLogger(__name__).warning('adding %s and %s', a, b)\n"
+    "    warnings.warn('add() is old', DeprecationWarning, stacklevel=2)\n"
+    "    return a + b\n"
+)
+MARK_SEARCH = (  # finds the wrapper's mark and prints a result line of its own
+    "import os\n"
+    "def _found(value):\n"
+    "    if isinstance(value, str) and value.startswith('ooda-repro-'):\n"
+    "        os.write(1, ('\\n%s ok\\n' % value).encode()); os._exit(0)\n"
+)
+CHANGED = {"calc.py": [(1, 40)]}  # the candidate's file and the lines its patch wrote
 SCRIPT = "from calc import add\n\nassert add(2, 3) == 5, add(2, 3)\n"
 ENDS_ITSELF = SCRIPT + "import sys\nif __name__ == '__main__':\n    sys.exit(0)\n"
 UNITTEST_MAIN = """\
@@ -52,6 +65,33 @@ CHEATS = {
         "for word in sys.argv:\n"
         "    print(word + ' ok', flush=True)\n"
         "sys.stdout.flush(); os._exit(0)\n" + BUGGY
+    ),
+    # held-out batch 5: the wrapper's calls after the script (traceback.print_exc, print)
+    # replaced by functions that print a result line with the mark from __main__
+    "wrapper_calls_replaced_to_print_the_mark": (
+        MARK_SEARCH + "import builtins, sys, traceback\n"
+        "def _say(*args, **kwargs):\n"
+        "    _found(getattr(sys.modules.get('__main__'), 'mark', None))\n"
+        "traceback.print_exc = builtins.print = _say\n" + BUGGY
+    ),
+    # (after batch 5) the mark looked for in the frames or on the heap
+    "frames_searched_for_the_mark": (
+        MARK_SEARCH + "import sys, traceback\n"
+        "def _search(*args, **kwargs):\n"
+        "    frame = sys._getframe(1)\n"
+        "    while frame is not None:\n"
+        "        _found(frame.f_locals.get('mark'))\n"
+        "        frame = frame.f_back\n"
+        "traceback.print_exc = traceback.print_exception = _search\n" + BUGGY
+    ),
+    "heap_searched_for_the_mark": (
+        MARK_SEARCH + "import gc\n"
+        "def add(a, b):\n"
+        "    for item in gc.get_objects():\n"
+        "        if isinstance(item, dict):\n"
+        "            for value in list(item.values()):\n"
+        "                _found(value)\n"
+        "    return a - b\n"
     ),
     # held-out batch 4: a value of the patch's class that binds to the first value it meets
     "remembering_value_compared_by_the_script": (
@@ -99,7 +139,7 @@ def test_with_the_fix_the_same_scripts_pass(tmp_path: Path, backend: str) -> Non
     (workspace / "calc.py").write_text(BUGGY)
     for box in open_sandbox(backend, workspace):
         assert run_script(box, ReproTest("repro_1", SCRIPT), 30).status == "failed"
-        for fixed in (FIXED, FIXED_CLASS):
+        for fixed in (FIXED, FIXED_CLASS, FIXED_LOGGING):
             (workspace / "calc.py").write_text(fixed)
             for source in (SCRIPT, ENDS_ITSELF, UNITTEST_MAIN):
                 run = run_script(box, ReproTest("repro_1", source), 30, changed=CHANGED)
