@@ -262,9 +262,15 @@ class TaskVerifier:
                 # fail (ruff's verdict after them: a passing run left the files unchanged)
                 in_sandbox.sort(key=lambda stage: stage.name != TESTS_STAGE)
             results = run_cascade(Watched(sandbox, stop), check, host, deadline=deadline)
+            moved: list[Verifier] = []
             if _passed(results):
                 if late and self._alone():
-                    # a second sandbox is idle and nobody waits: the late stages there, now
+                    # a second sandbox is idle and nobody waits: the late stages there, now;
+                    # with the tests first, the stages after them too (ruff): off the path
+                    if verdict_only and self.blind is None:
+                        moved = [v for v in in_sandbox if v.name != TESTS_STAGE]
+                        in_sandbox = [v for v in in_sandbox if v.name == TESTS_STAGE]
+                        late = [*moved, *late]
                     lane = self._lane(SpareLane(self.pool, lambda ws: self._fill(ws, patch),
                                                 check, late, deadline, stop))
                 results += run_cascade(Watched(sandbox, stop), check, in_sandbox,
@@ -274,7 +280,7 @@ class TaskVerifier:
                 held = None
                 held, _ = self.pool.refresh(sandbox, lambda ws: self._fill(ws, patch))
                 results += run_cascade(Watched(held, stop), check, weighed, deadline=deadline)
-            elif late and _passed(results) and len(results) == len(first):
+            elif late and _passed(results) and len(results) == len(first) - len(moved):
                 late_results = self._late_results(lane)
                 lane = None
                 if late_results is None:

@@ -1,5 +1,6 @@
 """The after-tests stages beside the tests (agent/verify/spare.py), on the real Docker backend:
-with a second sandbox idle, security and mypy run there on a fresh copy while the tests run,
+with a second sandbox idle, security and mypy (and ruff, when the tests come first: only the
+verdict matters) run there on a fresh copy while the tests run,
 and the verdict is the one the stages in their one order give (the first that does not pass
 decides); with none idle, or another candidate under way, they run after the tests as before.
 Also SandboxPool.try_acquire, with a fake resettable backend."""
@@ -87,6 +88,12 @@ def test_late_stages_beside_the_tests_give_the_same_verdicts(verifier: Any) -> N
     # the syntax stage fails: no lane is started at all
     verdict = verifier.verify(calc_patch(GOLD.replace("a + b", "a +")))
     assert [r.name for r in verdict.results] == ["syntax"] and len(verifier.lanes) == 3
+    # only the verdict matters: the tests first, ruff after them, in the lane with mypy
+    _both_idle(verifier.pool)
+    verdict = verifier.verify(calc_patch("import os\n" + GOLD), verdict_only=True)
+    assert [r.name for r in verdict.results][:4] == ["syntax", "tampering", "pytest", "ruff"]
+    assert verdict.status == "failed" and verdict.reason.startswith("ruff"), verdict.reason
+    assert verifier.lanes == [True, True, True, True]
 
 
 def test_without_an_idle_sandbox_the_late_stages_follow_the_tests(verifier: Any) -> None:
