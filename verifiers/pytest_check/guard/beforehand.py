@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from . import redecide, stores
+from . import bindings, redecide, stores
 from .provenance import deciding
 
 flagged: list[type] = []
@@ -316,6 +316,7 @@ def _instrumented(original: Callable[..., Any], root: str) -> Callable[..., Any]
             # end_lineno, and fix_missing_locations over the module would give them line 1
             # (compile: "AST node line range (3, 1) is not valid" below a comment or docstring)
             stores.instrument(mod)  # the test code's own stores into watched names noted
+            bindings.instrument(mod)  # the names its top level binds, recorded as bound
 
     return run
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from . import beforehand, doctests, probes, redecide
+from . import beforehand, doctests, probes, rebound, redecide
 from .hooks import HookWatch
 from .records import Records
 from .snapshot import Fingerprint, Owner, Snapshot, changes, snapshot
@@ -109,6 +109,7 @@ class Guard:
         self._fingerprint = Fingerprint(baseline)
         self.hooks = HookWatch(judge, self)
         self.codes: dict[str, tuple[object, tuple[types.CodeType, ...]]] = {}
+        self.bound = rebound.Watch(judge)
         """node id -> (test function, its code objects) at collection."""
         self.unittest_skips: set[str] = set()
         """node ids that unittest itself skips without calling them (see _skipped_by_unittest)."""
@@ -259,6 +260,7 @@ class Guard:
         if isinstance(item, pytest.Function):
             function = _unbound(getattr(item, "obj", None))
             self.codes[item.nodeid] = (function, _codes(function))
+            self.bound.remember(item.nodeid, getattr(item, "module", None))
             if _skipped_by_unittest(item, function):
                 self.unittest_skips.add(item.nodeid)
 
@@ -276,6 +278,8 @@ class Guard:
         same_codes = len(codes) == len(known[1]) and all(map(_is, codes, known[1]))
         if function is not known[0] or not same_codes:
             self.problem(f"the code of {item.nodeid} was replaced at run time", when)
+        for text in self.bound.rebound(item.nodeid)[:5]:
+            self.problem(text, when)
 
     def _skipped_by_candidate(self, nodeid: str, exc: BaseException | None) -> None:
         """Record a skip or xfail raised through the candidate's code (any frame it went

@@ -348,6 +348,8 @@ class Provenance:
         elif event in _SEARCHES:
             if self.trusted(_getframe(1).f_code) is not True:
                 self.events.append(("search", event))
+        elif event in _TRACERS:
+            self._on_tracer(event, _getframe(1))
         elif len(args) == 3 and args[1] == "__code__":  # object.__setattr__
             self._on_code_set(args[0], args[2], _getframe(1))
 
@@ -396,6 +398,18 @@ class Provenance:
         for hit in self._hidden.values():
             if hit not in self.hidden_reads:
                 self.hidden_reads.append(hit)
+
+    def _on_tracer(self, event: str, caller: types.FrameType) -> None:
+        """A trace or profile function set by the candidate's code (or a trusted helper it
+        called directly): it is called with each frame of the tests and can write their
+        variables (`frame.f_locals` with `f_trace_opcodes`: pytest's `@py_assert` results) or
+        move their line (held-out batch 5's T5). The guard's own profile hook is set by
+        trusted code; a repository's tracer (coverage, a debugger) is set by unchanged code."""
+        reader: types.FrameType | None = caller
+        if self.trusted(caller.f_code) is True:
+            reader = caller.f_back
+        if reader is not None and self.trusted(reader.f_code) is False:
+            self.events.append(("search", f"{event} (a tracer sees and can change the tests' frames)"))
 
     def _on_exec(self, code: types.CodeType, caller: types.FrameType) -> None:
         if self._is_import(caller):
@@ -592,7 +606,8 @@ _SPAWNS = frozenset(
 """Events of a process started or forked from this one, or a C function looked up through
 ctypes: their reads escape the audit hook."""
 _FRAME_EVENTS = frozenset({"sys._getframe", "object.__getattr__"})
+_TRACERS = frozenset({"sys.settrace", "sys.setprofile"})
 _EVENTS = frozenset(
     {"exec", "function.__new__", "object.__setattr__", "object.__getattr__", "open",
-     "sys._getframe", *_SEARCHES, *_SPAWNS}
+     "sys._getframe", *_SEARCHES, *_SPAWNS, *_TRACERS}
 )
