@@ -3,7 +3,8 @@ settled on the unpatched code. One object per way (agent/app/session.py picks on
 
 - `Given`: the caller settled the plan and opened its verifier (`ooda ci`);
 - `Settle`: the plan is settled before the loop starts (the prompt may depend on the base:
-  a test command's failures become the tests that must pass);
+  a test command's failures become the tests that must pass), the base run beside the
+  endpoint check;
 - `Overlap`: the task names its tests, so the plan settles while the loop asks for the first
   answers (agent/app/basegate.py holds the candidates back until it has);
 - `Blind`: the task has hidden tests and no oracle was asked for: the loop and its verifier
@@ -98,7 +99,19 @@ class Setup:
 
 
 class Settle(Setup):
-    """The plan is settled before the loop starts (the prompt may depend on the base)."""
+    """The plan is settled before the loop starts (the prompt may depend on the base), in the
+    set-up thread from as soon as the verifier is open: the base runs while the model
+    clients open and the endpoint is checked, not after (issue 40 #13)."""
+
+    def open(self, s: RunSession) -> None:
+        super().open(s)
+        assert self.opening is not None
+        self.settling = s.setup_thread.submit(settle, s.draft, self.opening, s.timeline)
+        s.stack.callback(abandon, self.settling)
+
+    def ready(self, s: RunSession) -> Ready:
+        settled, verifier = self.settling.result()
+        return Ready(settled, verifier)
 
 
 class Given(Setup):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -57,3 +58,37 @@ def test_a_run_warms_the_index_once_from_its_set_up(
         run._warm_index = lambda run=run: RunSession._warm_index(run)  # type: ignore[misc]
         assert RunSession.base_started(run, "verifier") == "verifier"  # type: ignore[arg-type]
     assert started == [tmp_path / "True"]
+
+
+def test_a_run_that_learns_its_failing_tests_checks_the_base_beside_the_endpoint(
+        median: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run given only a test command learns its failing tests from the unpatched code's run:
+    that run starts as soon as the sandbox is open, not once the endpoint has answered (the
+    model clients open here only after it started)."""
+    import dataclasses
+    import threading
+
+    from ooda.agent.app.run import RunOptions, run_task
+    from ooda.agent.app.session import RunSession
+    from ooda.agent.sandbox.local import LocalBackend
+    from ooda.agent.verify import prepare
+    from ooda.tasks.loader import load_task
+
+    base_started = threading.Event()
+    base_facts, open_answerers = prepare._base_facts, RunSession._open_answerers
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        base_started.set()
+        return base_facts(*args, **kwargs)
+
+    def checked_after_the_base_started(self: RunSession) -> Any:
+        assert base_started.wait(20), "the base run waited for the endpoint check"
+        return open_answerers(self)
+
+    monkeypatch.setattr(prepare, "_base_facts", noted)
+    monkeypatch.setattr(RunSession, "_open_answerers", checked_after_the_base_started)
+    task = dataclasses.replace(load_task(median), fail_to_pass=[], pass_to_pass=[],
+                               test_cmd="python -m pytest -q")
+    result, _ = run_task(task, RunOptions.of(model="gold", runs_dir=tmp_path / "runs"),
+                         backend=LocalBackend(), show_progress=False)
+    assert result.status == "passed"
