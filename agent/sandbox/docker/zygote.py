@@ -214,6 +214,15 @@ def settle(warm: dict[str, dict[str, bytes]], loaded: list[str]) -> None:
         except Exception:
             loaded.remove(WARM_PREFIX + package)
             _forget(package)
+    inspect = sys.modules.get("inspect")
+    if inspect is not None:
+        # the file of every loaded module (realpath: an lstat per path part, ~500 modules),
+        # which a failing test's traceback looks up first (pytest's cut of it): once, here,
+        # not in every failing run; the child adds the modules it imports, as a fresh one would
+        try:
+            inspect.getmodule(settle.__code__)
+        except Exception:  # a module whose file cannot be looked up: the child does it
+            pass
     gc.collect()
     gc.freeze()
 
