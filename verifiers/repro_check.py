@@ -76,6 +76,13 @@ def _main(path, mark_file, write=os.write, end=os._exit, print_exc=traceback.pri
         probe.prepare_probes(config)
         runpy.compile = probe._comparing_compile  # the script's comparisons: probed, then made
     del config
+    # as the tests' interpreter has it: pytest loaded and its variable set (code that is right
+    # only when pytest is not loaded, or not running a test, fails here as there)
+    try:
+        import pytest  # noqa: F401
+    except Exception:
+        pass
+    os.environ.setdefault("PYTEST_CURRENT_TEST", "%s::repro (call)" % os.path.basename(path))
     sys.argv[:] = [sys.argv[1]]
     workspace = realpath(os.getcwd()) + os.sep
 
