@@ -24,7 +24,8 @@ the issue's own examples (verifiers/issue_probes.py) beside the unpatched code's
    order (deterministic).
 
 `Policy` switches each signal off for the ablation bench/selection prints. The record (run.json
-`selection`) holds every candidate's evidence, the ranking and the sentence that says why.
+`selection`) holds every candidate's evidence, the ranking, the finalists (those level before
+the patch-text parts 6-8: what the checks could not tell apart) and the sentence that says why.
 Pure functions of the attempts.
 """
 
@@ -116,6 +117,10 @@ class Evidence:
 KEY_PARTS = ("regression", "reproduction (required)", "reproduction (optional)", "checks",
              "behaviour changed", "behaviour group", "critic", "votes", "consensus", "size", "order")
 """The parts of a candidate's ranking key, in the order a blind run ranks by."""
+TEXT_PARTS = ("votes", "consensus", "size", "order")
+"""The parts read from the patch text (and sample order), not from running it or a model: among
+finalists every check left level they choose about as well as chance (bench/selection:
+"which part decides the pick")."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,12 @@ class Ranking:
     @property
     def best(self) -> Ranked | None:
         return self.ranked[0] if self.ranked else None
+
+    def finalists(self) -> list[Ranked]:
+        """The candidates level with the winner on every part before the patch-text ones:
+        what the checks (and a model's judgement) could not tell apart."""
+        text = [i for i, part in enumerate(self.parts) if part in TEXT_PARTS]
+        return self.level_with_best(min(text) if text else len(self.parts))
 
     def level_with_best(self, depth: int) -> list[Ranked]:
         """Candidates whose key equals the winner's in its first `depth` parts."""
@@ -312,7 +323,7 @@ def choose(candidates: list[Attempt], everyone: list[Attempt], critic: Critic | 
            ) -> tuple[Attempt | None, dict[str, Any]]:
     """The candidate to submit among `candidates` (votes counted over `everyone`, sample
     order taken from it), and the record of why: {"winner", "why", "evidence", "ranking",
-    "issue_changed", "tests", "critic"}. `critic`: the model that scores the finalists still
+    "finalists", "issue_changed", "tests", "critic"}. `critic`: the model that scores the finalists still
     level before its part of the key (asked before `deadline`). None when no candidate has a
     judged patch."""
     votes = vote_counts(everyone)
@@ -343,6 +354,7 @@ def choose(candidates: list[Attempt], everyone: list[Attempt], critic: Critic | 
                      "unexcused": list(r.unexcused)[:MAX_RECORDED_IDS], "group": r.group,
                      "key": list(r.key)} for r in ranking.ranked],
         "key_parts": list(ranking.parts),
+        "finalists": [r.evidence.attempt_id for r in ranking.finalists()][:MAX_RECORDED_IDS],
         "issue_changed": list(ranking.issue_changed)[:MAX_RECORDED_IDS],
         "tests": test_tallies(everyone),
         **({"critic": critic.report.record()} if critic is not None else {}),
@@ -390,6 +402,9 @@ def explain(ranking: Ranking) -> str:
             elif rivals:
                 said.append(f"{rivals} other(s) stood level until the {part} decided")
             break
+    level = len(ranking.finalists()) - 1
+    if level:
+        said.append(f"the checks could not tell it from {level} other(s): the patch text chose")
     return f"{e.attempt_id}: " + "; ".join(said)
 
 

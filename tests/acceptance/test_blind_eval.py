@@ -176,6 +176,7 @@ def test_blind_hides_the_hidden_tests_and_oracle_feeds_them_back(
     submitted = (blind / "tasks" / "stats" / "submitted.diff").read_text()
     assert "+    return sum(xs) / len(xs)" in submitted
     assert "passes 1 reproduction test" in run["selection"]["why"]
+    assert run["selection"]["finalists"][0] == run["selection"]["winner"]
     # words: nothing it may see tells the point of the issue; the hidden tests judge once
     assert results["words"]["status"] == "unresolved"
     assert not results["words"]["oracle_coverage"]

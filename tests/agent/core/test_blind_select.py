@@ -146,3 +146,16 @@ def test_consensus_decides_after_votes_and_before_the_diff_size() -> None:
     assert winner([larger, agreeing], Policy(consensus=False)) == "larger"
     assert winner([larger, ev("voted", 1, consensus=2.5, samples=2)]) == "voted"
     assert winner([ev("a", 0, consensus=1.0, samples=2), agreeing]) == "a"
+
+
+def test_the_finalists_are_what_the_checks_left_level_and_the_why_says_the_text_chose() -> None:
+    kept = {"regression_ran": ("t::x",), "passed": True}
+    a = ev("a", 0, consensus=0.5, **kept)
+    b = ev("b", 1, consensus=2.0, **kept)
+    broke = ev("c", 2, consensus=3.0, regression_ran=("t::x",), broken=("t::x",))
+    ranking = rank([a, b, broke])
+    assert [r.evidence.attempt_id for r in ranking.finalists()] == ["b", "a"]
+    assert "the checks could not tell it from 1 other(s): the patch text chose" in explain(ranking)
+    alone = rank([a, broke])
+    assert [r.evidence.attempt_id for r in alone.finalists()] == ["a"]
+    assert "patch text chose" not in explain(alone)
