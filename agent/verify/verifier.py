@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -70,6 +71,7 @@ from ooda.verifiers.cascade import (
 )
 from ooda.verifiers.hidden import HiddenText
 from ooda.verifiers.pytest_check import TestRun
+from ooda.verifiers.pytest_check.grade import FAILING
 from ooda.verifiers.repro_check import ReproVerifier
 from ooda.verifiers.runners import TestRequest
 from ooda.verifiers.settings import StageSettings
@@ -139,6 +141,9 @@ class TaskVerifier:
         self._closed = False
         self._lock = threading.Lock()
         self._in_flight = 0
+        self._failed_by: Counter[str] = Counter()
+        """How many of this verifier's candidates each required test failed (the tests most
+        likely to fail the next one run first when only its verdict matters)."""
         """verify() calls under way."""
         self._lanes: list[SpareLane] = []
         """Late stages run beside the tests (agent/verify/spare.py), joined on close()."""
@@ -299,7 +304,29 @@ class TaskVerifier:
         if log_dir is not None:
             for result in results:
                 (log_dir / f"{result.name}.log").write_text(result.log, encoding="utf-8")
+        self._count_failures(results)
         return self._withhold_hidden(verdict_from(results, changed))
+
+    def _count_failures(self, results: list[VerifierResult]) -> None:
+        """Remember which required tests this candidate failed (not those -x left unrun)."""
+        for result in results:
+            required = result.details.get("required") if result.name == TESTS_STAGE else None
+            if isinstance(required, dict):
+                failed = [t for t, outcome in required.items() if outcome in FAILING]
+                with self._lock:
+                    self._failed_by.update(failed)
+
+    def _likely_failures_first(self, check: CheckSpec) -> None:
+        """For a verdict-only run (pytest -x), each group of required tests (fail_to_pass,
+        then pass_to_pass) ordered by how many earlier candidates failed each, as pytest's
+        --failed-first does: a failing candidate stops at its first failure sooner. Ties keep
+        the task's order; nothing else changes (the grade is per test)."""
+        with self._lock:
+            if not self._failed_by:
+                return
+            counts = dict(self._failed_by)
+        check.fail_to_pass = sorted(check.fail_to_pass, key=lambda t: -counts.get(t, 0))
+        check.pass_to_pass = sorted(check.pass_to_pass, key=lambda t: -counts.get(t, 0))
 
     def _check_for(self, patch: str, changed: list[str], blind: BlindSpec | None,
                    verdict_only: bool) -> CheckSpec:
@@ -310,6 +337,8 @@ class TaskVerifier:
         if blind is not None:
             check = blind.apply(check)
         check.verdict_only = verdict_only
+        if verdict_only:
+            self._likely_failures_first(check)
         return check
 
     def _weighed_late(self, results: list[VerifierResult], first: list[Verifier],
