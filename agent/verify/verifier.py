@@ -337,8 +337,8 @@ class TaskVerifier:
         if blind is not None:
             check = blind.apply(check)
         check.verdict_only = verdict_only
-        if verdict_only:
-            self._likely_failures_first(check)
+        if verdict_only and self.blind is None:  # (a blind run compares candidates by which
+            self._likely_failures_first(check)  # tests they break: one order for all)
         return check
 
     def _weighed_late(self, results: list[VerifierResult], first: list[Verifier],
