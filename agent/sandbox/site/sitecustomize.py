@@ -6,9 +6,9 @@ a rename from one to the other (EXDEV, "Invalid cross-device link") where a chec
 /tmp shares its filesystem renames: `Path.rename` of a repository file into `tmp_path` fails
 only under ooda. `os.rename` and `os.replace` here complete such a rename as the kernel does
 on one filesystem, by copying (metadata and links kept) and removing the source; every other
-error, and every call with directory descriptors, is the kernel's. Then this module takes
-itself off sys.path and imports the next sitecustomize (the distribution's), as site.py would
-have. Standard library only, any Python 3.
+error, and every call with directory descriptors, is the kernel's. Then this module imports the
+next sitecustomize (the distribution's), as site.py would have, with its own directory off
+sys.path meanwhile (put back after: PYTHONPATH names it). Standard library only, any Python 3.
 """
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ os.rename = _AcrossMounts(_kernel_rename)
 os.replace = _AcrossMounts(_kernel_replace)
 
 _here = os.path.dirname(os.path.abspath(__file__))
+_own = [(i, p) for i, p in enumerate(sys.path) if os.path.abspath(p or ".") == _here]
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 del sys.modules["sitecustomize"]
 try:
@@ -101,3 +102,8 @@ except ImportError:  # none (a Python without a distribution's sitecustomize): a
     # in its place, which the import machinery takes back on return (else "Error in
     # sitecustomize ... KeyError" at every interpreter start)
     sys.modules["sitecustomize"] = type(sys)("sitecustomize")
+# back where PYTHONPATH put it: on a normal machine every PYTHONPATH entry is on sys.path, and
+# code that reasons from one to the other breaks otherwise (pylint's modify_sys_path drops
+# sys.path[1] for a PYTHONPATH ending in ':', which was then the cwd's entry: pylint-7080)
+for _index, _entry in _own:
+    sys.path.insert(_index, _entry)

@@ -79,6 +79,7 @@ def test_a_normal_machine_s_environment(box: Sandbox) -> None:
         "    'encoding': locale.getpreferredencoding(), 'tz': time.tzname[0],\n"
         "    'shm_mib': shm.f_blocks * shm.f_frsize >> 20, 'tmp_mib': tmp.f_blocks * tmp.f_frsize >> 20,\n"
         "    'path': sys.path, 'site': getattr(site, '__file__', None), 'threads': len(threads),\n"
+        "    'pythonpath': os.environ.get('PYTHONPATH', ''),\n"
         "    'hup': int(signal.getsignal(signal.SIGHUP))}))\n"
     )
     ignored = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
@@ -94,7 +95,10 @@ def test_a_normal_machine_s_environment(box: Sandbox) -> None:
     # bwrap resets dispositions through the host's GNU env (coreutils >= 8.31); without it, as said
     resets = not type(box).__module__.endswith("bwrap") or bool(bwrap._default_signals())
     assert seen["hup"] == int(signal.SIG_DFL) or not resets
-    assert not any("/run/ooda" in p for p in seen["path"]), seen["path"]
+    # every PYTHONPATH entry on sys.path, in order, as on a normal machine (pylint's
+    # modify_sys_path reasons from one to the other; the hook's own entry had gone: pylint-7080)
+    entries = [p for p in seen["pythonpath"].split(":") if p]
+    assert entries and [p for p in seen["path"] if p in entries] == entries, seen
     assert seen["site"] is None or "/run/ooda" not in seen["site"]  # the image's own, if any
     assert not (box.workspace / ".probe").exists()
 
