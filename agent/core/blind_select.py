@@ -390,8 +390,10 @@ def explain(ranking: Ranking) -> str:
             said.append(f"{best.group} sample(s) behave as it does there")
     if e.critic is not None:
         said.append(f"the model's judgement gives it {e.critic:g}")
+    decided = "order"
     for depth, part in enumerate(ranking.parts, start=1):
         if len(ranking.level_with_best(depth)) == 1:
+            decided = part
             rivals = len(ranking.level_with_best(depth - 1)) - 1
             if rivals and part == "votes":
                 said.append(f"{rivals} other(s) stood level; its code was produced by "
@@ -404,7 +406,8 @@ def explain(ranking: Ranking) -> str:
             break
     level = len(ranking.finalists()) - 1
     if level:
-        said.append(f"the checks could not tell it from {level} other(s): the patch text chose")
+        chooser = "the sample order" if decided == "order" else "the patch text"
+        said.append(f"the checks could not tell it from {level} other(s): {chooser} chose")
     return f"{e.attempt_id}: " + "; ".join(said)
 
 

@@ -159,3 +159,5 @@ def test_the_finalists_are_what_the_checks_left_level_and_the_why_says_the_text_
     alone = rank([a, broke])
     assert [r.evidence.attempt_id for r in alone.finalists()] == ["a"]
     assert "patch text chose" not in explain(alone)
+    same = ev("d", 3, consensus=0.5, **kept)  # level with a on every part but the sample order
+    assert "from 1 other(s): the sample order chose" in explain(rank([a, same, broke]))
