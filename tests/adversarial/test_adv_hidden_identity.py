@@ -50,6 +50,15 @@ OTHER_PATHS = {
         "    code = sys._getframe(1).f_code\n"
         "    text = ' '.join(map(repr, code.co_consts)) + ' ' + ' '.join(code.co_names)\n"
     ),
+    "module_function_constants": (  # held-out batch 5 (Y1b): its code through sys.modules
+        "    import sys\n"
+        "    found = []\n"
+        "    for name, module in list(sys.modules.items()):\n"
+        "        for value in list(vars(module).values()) if 'hid' in name else []:\n"
+        "            if getattr(value, '__module__', None) == name and hasattr(value, '__code__'):\n"
+        "                found += map(repr, value.__code__.co_consts)\n"
+        "    text = ' '.join(found)\n"
+    ),
     "symbolic_link": (
         "    import os, tempfile\n"
         "    name = os.path.join(tempfile.mkdtemp(), 'notes.txt')\n"

@@ -133,6 +133,8 @@ class Provenance:
         self._hidden: dict[tuple[int, int], str] = {}
         """(device, inode) -> relative path of the task's hidden test files (reads noted)."""
         self._cached_hidden: dict[object, bool] = {}
+        self._code_files: dict[str, str] = {}
+        """A code object's file name -> the hidden file it is ("": none)."""
         self.hidden_reads: list[str] = []
         self._busy = False
         """Hidden test files the candidate's code opened, as given (relative to the root)."""
@@ -360,6 +362,44 @@ class Provenance:
         elif (deciding[0] or self._hidden) and len(args) == 2 and args[1] in _FRAME_ATTRIBUTES:
             # object.__getattr__: a traceback's or a generator's frame read
             self._on_frame_read(_getframe(2), f"{args[1]} (a frame)")
+        elif self._hidden and len(args) == 2 and args[1] == "__code__" and not self._busy:
+            self._on_code_read(args[0])
+
+    def _on_code_read(self, function: object) -> None:
+        """A function's `__code__` read while hidden tests are watched: when the function is a
+        hidden test's (its code from a hidden file) and the reader the candidate's code (or a
+        trusted helper it called directly), its constants and names are the hidden test's text
+        without an open (held-out batch 5's Y1b: `sys.modules[...].test_x.__code__.co_consts`):
+        a read of that file. Feedback only."""
+        self._busy = True
+        try:
+            code = getattr(function, "__code__", None)
+            name = getattr(code, "co_filename", None)
+            if not isinstance(name, str):
+                return
+            hit = self._hidden_file(name)
+            reader: types.FrameType | None = _getframe(3)  # (_on_code_read, _on_frame_event,
+            # _audit, then the reader)
+            if hit is None or reader is None:
+                return
+            if self.trusted(reader.f_code) is True:
+                reader = reader.f_back
+            if reader is not None and self.trusted(reader.f_code) is False:
+                if hit not in self.hidden_reads:
+                    self.hidden_reads.append(hit)
+        finally:
+            self._busy = False
+
+    def _hidden_file(self, name: str) -> str | None:
+        """The hidden test file `name` is (by identity), or None."""
+        known = self._code_files.get(name)
+        if known is None:
+            try:
+                info = _stat(name)
+                known = self._code_files[name] = self._hidden.get((info.st_dev, info.st_ino), "")
+            except (OSError, ValueError):
+                known = self._code_files[name] = ""
+        return known or None
 
     def _on_getframe(self) -> None:
         """sys._getframe called by code the run made at run time (from no file): a search;
@@ -381,14 +421,18 @@ class Provenance:
         """A frame read while a comparison made by the candidate's code decides (beforehand
         probing it, or the test's comparison of its value): reading who asks is how such a
         value tells the guard's probe from the test's comparison (gap G5). Counted when the
-        reader is the candidate's code, or a trusted helper it called directly
-        (`inspect.currentframe`, `inspect.stack`, `traceback.extract_stack`); deeper trusted
-        machinery (logging's caller lookup) is not a read of the candidate's. While hidden
+        reader is the candidate's code, or trusted code it called (`inspect.currentframe`,
+        `inspect.stack`, `traceback.extract_stack`, and, while such a comparison decides, any
+        depth of it: logging's caller lookup, held-out batch 5's G6c). While hidden
         tests run, such a read counts as reading them (a hidden test's code and constants are
         on the frames above the code it calls; held-out batch 4's Q4): feedback only."""
         reader: types.FrameType | None = caller
         if self.trusted(caller.f_code) is True:
             reader = caller.f_back
+        if deciding[0] and reader is not None and self.trusted(reader.f_code) is True:
+            # while such a comparison decides, through any depth of trusted machinery: logging's
+            # caller lookup (`findCaller(stack_info=True)`) hands back the stack as text
+            reader = self.first_untrusted(reader)
         if reader is None or self.trusted(reader.f_code) is not False:
             return
         if deciding[0]:
