@@ -141,10 +141,10 @@ class TaskVerifier:
         self._closed = False
         self._lock = threading.Lock()
         self._in_flight = 0
+        """verify() calls under way."""
         self._failed_by: Counter[str] = Counter()
         """How many of this verifier's candidates each required test failed (the tests most
         likely to fail the next one run first when only its verdict matters)."""
-        """verify() calls under way."""
         self._lanes: list[SpareLane] = []
         """Late stages run beside the tests (agent/verify/spare.py), joined on close()."""
         self.test_time_cap: float | None = None
