@@ -89,11 +89,11 @@ class Watched:
 
 def _interrupt_on(stop: threading.Event, done: threading.Event,
                   interrupt: Callable[[], None]) -> None:
-    """While a command runs (until `done`): once `stop` is set, interrupt it."""
-    while not done.is_set():
-        if stop.wait(STOP_POLL_S):
-            if not done.is_set():
-                interrupt()
+    """While a command runs (until `done`, which wakes it at once: run() joins it before it
+    returns, so no later command can be interrupted): once `stop` is set, interrupt it."""
+    while not done.wait(STOP_POLL_S):
+        if stop.is_set():
+            interrupt()
             return
 
 
