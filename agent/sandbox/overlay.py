@@ -182,13 +182,12 @@ class SharedBase:
         self.mask.mkdir()
         count = 0
         made: set[str] = set()
-        with contextlib.closing(fstree.entries(self.tree, self.skip)) as entries:
-            for _fd, _name, rel, info in entries:
+        with contextlib.closing(fstree.kinds(self.tree, self.skip)) as entries:
+            for rel, kind in entries:
                 count += 1
-                kind = None if info is None else stat.S_IFMT(info.st_mode)
-                if kind in (stat.S_IFDIR, stat.S_IFREG, stat.S_IFLNK):
+                if kind in ("dir", "file", "link"):
                     continue
-                if info is not None:
+                if kind is not None:
                     self.masked.add(rel)
                 self._mask_dirs(os.path.dirname(rel), made)
                 os.mknod(self.mask / rel, stat.S_IFCHR | 0o600, os.makedev(0, 0))

@@ -158,12 +158,48 @@ def tree_digest(
     return digest.hexdigest()
 
 
-def entries(
+def kinds(
     source: Path | str, ignore: Callable[[str], bool] | None = None,
     max_depth: int = MAX_COPY_DEPTH,
-) -> Generator[tuple[int, str, str, os.stat_result | None], None, None]:
-    """_entries() of the tree at `source` (opened here, no link followed)."""
-    return _entries(open_dir(source), source, ignore, max_depth)
+) -> Generator[tuple[str, str | None], None, None]:
+    """Every entry below the directory `source`, in _entries()' order, as (its path relative
+    to the top, its kind: "dir", "file", "link" or "other"; None for a name `ignore` accepts,
+    neither read nor descended), no link followed. The kinds come from the directory
+    listings' entry types: one system call per directory, not one per entry, so that a walk
+    beside a busy thread does not wait for the interpreter's lock again after every file
+    (a filesystem that gives no types is asked per entry, as os.scandir does)."""
+    top = open_dir(source)
+    frames: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = [(top, "", _scan(top))]
+    try:
+        while frames:
+            fd, prefix, found = frames[-1]
+            entry = next(found, None)
+            if entry is None:
+                os.close(fd)
+                frames.pop()
+                continue
+            path = prefix + entry.name
+            if ignore is not None and ignore(entry.name):
+                yield path, None
+            elif entry.is_dir(follow_symlinks=False):
+                if len(frames) >= max_depth:
+                    raise TreeTooDeep(f"{source}: nested more than {max_depth} directories deep")
+                child = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
+                frames.append((child, path + "/", _scan(child)))
+                yield path, "dir"
+            elif entry.is_symlink():
+                yield path, "link"
+            else:
+                yield path, "file" if entry.is_file(follow_symlinks=False) else "other"
+    finally:
+        for fd, _, _ in frames:
+            os.close(fd)
+
+
+def _scan(fd: int) -> Iterator[os.DirEntry[str]]:
+    """The entries of the open directory `fd`, sorted by name (the listing read whole)."""
+    with os.scandir(fd) as found:
+        return iter(sorted(found, key=lambda entry: entry.name))
 
 
 def copy_file(dir_fd: int, name: str, out: str, mode: int | None = None) -> bool:
