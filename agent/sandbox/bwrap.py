@@ -54,6 +54,9 @@ def uid_base() -> int:
 
 STAGE = Path("/run/ooda-stage")
 HOST_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+INTERRUPTED = "[interrupted: the run was decided]"
+"""The line a command interrupt() ended gets (its result is never a verdict)."""
+
 STAGE_SCRIPT = """
 mount --bind "$1" "$5/root"
 mount --bind "$2" "$5/work"
@@ -273,6 +276,8 @@ class BwrapSandbox:
             self._lease = Lease(workspace, os.getuid(), os.getgid())
         self._closed = False
         self._one_at_a_time = threading.Lock()  # each run ends by killing the uid's processes
+        self._running: threading.Event | None = None
+        """Set by interrupt() to end the command running now (None between commands)."""
 
     @property
     def workspace_owner(self) -> tuple[int, int] | None:
@@ -324,17 +329,23 @@ class BwrapSandbox:
             disk = DiskWatch(self.workspace, self.limits.disk)
             ooms = self._cgroup.oom_kills() if self._cgroup else 0
             hit: list[str] = []
+            interrupted = self._running = threading.Event()
 
             def over_disk() -> str | None:
+                if interrupted.is_set():
+                    return INTERRUPTED
                 if disk.exceeded():
                     hit.append(disk_note(disk.limit))
                     return hit[-1]
                 return None
 
-            result = run_process(
-                self._argv(argv, env or {}), cwd="/", env=HOST_ENV, timeout_s=timeout_s,
-                cap_bytes=cap_bytes, check=over_disk, umask=fidelity.UMASK,
-            )
+            try:
+                result = run_process(
+                    self._argv(argv, env or {}), cwd="/", env=HOST_ENV, timeout_s=timeout_s,
+                    cap_bytes=cap_bytes, check=over_disk, umask=fidelity.UMASK,
+                )
+            finally:
+                self._running = None
             if hit and not result.timed_out:
                 result = dataclasses.replace(result, limit=hit[0])
             if self._uid is not None:
@@ -345,6 +356,13 @@ class BwrapSandbox:
                 result = ExecResult(code, f"{result.output.rstrip()}\n{note}\n".lstrip(),
                                     result.duration_s, limit=result.limit or note)
             return result
+
+    def interrupt(self) -> None:
+        """End the command running now, if one is (another thread's call: the run it is part
+        of was decided), within run_process's check interval; the sandbox stays usable."""
+        running = self._running
+        if running is not None:
+            running.set()
 
     def close(self) -> None:
         self._closed = True

@@ -11,8 +11,9 @@ is the candidate's doing (a hang), not the infrastructure's.
 
 Given the run's `stop` event, `Watched` also ends a candidate's verification once the run is
 decided: a command is not started after it is set, one running is interrupted (a sandbox that
-can, `interrupt()`: Docker's PID 1 kills it at once; others run it to its end) and its result
-dropped: VerificationStopped, never a verdict read from a command cut short.
+can, `interrupt()`: Docker's PID 1 kills it at once, bwrap's within 0.2 s; local runs it to
+its end) and its result dropped: VerificationStopped, never a verdict read from a command cut
+short.
 """
 
 from __future__ import annotations
