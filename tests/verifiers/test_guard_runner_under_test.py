@@ -116,3 +116,77 @@ def test_the_runner_s_own_files_may_change_unittest_in_pytest_s_repository(
     assert not guard._suspect_replacement(None, "x", namespace["fixture"])  # type: ignore[arg-type]
     guard.runner_packages = set()
     assert guard._suspect_replacement(None, "x", namespace["fixture"])  # type: ignore[arg-type]
+
+
+def test_a_plugin_s_package_is_the_plugin(tmp_path: Path) -> None:
+    """astropy 5.x: pytest_doctestplus.plugin's configure sets doctest.OutputChecker to the
+    class of its package's output_checker.py; an installed plugin module's package is the
+    plugin's place, a repository's (a conftest in a package) is not widened."""
+    from types import SimpleNamespace
+
+    from ooda.verifiers.pytest_check.guard.plugin import _plugin_places
+
+    site = tmp_path / "site-packages"
+    (site / "pytest_doctestplus").mkdir(parents=True)
+    for name in ("__init__.py", "plugin.py", "output_checker.py"):
+        (site / "pytest_doctestplus" / name).write_text("")
+    (site / "pytest_timeout.py").write_text("")
+    (tmp_path / "work" / "pkg").mkdir(parents=True)
+    for name in ("__init__.py", "conftest.py"):
+        (tmp_path / "work" / "pkg" / name).write_text("")
+    plugins = [SimpleNamespace(__file__=str(p)) for p in (
+        site / "pytest_doctestplus" / "plugin.py", site / "pytest_timeout.py",
+        tmp_path / "work" / "pkg" / "conftest.py")]
+    places = _plugin_places([*plugins, object()], str((tmp_path / "work").resolve()))
+    real = site.resolve()
+    assert places == (f"{real}/pytest_doctestplus/", f"{real}/pytest_timeout.py",
+                      f"{(tmp_path / 'work' / 'pkg' / 'conftest.py').resolve()}")
+
+
+def test_a_plugin_s_subclass_in_a_watched_class_s_place(tmp_path: Path) -> None:
+    """pytest-doctestplus sets doctest.OutputChecker to its own subclass at configure and
+    never puts it back: the subclass (trusted, of the plugin's package), its own methods and
+    what it inherits unchanged are the plugin's; a method set on it later is judged as ever."""
+    import sys
+    from types import ModuleType, SimpleNamespace
+
+    from ooda.verifiers.pytest_check.guard.plugin import Guard
+
+    class Checker:
+        def check(self) -> bool:
+            return True
+
+        def helper(self) -> None:
+            pass
+
+    class PluginChecker(Checker):
+        def check(self) -> bool:
+            return False
+
+    plugin_file = str((tmp_path / "plugin_pkg" / "checker.py").resolve())
+    watched, made = ModuleType("ooda_test_std"), ModuleType("ooda_test_plugin_checker")
+    made.__file__ = plugin_file
+    PluginChecker.__module__ = made.__name__
+    watched.Checker = PluginChecker  # type: ignore[attr-defined]
+    trusted = {"class": True}
+    guard = Guard.__new__(Guard)
+    guard.plugin_places = (str((tmp_path / "plugin_pkg").resolve()) + "/",)
+    guard.provenance = SimpleNamespace(  # type: ignore[assignment]
+        class_trusted=lambda cls: trusted["class"],
+        origin=lambda code: SimpleNamespace(trusted=True, path=plugin_file)
+        if code is PluginChecker.check.__code__ else None)
+    owner = SimpleNamespace(module=watched.__name__, cls="Checker",
+                            members={"check": Checker.check, "helper": Checker.helper})
+    sys.modules.update({watched.__name__: watched, made.__name__: made})
+    try:
+        change = guard._plugins_change
+        assert change(owner, "helper", None) is True  # type: ignore[arg-type]  # inherited
+        assert change(owner, "check", PluginChecker.check) is True  # type: ignore[arg-type]
+        PluginChecker.helper = lambda self: None  # type: ignore[method-assign]  # set later
+        assert change(owner, "helper", PluginChecker.helper) is None  # type: ignore[arg-type]
+        del PluginChecker.helper
+        trusted["class"] = False  # a subclass the candidate's code made
+        assert change(owner, "helper", None) is None  # type: ignore[arg-type]
+    finally:
+        for name in (watched.__name__, made.__name__):
+            sys.modules.pop(name, None)

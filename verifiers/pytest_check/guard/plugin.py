@@ -35,6 +35,25 @@ NEW_WRAPPERS = "wrapper" in inspect.signature(type(pytest.hookimpl).__call__).pa
 gets the same wrappers in the old `hookwrapper=True` style (legacy.LegacyGuard)."""
 
 
+def _plugin_places(plugins: Any, root: str) -> tuple[str, ...]:
+    """Where the registered plugins' code lives: a plugin module's file, or, for a module of an
+    installed package, the package's directory (pytest_doctestplus.plugin's configure installs
+    the package's own doctest.OutputChecker, defined in its output_checker.py: astropy 5.x's
+    gold was judged tampering); a module of the repository (under `root`, a conftest) stays its
+    file alone."""
+    places: list[str] = []
+    for plugin in plugins:
+        path = getattr(plugin, "__file__", None)
+        if isinstance(path, str):
+            path = _realpath(path)
+            folder = os.path.dirname(path)
+            installed = not path.startswith(root.rstrip(os.sep) + os.sep)
+            package = os.path.basename(path) == "__init__.py" or (
+                installed and os.path.isfile(os.path.join(folder, "__init__.py")))
+            places.append(folder + os.sep if package else path)
+    return tuple(places)
+
+
 def _wrapper(**options: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A new-style hook wrapper, or (old pluggy) the plain method LegacyGuard overrides."""
     if NEW_WRAPPERS:
@@ -99,6 +118,9 @@ def _codes(function: object) -> tuple[types.CodeType, ...]:
 
 class Guard:
     """The pytest plugin: raw phase outcomes, logged reports, tamper checks."""
+
+    plugin_places: tuple[str, ...] = ()
+    """Where the registered plugins' code lives (set once they all configured)."""
 
     def __init__(self, judge: Judge, baseline: Snapshot) -> None:
         self.judge = judge
@@ -213,11 +235,46 @@ class Guard:
             name = getattr(target, "__qualname__", type(target).__name__)
             self.problem(f"the code of {name} (the test machinery's) was replaced at run time", when)
 
+    def _plugin_made(self, value: object) -> bool:
+        """A function whose code, or a class whose body, is trusted code of a registered
+        plugin (its file, or its installed package: _plugin_places)."""
+        path: object = None
+        if isinstance(value, type):
+            if self.provenance.class_trusted(value) is True:
+                path = getattr(sys.modules.get(value.__module__), "__file__", None)
+        else:
+            code = code_of(value)
+            origin = self.provenance.origin(code) if code is not None else None
+            if origin is not None and origin.trusted:
+                path = origin.path
+        if not isinstance(path, str) or not path:
+            return False
+        path = _realpath(path)
+        return path in self.plugin_places or path.startswith(self.plugin_places)
+
+    def _plugins_change(self, owner: Owner, name: str, value: object) -> bool | None:
+        """True when a change is a registered plugin's doing: the new value is its code, or a
+        member the plugin's subclass, put in a watched class's place, inherits unchanged
+        (pytest-doctestplus sets doctest.OutputChecker to its own subclass at configure and
+        never puts it back: astropy 5.x); False for a member such a subclass changed since;
+        None when the plugins have nothing to do with it."""
+        if not self.plugin_places:
+            return None
+        if self._plugin_made(value):
+            return True
+        holder = getattr(sys.modules.get(owner.module), owner.cls, None) if owner.cls else None
+        if isinstance(holder, type) and name not in vars(holder) and self._plugin_made(holder):
+            return inspect.getattr_static(holder, name, None) is owner.members.get(name)
+        return None
+
     def _suspect_replacement(self, owner: Owner, name: str, value: object) -> bool:
         """The judge's rule, except that when the repository is pytest itself, a value whose
         code is one of its runner's own files is the runner's doing (pytest-dev__pytest-10081:
         the unittest plugin under test sets its fixtures on a TestCase class, unittest's own
         when a test module imports it)."""
+        plugins = self._plugins_change(owner, name, value)
+        if plugins is not None:
+            return not plugins
         if self.runner_packages:
             code = code_of(value)
             if code is not None:
@@ -313,23 +370,12 @@ class Guard:
         asserts), before the session's own hooks run: the changes made by a registered
         plugin's own code or a conftest become the reference; any other change is flagged."""
         config = session.config
-        places: list[str] = []  # a plugin module's file, or its package's directory
-        for plugin in config.pluginmanager.get_plugins():
-            path = getattr(plugin, "__file__", None)
-            if isinstance(path, str):
-                path = _realpath(path)
-                init = os.path.basename(path) == "__init__.py"
-                places.append(os.path.dirname(path) + os.sep if init else path)
-        plugin_places = tuple(places)
+        self.plugin_places = _plugin_places(config.pluginmanager.get_plugins(), self.judge.root)
 
         def suspect(owner: Owner, name: str, value: object) -> bool:
-            code = code_of(value)
-            origin = self.provenance.origin(code) if code is not None else None
-            if origin is not None and origin.trusted and origin.path:
-                path = _realpath(origin.path)
-                if path in plugin_places or path.startswith(plugin_places):
-                    return False
-            return self.judge.suspect_replacement(owner, name, value)
+            plugins = self._plugins_change(owner, name, value)
+            return not plugins if plugins is not None else (
+                self.judge.suspect_replacement(owner, name, value))
 
         for name in changes(self.reference, suspect)[:5]:
             self.problem(f"{name} was replaced or changed at run time", "while pytest configured")
