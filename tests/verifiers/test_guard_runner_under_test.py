@@ -121,7 +121,7 @@ def test_the_runner_s_own_files_may_change_unittest_in_pytest_s_repository(
 def test_a_plugin_s_package_is_the_plugin(tmp_path: Path) -> None:
     """astropy 5.x: pytest_doctestplus.plugin's configure sets doctest.OutputChecker to the
     class of its package's output_checker.py; an installed plugin module's package is the
-    plugin's place, a repository's (a conftest in a package) is not widened."""
+    plugin's place, a repository's (a conftest in a package) and pytest's own are not widened."""
     from types import SimpleNamespace
 
     from ooda.verifiers.pytest_check.guard.plugin import _plugin_places
@@ -131,16 +131,20 @@ def test_a_plugin_s_package_is_the_plugin(tmp_path: Path) -> None:
     for name in ("__init__.py", "plugin.py", "output_checker.py"):
         (site / "pytest_doctestplus" / name).write_text("")
     (site / "pytest_timeout.py").write_text("")
+    (site / "_pytest").mkdir()
+    for name in ("__init__.py", "python.py"):
+        (site / "_pytest" / name).write_text("")
     (tmp_path / "work" / "pkg").mkdir(parents=True)
     for name in ("__init__.py", "conftest.py"):
         (tmp_path / "work" / "pkg" / name).write_text("")
     plugins = [SimpleNamespace(__file__=str(p)) for p in (
         site / "pytest_doctestplus" / "plugin.py", site / "pytest_timeout.py",
-        tmp_path / "work" / "pkg" / "conftest.py")]
+        tmp_path / "work" / "pkg" / "conftest.py", site / "_pytest" / "python.py")]
     places = _plugin_places([*plugins, object()], str((tmp_path / "work").resolve()))
     real = site.resolve()
     assert places == (f"{real}/pytest_doctestplus/", f"{real}/pytest_timeout.py",
-                      f"{(tmp_path / 'work' / 'pkg' / 'conftest.py').resolve()}")
+                      f"{(tmp_path / 'work' / 'pkg' / 'conftest.py').resolve()}",
+                      f"{real}/_pytest/python.py")
 
 
 def test_a_plugin_s_subclass_in_a_watched_class_s_place(tmp_path: Path) -> None:
@@ -175,7 +179,7 @@ def test_a_plugin_s_subclass_in_a_watched_class_s_place(tmp_path: Path) -> None:
         class_trusted=lambda cls: trusted["class"],
         origin=lambda code: SimpleNamespace(trusted=True, path=plugin_file)
         if code is PluginChecker.check.__code__ else None)
-    owner = SimpleNamespace(module=watched.__name__, cls="Checker",
+    owner = SimpleNamespace(module=watched.__name__, cls="Checker", prefix="std.Checker",
                             members={"check": Checker.check, "helper": Checker.helper})
     sys.modules.update({watched.__name__: watched, made.__name__: made})
     try:
@@ -185,6 +189,12 @@ def test_a_plugin_s_subclass_in_a_watched_class_s_place(tmp_path: Path) -> None:
         PluginChecker.helper = lambda self: None  # type: ignore[method-assign]  # set later
         assert change(owner, "helper", PluginChecker.helper) is None  # type: ignore[arg-type]
         del PluginChecker.helper
+        # after pytest returned (compared with the state before it): only what was accepted
+        guard._plugins_accepted = {("std.Checker", "helper"): (None, PluginChecker)}
+        guard.judge = SimpleNamespace(suspect_replacement=lambda *args: True)  # type: ignore[assignment]
+        guard.hooks = SimpleNamespace(runner_packages=set())  # type: ignore[assignment]
+        assert not guard._suspect_replacement(owner, "helper", None)  # type: ignore[arg-type]
+        assert guard._suspect_replacement(owner, "check", PluginChecker.check)  # type: ignore[arg-type]
         trusted["class"] = False  # a subclass the candidate's code made
         assert change(owner, "helper", None) is None  # type: ignore[arg-type]
     finally:

@@ -39,15 +39,16 @@ def _plugin_places(plugins: Any, root: str) -> tuple[str, ...]:
     """Where the registered plugins' code lives: a plugin module's file, or, for a module of an
     installed package, the package's directory (pytest_doctestplus.plugin's configure installs
     the package's own doctest.OutputChecker, defined in its output_checker.py: astropy 5.x's
-    gold was judged tampering); a module of the repository (under `root`, a conftest) stays its
-    file alone."""
+    gold was judged tampering); a module of the repository (under `root`, a conftest) or of
+    pytest itself stays its file alone."""
     places: list[str] = []
     for plugin in plugins:
         path = getattr(plugin, "__file__", None)
         if isinstance(path, str):
             path = _realpath(path)
             folder = os.path.dirname(path)
-            installed = not path.startswith(root.rstrip(os.sep) + os.sep)
+            installed = not path.startswith(root.rstrip(os.sep) + os.sep) and (
+                os.path.basename(folder) not in ("_pytest", "pytest"))  # pytest's: each file
             package = os.path.basename(path) == "__init__.py" or (
                 installed and os.path.isfile(os.path.join(folder, "__init__.py")))
             places.append(folder + os.sep if package else path)
@@ -121,6 +122,11 @@ class Guard:
 
     plugin_places: tuple[str, ...] = ()
     """Where the registered plugins' code lives (set once they all configured)."""
+    _plugins_accepted: dict[tuple[str, str], tuple[object, object]] = {}  # noqa: RUF012
+    """(owner, name) -> (value, the class holding it) of the plugins' changes accepted then: the
+    check after pytest returned compares with the state before pytest, and a plugin that does
+    not undo its change (pytest-doctestplus) is not tampering there; during the tests nothing
+    but that very value is accepted (a candidate storing a plugin's function is still judged)."""
 
     def __init__(self, judge: Judge, baseline: Snapshot) -> None:
         self.judge = judge
@@ -272,9 +278,10 @@ class Guard:
         code is one of its runner's own files is the runner's doing (pytest-dev__pytest-10081:
         the unittest plugin under test sets its fixtures on a TestCase class, unittest's own
         when a test module imports it)."""
-        plugins = self._plugins_change(owner, name, value)
-        if plugins is not None:
-            return not plugins
+        accepted = self._plugins_accepted and self._plugins_accepted.get((owner.prefix, name))
+        if accepted and accepted[0] is value and accepted[1] is (
+                getattr(sys.modules.get(owner.module), owner.cls, None) if owner.cls else None):
+            return False  # a plugin's change judged once all plugins configured, still as it was
         if self.runner_packages:
             code = code_of(value)
             if code is not None:
@@ -371,9 +378,14 @@ class Guard:
         plugin's own code or a conftest become the reference; any other change is flagged."""
         config = session.config
         self.plugin_places = _plugin_places(config.pluginmanager.get_plugins(), self.judge.root)
+        self._plugins_accepted = {}
 
         def suspect(owner: Owner, name: str, value: object) -> bool:
             plugins = self._plugins_change(owner, name, value)
+            if plugins:
+                holder = getattr(sys.modules.get(owner.module), owner.cls, None) if (
+                    owner.cls) else None
+                self._plugins_accepted[(owner.prefix, name)] = (value, holder)
             return not plugins if plugins is not None else (
                 self.judge.suspect_replacement(owner, name, value))
 
