@@ -43,13 +43,19 @@ class Watch:
         found = []
         for name, old in bound.items():
             new = names.get(name, _MISSING)
-            if new is old or new is _MISSING or (key, name) in self._said:
+            if new is old or (key, name) in self._said:
                 continue
-            if self._candidates(new) or (self._candidates(old) and not self._tests_own(new)):
+            if new is _MISSING:  # deleted: the name now resolves elsewhere (a builtin planted)
+                rebound = self._candidates(old)
+            else:
+                rebound = self._candidates(new) or (
+                    self._candidates(old) and not self._tests_own(new))
+            if rebound:
                 self._said.add((key, name))
                 where = os.path.relpath(getattr(module, "__file__", None) or module.__name__)
-                found.append(f"{name} of {where} was rebound at run time to {_what(new)}, not "
-                             "by its own code: its tests would call that, not what it imported")
+                to = "deleted" if new is _MISSING else f"rebound at run time to {_what(new)}"
+                found.append(f"{name} of {where} was {to}, not by its own code: its tests "
+                             "would call something else than what it imported")
         return found
 
     def _candidates(self, value: object) -> bool:
