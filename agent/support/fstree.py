@@ -168,32 +168,16 @@ def kinds(
     listings' entry types: one system call per directory, not one per entry, so that a walk
     beside a busy thread does not wait for the interpreter's lock again after every file
     (a filesystem that gives no types is asked per entry, as os.scandir does)."""
-    top = open_dir(source)
-    frames: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = [(top, "", _scan(top))]
-    try:
-        while frames:
-            fd, prefix, found = frames[-1]
-            entry = next(found, None)
-            if entry is None:
-                os.close(fd)
-                frames.pop()
-                continue
-            path = prefix + entry.name
-            if ignore is not None and ignore(entry.name):
+    with contextlib.closing(_walk(open_dir(source), source, ignore, max_depth)) as walk:
+        for _fd, entry, path, ignored in walk:
+            if ignored:
                 yield path, None
             elif entry.is_dir(follow_symlinks=False):
-                if len(frames) >= max_depth:
-                    raise TreeTooDeep(f"{source}: nested more than {max_depth} directories deep")
-                child = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
-                frames.append((child, path + "/", _scan(child)))
                 yield path, "dir"
             elif entry.is_symlink():
                 yield path, "link"
             else:
                 yield path, "file" if entry.is_file(follow_symlinks=False) else "other"
-    finally:
-        for fd, _, _ in frames:
-            os.close(fd)
 
 
 def _scan(fd: int) -> Iterator[os.DirEntry[str]]:
@@ -216,26 +200,37 @@ def _entries(
     `ignore` accepts, which is neither read nor descended). A directory comes right after it
     was opened (O_NOFOLLOW), before what it holds; one nested deeper than `max_depth` is
     TreeTooDeep. Every descriptor is closed when the walk ends or is closed, `top_fd` too."""
-    frames: list[tuple[int, str, Iterator[str]]] = [(top_fd, "", iter(sorted(os.listdir(top_fd))))]
+    with contextlib.closing(_walk(top_fd, source, ignore, max_depth)) as walk:
+        for fd, entry, path, ignored in walk:
+            yield fd, entry.name, path, None if ignored else entry.stat(follow_symlinks=False)
+
+
+def _walk(
+    top_fd: int, source: Path | str, ignore: Callable[[str], bool] | None, max_depth: int,
+) -> Generator[tuple[int, os.DirEntry[str], str, bool], None, None]:
+    """The descriptor-stack walk under kinds() and _entries(): every entry below the open
+    directory `top_fd`, depth first in sorted order, as (the fd of its directory, its entry, its
+    path relative to the top, whether `ignore` accepted its name: such an entry is not
+    descended). A directory is opened (O_NOFOLLOW) before it is yielded; one nested deeper than
+    `max_depth` is TreeTooDeep. Every descriptor is closed when the walk ends or is closed,
+    `top_fd` too."""
+    frames: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = [(top_fd, "", _scan(top_fd))]
     try:
         while frames:
-            fd, prefix, names = frames[-1]
-            name = next(names, None)
-            if name is None:
+            fd, prefix, found = frames[-1]
+            entry = next(found, None)
+            if entry is None:
                 os.close(fd)
                 frames.pop()
                 continue
-            path = prefix + name
-            if ignore is not None and ignore(name):
-                yield fd, name, path, None
-                continue
-            info = os.lstat(name, dir_fd=fd)
-            if stat.S_ISDIR(info.st_mode):
+            path = prefix + entry.name
+            ignored = ignore is not None and ignore(entry.name)
+            if not ignored and entry.is_dir(follow_symlinks=False):
                 if len(frames) >= max_depth:
                     raise TreeTooDeep(f"{source}: nested more than {max_depth} directories deep")
-                child = os.open(name, DIR_FLAGS, dir_fd=fd)
-                frames.append((child, path + "/", iter(sorted(os.listdir(child)))))
-            yield fd, name, path, info
+                child = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
+                frames.append((child, path + "/", _scan(child)))
+            yield fd, entry, path, ignored
     finally:
         for fd, _, _ in frames:
             os.close(fd)
