@@ -284,13 +284,14 @@ class RunSession:
 
     def _plan_facts(self, summary: RunSummary, ready: setups.Ready) -> RunSummary:
         """What the loop's run.json cannot know: the environment line, the FAIL_TO_PASS tests
-        that pass on the unpatched code already."""
+        that pass on the unpatched code already, the earlier base check it used."""
         said = self.draft.environment_line
         passing = _passing_before(ready.settled)
-        if not said and not passing:
+        kept = ready.settled.base.kept_from if ready.settled.base is not None else None
+        if not said and not passing and kept is None:
             return summary
         return dataclasses.replace(summary, environment=said,
-                                   fail_to_pass_passing_before=passing)
+                                   fail_to_pass_passing_before=passing, base_kept_from=kept)
 
     def _record(self, result: RunResult, writing: float) -> RunResult:
         """run.json, once, with where the command's seconds went (the sandboxes are closed,

@@ -361,6 +361,9 @@ class RunSummary:
     closest_reason: str | None = field(default=None, metadata={OMIT_EMPTY: True})
     """A run that found nothing: the candidate that came nearest (agent/core/selection.py
     `closest`) and what it still fails, one line."""
+    base_kept_from: str | None = field(default=None, metadata={OMIT_EMPTY: True})
+    """When the unpatched code's tests were not run again: the time (UTC) of the earlier
+    check of the same base whose facts this run used (agent/verify/basecache.py)."""
     phases: dict[str, float] | None = field(default=None, metadata={OMIT_EMPTY: True})
     """Where the command's wall time went, in seconds per phase (agent/support/phases.py:
     startup, writing, selection, task, environment, generation, base_check, verification,

@@ -296,9 +296,14 @@ def build_rootfs(*, force: bool = False, log: Log = stderr_log) -> Path:
         return final
 
 
+def requirements_site_path(requirements: Path) -> Path:
+    """Where requirements_site() keeps the packages of `requirements` (built or not)."""
+    return ooda_home() / "reqs" / f"{recipe_hash()}-{requirements_sha(requirements)}"
+
+
 def requirements_site(requirements: Path, log: Log = stderr_log) -> Path:
     """A directory holding the repo's third-party packages (wheels only), cached by content."""
-    site = ooda_home() / "reqs" / f"{recipe_hash()}-{requirements_sha(requirements)}"
+    site = requirements_site_path(requirements)
     with locked("reqs"):
         if (site / MARKER).is_file():
             return site

@@ -203,6 +203,9 @@ def plan_line(plan: TaskPlan, most: int = 3) -> str | None:
     if not plan.stages.timeout_given:
         limit += f" (from the unpatched run's {plan.base.duration_s:.0f} s)"
     parts.append(limit)
+    if plan.base.kept_from is not None:
+        parts.append(f"the unpatched code as checked at {plan.base.kept_from} (nothing it "
+                     "depends on changed; OODA_BASE_CACHE=0 checks again)")
     return "; ".join(parts)
 
 

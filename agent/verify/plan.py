@@ -172,6 +172,9 @@ class BaseFacts:
     """node id -> why its failure is the machine's, not the code's (no network, a locale)."""
     skipped: tuple[str, ...] = ()
     """Given PASS_TO_PASS ids whose every test skipped."""
+    kept_from: str | None = field(default=None, compare=False)
+    """When these facts were read back from an earlier check of the same base
+    (agent/verify/basecache.py): that check's time (UTC); None when this run checked it."""
 
     @property
     def failing(self) -> tuple[str, ...]:

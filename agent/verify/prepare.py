@@ -54,12 +54,16 @@ def make_plan(
 def _base_facts(draft: TaskPlan, verifier: TaskVerifier, *, cached: bool) -> BaseFacts:
     """The base's facts: kept from an earlier run on the same base (agent/verify/basecache.py)
     when `cached`, else found now (and kept for the next run)."""
-    key = basecache.base_key(draft, verifier.backend.name) if cached else None
+    digest = basecache.base_digest(draft, verifier.backend.name) if cached else None
+    backend = verifier.pool.backend
+    key = basecache.key(digest, basecache.runtime(backend, draft.requirements))
     facts = basecache.load(key) if key is not None else None
     if facts is None:
         facts = examine_base(draft, verifier)
-        if key is not None:
-            basecache.store(key, facts)
+        if digest is not None:  # the runtime now: an image the base run had to build has an id
+            key = basecache.key(digest, basecache.runtime(backend, draft.requirements))
+            if key is not None:
+                basecache.store(key, facts)
     return facts
 
 

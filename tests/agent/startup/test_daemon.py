@@ -197,30 +197,35 @@ def test_runs_are_served_by_the_daemon_with_its_warm_containers_given_back(
     daemons: Daemons, median: Path
 ) -> None:
     """A run is served by the started daemon, which had two containers waiting warm; the run
-    takes both and gives them back reset: the next run gets the very same two."""
-    before = daemons.start()
+    takes both and gives them back reset: the next run gets the very same two, and the base
+    check's facts the first run kept."""
+    cache = {"OODA_BASE_CACHE": "1"}  # a variable the daemon is keyed by: all commands share it
+    before = daemons.start(cache)
     assert before["served"] == 0 and before["running"] == 0
     pid = int(before["pid"])
 
     def warm_count() -> int:
-        return int((daemons.status() or {}).get("warm_containers", 0))
+        return int((daemons.status(cache) or {}).get("warm_containers", 0))
 
     wait_for(lambda: warm_count() == 2, 60, "two warm containers")
     warm = set(containers_of(pid))
     assert len(warm) == 2
     runs = daemons.tmp / "runs"
     for served in (1, 2):
-        proc = daemons.ooda(*replay_run(str(median), str(runs)))
+        proc = daemons.ooda(*replay_run(str(median), str(runs)), env=cache)
         assert proc.returncode == 0, proc.stderr
         summary = json.loads(proc.stdout)
         assert summary["status"] == "passed" and summary["rounds_used"] == 2
         run_dir = Path(summary["run_dir"])
         assert run_dir.parent == runs and (run_dir / "run.json").is_file()
-        assert json.loads((run_dir / "run.json").read_text())["status"] == "passed"
+        record = json.loads((run_dir / "run.json").read_text())
+        assert record["status"] == "passed"
+        # the base check's facts kept (agent/verify/basecache.py): the second run used them
+        assert served == 1 or record.get("base_kept_from"), record
         # both went to the worker, were reset and came back warm: nothing new was started
-        wait_for(lambda n=2 * served: int((daemons.status() or {}).get("handed_back", 0)) == n,
+        wait_for(lambda n=2 * served: int((daemons.status(cache) or {}).get("handed_back", 0)) == n,
                  30, "the run's containers handed back")
-        after = daemons.status()
+        after = daemons.status(cache)
         assert after is not None
         assert after["pid"] == pid and after["served"] == served and after["running"] == 0
         assert warm_count() == 2 and warm == set(containers_of(pid)), served
