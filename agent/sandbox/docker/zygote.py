@@ -7,7 +7,9 @@ for candidate code) and, whenever no request is waiting, imports the verifier to
 pytest) ahead of need, then the packages the host holds warm (agent/sandbox/warm.py: the pytest
 guard), whose sources it read from the read-only control directory before connecting; a warm
 package's `__warm__()` is called after it is imported and after every later import, before any
-fork (the guard records the toolchain's code there once, instead of in every run). When the host closes the socket, it kills everything and exits (the
+fork (the guard records the toolchain's code there once, instead of in every run), and its
+`__fresh__()` after the heap is frozen (objects each forked run takes as its own: the guard's
+prepared pytest configuration). When the host closes the socket, it kills everything and exits (the
 container is then removed by Docker). Being
 PID 1 of its pid namespace, it cannot be signalled from inside the container (it installs no
 handlers). Then it serves one request at a time:
@@ -203,7 +205,9 @@ def preload(tool: str) -> bool:
 def settle(warm: dict[str, dict[str, bytes]], loaded: list[str]) -> None:
     """After an import: each loaded warm package's `__warm__()` (one that fails is dropped, so
     that commands import their own copy), then the heap frozen, so that forked children leave
-    the warm interpreter's pages shared."""
+    the warm interpreter's pages shared, then each one's `__fresh__()`: objects a forked run
+    takes as its own, made after the freeze so that the run's garbage collector sees them as
+    it sees those a fresh run makes (`gc.get_objects` lists no frozen object)."""
     import gc
 
     for package in [p for p in warm if WARM_PREFIX + p in loaded]:
@@ -225,6 +229,13 @@ def settle(warm: dict[str, dict[str, bytes]], loaded: list[str]) -> None:
             pass
     gc.collect()
     gc.freeze()
+    for package in [p for p in warm if WARM_PREFIX + p in loaded]:
+        fresh = getattr(sys.modules.get(package), "__fresh__", None)
+        try:
+            if callable(fresh):
+                fresh()
+        except Exception:  # the runs make their own
+            pass
 
 
 # --------------------------------------------------------------------------- warm packages

@@ -140,22 +140,38 @@ def test_held_sources_keep_only_module_files() -> None:
 def test_guarded_runs_use_the_guard_held_warm(tmp_path: Path) -> None:
     """Every sandbox holds the pytest guard warm (its line in warm.REGISTERED, nothing to
     import first): a Docker sandbox's guarded run uses PID 1's import of it (the report
-    directory's copy is byte-identical)."""
+    directory's copy is byte-identical) and the get_config PID 1 ran (guard/prepared.py),
+    which configures the run as a fresh get_config does: the same plugins (the ini file's
+    `-p no:doctest` applied after it) and options; a run whose environment differs from PID
+    1's in a variable get_config may read configures itself."""
     from ooda.verifiers.pytest_check import GUARD_PACKAGE, guard_sources, run_pytest
 
     assert warm.held()[GUARD_PACKAGE] == guard_sources()
     backend = backend_or_skip("docker")
     workspace = tmp_path / "ws"
     workspace.mkdir()
+    (workspace / "pytest.ini").write_text("[pytest]\naddopts = -p no:doctest\n")
     (workspace / "test_where.py").write_text(
-        "import sys\n\n\ndef test_guard_is_warm():\n"
-        f"    assert sys.modules[{GUARD_PACKAGE!r}].__file__.startswith('/run/ooda/warm/')\n")
+        "import os, pathlib, sys\n\n\ndef test_guard_is_warm(request):\n"
+        f"    assert sys.modules[{GUARD_PACKAGE!r}].__file__.startswith('/run/ooda/warm/')\n"
+        f"    prepared = sys.modules[{GUARD_PACKAGE!r} + '.prepared']\n"
+        "    assert prepared.used is ('PROBE_FRESH' not in os.environ)\n"
+        "    config = request.config\n"
+        "    assert config.invocation_params.dir == pathlib.Path.cwd()\n"
+        "    assert '-q' in config.invocation_params.args\n"
+        "    names = sorted(n for n, p in config.pluginmanager.list_name_plugin()\n"
+        "                   if p is not None and not n.isdigit() and '/' not in n)\n"
+        "    assert 'doctest' not in names and 'cacheprovider' not in names\n"
+        "    print('CONFIG', names, sorted(vars(config.option)))\n")
     box = backend.open(workspace)
     try:
-        for _ in range(2):
-            run = run_pytest(box, ["test_where.py"], 60)
+        seen = []
+        for env in ({}, {}, {"PROBE_FRESH": "1"}):
+            run = run_pytest(box, ["-s", "test_where.py"], 60, env=env)
             assert run.tampered == [] and run.exit_code == 0, run.output
             assert list(run.cases.values()) == ["passed"]
+            seen.append([line for line in run.output.splitlines() if "CONFIG" in line])
+        assert seen[0] and seen[0] == seen[1] == seen[2]
     finally:
         box.close()
 

@@ -74,10 +74,21 @@ def __warm__() -> None:
     imported this package and after each later import, before it forks any run: the toolchain's
     code is recorded there once (provenance.prepare), the names of the toolchain's
     distributions found (toolchain.remember) and the watched namespaces snapshotted, not
-    again in every run."""
-    from . import snapshot, toolchain
+    again in every run; pytest's configuration prepared before is let go (the interpreter
+    freezes its heap next)."""
+    from . import prepared, snapshot, toolchain
     from .provenance import prepare
 
+    prepared.drop()
     prepare()
     toolchain.remember()
     snapshot.snapshot()  # the watched namespaces' Owners, reused by the runs while unchanged
+
+
+def __fresh__() -> None:
+    """Called by the warm interpreter after it froze its heap: pytest's get_config run once for
+    the runs it forks (prepared.py), its objects left where a run's own garbage collector sees
+    them."""
+    from . import prepared
+
+    prepared.prepare()

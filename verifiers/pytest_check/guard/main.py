@@ -17,7 +17,7 @@ from typing import NoReturn
 
 import pytest
 
-from . import redecide, stores, toolchain
+from . import prepared, redecide, stores, toolchain
 from .legacy import LegacyGuard
 from .plugin import NEW_WRAPPERS, Guard
 from .provenance import Provenance
@@ -76,7 +76,7 @@ def main(argv: list[str]) -> NoReturn:
         # `filterwarnings = error` (astropy) would make that an error before any test
         pytest_args = ["-W", REWRITE_NOTICE, *pytest_args]
     try:
-        exit_code = int(pytest.main(pytest_args, plugins=[guard]))
+        exit_code = int(prepared.main(pytest_args, [guard]))
     except BaseException as exc:  # SystemExit & co. escaping pytest: the run did not finish
         guard.problem(f"the test run was ended by {type(exc).__name__} from the code under test")
         exit_code = 3
