@@ -114,7 +114,7 @@ class Remembers:
 
 
 def test_a_remembering_value_is_asked_before_the_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(beforehand, "_random", random.Random(33))
+    monkeypatch.setattr(beforehand, "_urandom", random.Random(33).randbytes)
     value = Remembers()
     beforehand.before(value, 5)
     assert beforehand.flagged == [Remembers]

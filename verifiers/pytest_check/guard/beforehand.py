@@ -27,7 +27,7 @@ from __future__ import annotations
 import ast
 import itertools
 import operator
-import random
+import os
 import threading
 import warnings
 from collections.abc import Callable
@@ -51,7 +51,7 @@ HELPER = "_ooda_compare"
 """The name rewritten modules call `compare` by, on pytest's rewrite module."""
 _SCALARS = frozenset({int, float, complex, str, bytes, bool, type(None)})
 _COMPARED = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
-_random: random.Random = random.SystemRandom()  # (no state a forked run would share)
+_urandom = os.urandom  # the kernel's: no state a forked run would share, nothing to predict
 _busy = threading.local()
 _verdicts: dict[type, tuple[list[object], bool]] = {}
 """class -> (its comparison methods, whether one is the candidate's), for classes seen (the
@@ -86,16 +86,21 @@ def candidate_compares(kind: type) -> bool:
     return verdict
 
 
-def _changed(value: object, seen: set[object]) -> object:
+NOISE = 13
+"""Random bytes one changed value is made from: a sign, a 4-byte step, 8 letters."""
+
+
+def _changed(value: object, seen: set[object], noise: bytes) -> object:
     """A value of `value`'s scalar type, far from it (10**6 to 10**9 away, 8 letters more) and
     equal to no scalar the comparison holds (`seen`): no honest value in the comparison equals
     it, not even one whose own number is not visible to the guard (a sympy `Integer(6)` next to
-    `5` would equal a close value). Booleans have no such value."""
+    `5` would equal a close value). Booleans have no such value. Made from `noise` (NOISE
+    random bytes; fresh ones from the kernel for each further try)."""
     for _ in range(12):
-        step = _random.choice((-1, 1)) * _random.randrange(10**6, 10**9)
-        letters = "".join(_random.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(8))
         if isinstance(value, bool):
             return _Fresh()
+        step = 10**6 + int.from_bytes(noise[1:5], "little") % (10**9 - 10**6)
+        step = step if noise[0] & 1 else -step
         if isinstance(value, int):
             changed: object = int(value) + step
         elif isinstance(value, float):
@@ -103,14 +108,19 @@ def _changed(value: object, seen: set[object]) -> object:
         elif isinstance(value, complex):
             changed = complex(value) + step
         elif isinstance(value, str):
-            changed = str.__str__(value) + letters
+            changed = str.__str__(value) + _letters(noise)
         elif isinstance(value, bytes):
-            changed = bytes(value) + letters.encode()
+            changed = bytes(value) + _letters(noise).encode()
         else:
             return _Fresh()
         if changed not in seen:
             return changed
+        noise = _urandom(NOISE)
     return _Fresh()
+
+
+def _letters(noise: bytes) -> str:
+    return bytes(97 + b % 26 for b in noise[5:NOISE]).decode("ascii")
 
 
 DEFAULT_SAMPLES: dict[type, object] = {int: 0, float: 0.0, str: "", bytes: b""}
@@ -123,9 +133,14 @@ MAX_SEEN = 10_000
 
 
 def _probes(samples: dict[type, object], seen: set[object]) -> list[object]:
+    """A fresh object and, 1 to MAX_REPEATS times, a changed value of each sample: the random
+    bytes for all of them read at once (one call into the kernel, not one per letter)."""
     found: list[object] = [_Fresh()]
-    for _ in range(1 + _random.randrange(MAX_REPEATS)):
-        found.extend(_changed(s, seen) for s in samples.values() if s is not None)
+    scalars = [s for s in samples.values() if s is not None]
+    repeats = 1 + _urandom(1)[0] % MAX_REPEATS
+    noise = _urandom(NOISE * repeats * len(scalars))
+    for index, sample in enumerate(scalars * repeats):
+        found.append(_changed(sample, seen, noise[NOISE * index : NOISE * (index + 1)]))
     return found
 
 
