@@ -12,6 +12,7 @@ import typer
 from ooda.agent.cli.options import JsonOpt
 from ooda.agent.contracts.errors import InfraError, UsageError
 from ooda.agent.startup import client as daemon_client
+from ooda.agent.startup import handoff
 
 daemon_app = typer.Typer(
     help="The warm daemon that serves run/verify/eval/ci with the SDKs already imported and a "
@@ -59,14 +60,14 @@ def daemon_start(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for it to be ready.")] = 60.0,
 ) -> None:
     """Start the daemon now (instead of after the next command) and wait until it is ready."""
-    if not daemon_client.enabled():
+    if not handoff.enabled():
         raise UsageError("the daemon is turned off here (OODA_DAEMON=0)")
     if daemon_client.control("status") is None:
         daemon_client.spawn()
     deadline = time.monotonic() + timeout
     while (status := daemon_client.control("status")) is None:
         if time.monotonic() > deadline:
-            log = daemon_client.paths(daemon_client.daemon_key())["log"]
+            log = daemon_client.paths(handoff.daemon_key())["log"]
             raise InfraError(f"the ooda daemon did not start within {timeout:g} s (see {log})")
         time.sleep(0.1)
     print(f"ooda daemon pid {status['pid']} ready")

@@ -44,7 +44,7 @@ from ooda.agent.contracts.errors import UsageError
 from ooda.agent.sandbox.docker import image
 from ooda.agent.sandbox.docker.launch import Launched, SdkEngine, launch_on_last_image
 from ooda.agent.sandbox.registry import cleanup_leftovers
-from ooda.agent.startup import client, commands, entry
+from ooda.agent.startup import client, commands, entry, handoff
 from ooda.agent.support import phases
 from ooda.agent.support.env_numbers import positive_from_env
 from ooda.agent.support.exits import finish, flush_output, run_deferred
@@ -141,7 +141,7 @@ def give_back(sock_path: Path, work: Path, sandbox: object) -> bool:
             info = {"work": str(work), "workspace": str(kept.workspace),
                     "container_id": kept.container_id, "tag": kept.tag, "env": kept.env,
                     "uid": kept.uid, "gid": kept.gid}
-            client.send_request(daemon, {"control": "adopt", "container": info,
+            handoff.send_request(daemon, {"control": "adopt", "container": info,
                                          "worker": os.getpid()}, [conn.fileno()])
             answer = json.loads(daemon.makefile("rb").readline() or b"{}")
         return bool(answer.get("adopted"))
@@ -359,7 +359,7 @@ class Daemon:
         self.last_activity = time.monotonic()
         try:
             conn.settimeout(5.0)
-            client.send_line(conn, {"pid": pid})
+            client.send_line(conn, "pid", pid)
         except OSError:
             self.client_gone(conn)
         self.write_status()
@@ -408,7 +408,7 @@ class Daemon:
                 continue
             code = os.waitstatus_to_exitcode(status)
             with contextlib.suppress(OSError):
-                client.send_line(conn, {"exit": code if code >= 0 else 128 - code})
+                client.send_line(conn, "exit", code if code >= 0 else 128 - code)
             conn.close()
 
     def stop(self) -> None:
@@ -508,7 +508,7 @@ def run_worker(
             # or the tidying-up could be cut short), then the exit handlers run (exits.finish)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             with contextlib.suppress(OSError):  # the daemon says it too, unless it is gone
-                client.send_line(conn, {"exit": code})
+                client.send_line(conn, "exit", code)
             run_deferred()
             tidied(sock_path)
             with contextlib.suppress(Exception):
@@ -526,7 +526,7 @@ def tidied(sock_path: Path) -> None:
     with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as daemon:
         daemon.settimeout(2.0)
         daemon.connect(str(sock_path))
-        client.send_request(daemon, {"control": "tidied", "worker": os.getpid()}, [])
+        handoff.send_request(daemon, {"control": "tidied", "worker": os.getpid()}, [])
 
 
 def _let_go_of_streams() -> None:
@@ -583,7 +583,7 @@ def main(argv: list[str]) -> int:
         log(str(exc))
         return 2
     key = argv[0] if argv else ""
-    if key != client.daemon_key():
+    if key != handoff.daemon_key():
         return 0  # started for another code version or environment: not ours to serve
     files = client.paths(key)
     lock_fd = os.open(files["lock"], os.O_RDWR | os.O_CREAT, 0o600)

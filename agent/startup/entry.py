@@ -6,16 +6,14 @@ here (and start a daemon for next time), and skip the interpreter's slow teardow
 
 from __future__ import annotations
 
-import contextlib
+import os
 import sys
-from collections.abc import Callable, Sequence
 
-from ooda.agent.startup import client as daemon_client
-from ooda.agent.support.exits import exit_now
-from ooda.agent.support.exits import run_here as run_function
+from ooda.agent.startup import handoff
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # (`typing` and `pathlib` cost every command a few ms of import)
+if TYPE_CHECKING:  # (`typing`, `pathlib`, `contextlib` cost every command a few ms of import)
+    from collections.abc import Callable, Sequence
     from pathlib import Path
     from typing import NoReturn
 
@@ -32,25 +30,42 @@ Ctrl-C (130) start nothing: the user is still correcting the command line or the
 def main() -> NoReturn:
     """The console script's entry point."""
     argv = sys.argv[1:]
-    use_daemon = daemon_client.routed(argv) and daemon_client.enabled()
+    use_daemon = handoff.routed(argv) and handoff.enabled()
     if use_daemon:
         try:
-            served = daemon_client.run_in_daemon(sys.argv)
-        except daemon_client.NoDaemon:
+            served = handoff.run_in_daemon(sys.argv)
+        except handoff.NoDaemon:
             pass
         except KeyboardInterrupt:  # before the worker was known (the daemon interrupts it)
             print("ooda: error: interrupted", file=sys.stderr)
             raise SystemExit(130) from None
         else:
-            exit_now(served)  # (the interpreter's teardown would add ~10 ms to every command)
+            _exit_served(served)
+    from ooda.agent.startup import client as daemon_client
+    from ooda.agent.support.exits import exit_now
+
     code = run_here(defer=True)  # (exit_now runs what it deferred)
     if use_daemon and code in SPAWN_AFTER:
-        with contextlib.suppress(OSError):
+        try:
             daemon_client.spawn()
+        except OSError:
+            pass
+        else:
             if sys.stderr.isatty():  # say so where a person reads it (issue 15.11)
                 print("ooda: started a background daemon so that the next commands start fast "
                       "(`ooda daemon stop` ends it; OODA_DAEMON=0 turns it off)", file=sys.stderr)
     exit_now(code)
+
+
+def _exit_served(code: int) -> NoReturn:
+    """The daemon's worker ran the command: exit with its code, without the interpreter's
+    teardown (as agent/support/exits.exit_now; nothing was deferred or registered here)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: S110 - a closed or broken stream: nothing left to say
+            pass
+    os._exit(code)
 
 
 def run_here(
@@ -63,10 +78,11 @@ def run_here(
     the daemon removes dead invocations' containers itself);
     its exit code. `defer`: the command's tidying-up waits for the caller's
     `run_deferred()` (agent/support/exits.py), after the output."""
-    # here, not at the top: the console script's first imports stay standard library only
+    # here, not at the top: the console script's first imports stay built-in modules only
     # (a command the daemon serves never needs them in this process)
     from ooda.agent.cli import app as cli
     from ooda.agent.startup import commands, prestart
+    from ooda.agent.support.exits import run_here as run_function
 
     commands.register(cli.app)
     started = prestart.begin(sys.argv[1:], launched=launched,

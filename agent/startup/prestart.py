@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ooda.agent.startup.client import command_args
+from ooda.agent.startup.handoff import command_args
 
 if TYPE_CHECKING:
     from ooda.agent.contracts.protocols import Sandbox, SandboxBackend

@@ -9,16 +9,19 @@ so `Timeline.split` gives each instant of the command's wall time to one phase r
 to the wall time exactly, and "other" says how much of it nothing accounts for.
 
 The command's start is the moment its process started (Linux: /proc/self/stat), or the moment
-the client that handed it to a daemon started (`set_command_start`), so that the interpreter's
-start-up and the hand-off are counted too.
+the client that handed it to a daemon started (`set_command_start`; agent/support/clock.py),
+so that the interpreter's start-up and the hand-off are counted too.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator
+
+from ooda.agent.support.clock import command_start as command_start
+from ooda.agent.support.clock import process_age as process_age
+from ooda.agent.support.clock import set_command_start as set_command_start
 
 PHASES = (
     "startup",
@@ -42,34 +45,6 @@ PHASES = (
 What the run waits for wins: a candidate generated or verified while the environment builds
 or the base check runs is waiting for them (agent/app/basegate.py)."""
 OTHER = "other"
-
-_command_start: float | None = None
-
-
-def set_command_start(monotonic: float) -> None:
-    """The command started at `monotonic` (a daemon's worker: when its client started)."""
-    global _command_start
-    _command_start = monotonic
-
-
-def command_start() -> float:
-    """When this command started, on the monotonic clock: as set, else this process's start."""
-    if _command_start is not None:
-        return _command_start
-    return time.monotonic() - process_age()
-
-
-def process_age() -> float:
-    """Seconds since this process started (0.0 where /proc cannot say)."""
-    try:
-        with open("/proc/self/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        ticks = int(fields[19])  # starttime: field 22, in clock ticks after boot
-        started = ticks / os.sysconf("SC_CLK_TCK")
-        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started)
-    except (OSError, ValueError, IndexError, AttributeError):
-        return 0.0
-
 
 class Timeline:
     """The spans of one command (or of one task of an evaluation: `parent` then gets every

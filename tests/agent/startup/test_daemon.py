@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,7 @@ from sandbox_helpers import all_ooda_containers, backend_or_skip, containers_of,
 
 from ooda.agent.models.server import ReplayServer
 from ooda.agent.startup import client as daemon_client
+from ooda.agent.startup import handoff
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "tasks" / "examples"
@@ -479,28 +481,28 @@ def test_ooda_daemon_0_spawns_nothing(daemons: Daemons, tmp_path: Path) -> None:
 
 
 def test_routed_commands() -> None:
-    assert daemon_client.routed(["run", "tasks/x"])
-    assert daemon_client.routed(["verify", "t", "--patch", "p"])
-    assert daemon_client.routed(["eval", "tasks"]) and daemon_client.routed(["ci"])
-    assert not daemon_client.routed([])
-    assert not daemon_client.routed(["run", "--help"]) and not daemon_client.routed(["ci", "-h"])
-    assert not daemon_client.routed(["doctor"]) and not daemon_client.routed(["daemon", "stop"])
-    assert not daemon_client.routed(["serve", "--replay", "run"])
-    assert daemon_client.routed(["-q", "run", "t"]) and daemon_client.routed(["-vV", "eval"])
-    assert not daemon_client.routed(["-q", "doctor"])
+    assert handoff.routed(["run", "tasks/x"])
+    assert handoff.routed(["verify", "t", "--patch", "p"])
+    assert handoff.routed(["eval", "tasks"]) and handoff.routed(["ci"])
+    assert not handoff.routed([])
+    assert not handoff.routed(["run", "--help"]) and not handoff.routed(["ci", "-h"])
+    assert not handoff.routed(["doctor"]) and not handoff.routed(["daemon", "stop"])
+    assert not handoff.routed(["serve", "--replay", "run"])
+    assert handoff.routed(["-q", "run", "t"]) and handoff.routed(["-vV", "eval"])
+    assert not handoff.routed(["-q", "doctor"])
 
 
 def test_enabled_unless_turned_off() -> None:
-    assert daemon_client.enabled({})
-    assert daemon_client.enabled({"CI": "true"})
-    assert daemon_client.enabled({"OODA_DAEMON": "1"})
-    assert not daemon_client.enabled({"OODA_DAEMON": "0"})
-    assert not daemon_client.enabled({"OODA_DAEMON": "off"})
-    assert not daemon_client.enabled({"CI": "true", "OODA_DAEMON": "no"})
+    assert handoff.enabled({})
+    assert handoff.enabled({"CI": "true"})
+    assert handoff.enabled({"OODA_DAEMON": "1"})
+    assert not handoff.enabled({"OODA_DAEMON": "0"})
+    assert not handoff.enabled({"OODA_DAEMON": "off"})
+    assert not handoff.enabled({"CI": "true", "OODA_DAEMON": "no"})
 
 
 def test_daemon_key_follows_the_variables_read_at_import() -> None:
-    key = daemon_client.daemon_key
+    key = handoff.daemon_key
     base = {"HOME": "/root", "OODA_HOME": "/a"}
     assert len(key(base)) == 16 and key(base) == key(dict(base))
     assert key({**base, "OODA_HOME": "/b"}) != key(base)
@@ -515,26 +517,57 @@ def test_daemon_key_follows_the_package_source_files(
 ) -> None:
     """Any .py file of the package added, removed, resized or touched makes another key (a
     daemon then serves only the code it imported); task data and caches do not."""
-    for package in daemon_client.PACKAGES:
+    for package in handoff.PACKAGES:
         (tmp_path / package / "sub").mkdir(parents=True)
         (tmp_path / package / "sub" / "mod.py").write_text("x = 1\n")
-    monkeypatch.setattr(daemon_client, "PACKAGE_ROOT", tmp_path)
+    monkeypatch.setattr(handoff, "PACKAGE_ROOT", str(tmp_path))
     env = {"HOME": "/root"}
-    first = daemon_client.daemon_key(env)
+    first = handoff.daemon_key(env)
     source = tmp_path / "verifiers" / "sub" / "mod.py"
     for harmless in ("tasks/examples/t/repo/a.py", "agent/sub/__pycache__/mod.py",
                      "agent/sub/notes.txt"):
         (tmp_path / harmless).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / harmless).write_text("y = 2\n")
-    assert daemon_client.daemon_key(env) == first
+    assert handoff.daemon_key(env) == first
     source.write_text("x = 22\n")
-    resized = daemon_client.daemon_key(env)
+    resized = handoff.daemon_key(env)
     assert resized != first
     os.utime(source, ns=(1, 1))
-    touched = daemon_client.daemon_key(env)
+    touched = handoff.daemon_key(env)
     assert touched != resized
     (tmp_path / "agent" / "sub" / "new.py").write_text("")
-    assert daemon_client.daemon_key(env) not in (first, resized, touched)
+    assert handoff.daemon_key(env) not in (first, resized, touched)
+
+
+def test_a_request_and_the_answers_cross_the_socket_as_sent() -> None:
+    """The console script's side (handoff) and the daemon's (client) of one command: the
+    request with its descriptors, then "pid" and "exit" answers; a body that is no request is
+    refused."""
+    near, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with near, far, open(os.devnull) as null:
+        request = {"argv": ["ooda", "run", "t\udcff"], "env": {"A": "1"}, "started": 1.5}
+        handoff.send_request(near, request, [null.fileno()])
+        received, fds = daemon_client.receive_request(far)
+        assert received == request and len(fds) == 1
+        os.close(fds[0])
+        daemon_client.send_line(far, "pid", 42)
+        daemon_client.send_line(far, "exit", 3)
+        far.shutdown(socket.SHUT_WR)
+        assert list(handoff._answers(near)) == [("pid", 42), ("exit", 3)]
+    with pytest.raises(ValueError):
+        handoff.decode_request(b"not marshal")
+
+
+def test_the_console_script_hands_over_on_built_in_modules() -> None:
+    """What importing the console script adds to a fresh interpreter: none of the standard
+    library's heavier modules (each command the daemon serves pays for every import)."""
+    code = ("import sys; before = set(sys.modules); import ooda.agent.startup.entry; "
+            "print(' '.join(sorted(set(sys.modules) - before)))")
+    added = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               check=True).stdout.split())
+    heavy = {"json", "socket", "signal", "hashlib", "_hashlib", "pathlib", "re", "contextlib",
+             "typing", "enum", "subprocess", "collections"}
+    assert not added & heavy, added & heavy
 
 
 def test_runtime_dir_must_be_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ooda.agent.support import phases
+from ooda.agent.support import clock, phases
 from ooda.agent.support.phases import OTHER, PHASES, Timeline
 
 
@@ -60,7 +60,7 @@ def test_spans_come_from_any_thread_and_unknown_phases_are_refused() -> None:
 def test_the_command_starts_with_its_process_or_its_client(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(phases, "_command_start", None)
+    monkeypatch.setattr(clock, "_command_start", None)
     age = phases.process_age()
     assert age > 0
     assert phases.command_start() <= time.monotonic() - age + 0.05
