@@ -71,18 +71,22 @@ class HookWatch:
                 for hook, impl in impls
             ]
             return problems or [f"the code under test registered a pytest plugin ({name})"]
-        self._record(plugin, manager)
+        impls = self._record(plugin, manager)
         return [
             f"{self.judge.where(impl.function)} registers a pytest hook ({name}) at run time"
-            for name, impl in self._impls_of(plugin, manager)
+            for name, impl in impls
             if not self._runner_own(impl.function)
             and self.judge.untrusted_function(impl.function)
         ]
 
-    def _record(self, plugin: object, manager: Any) -> None:
+    def _record(self, plugin: object, manager: Any) -> list[tuple[str, Any]]:
+        """Approve `plugin` and record its hook implementations (returned: one walk over the
+        hook callers per registration)."""
         self.approved[id(plugin)] = plugin
-        for _name, impl in self._impls_of(plugin, manager):
+        impls = self._impls_of(plugin, manager)
+        for _name, impl in impls:
             self.impls[id(impl)] = (impl, impl.function)
+        return impls
 
     @staticmethod
     def _impls_of(plugin: object, manager: Any) -> list[tuple[str, Any]]:
