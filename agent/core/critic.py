@@ -7,8 +7,10 @@ the issue completely without breaking anything else (a listwise critic, as R2E-G
 verifier pairs execution with a model's judgement). It is asked `requests` times, each time
 with the finalists in another order (sample order, then reversed, then rotated), and the
 scores averaged, so that a position the model favours favours no candidate. Every request's
-tokens count in the run's budget and are recorded; an answer that gives no score for a
-candidate leaves that request out for it; a failed request is recorded and ignored.
+tokens count in the run's budget and are recorded. An answer counts only when it scores every
+candidate shown on the scale asked (0 to 10): one that names some and skips others, or scores
+off the scale, is recorded as a failure and left out whole (a small model's answer often names
+one candidate only, which would otherwise rank it above every other); a failed request too.
 """
 
 from __future__ import annotations
@@ -78,13 +80,18 @@ def critic_prompt(task: Task, patches: list[str]) -> list[dict[str, str]]:
 
 
 def parse_scores(answer: str, count: int) -> dict[str, float]:
-    """label -> score (0-10) from an answer: the last score given for each label shown."""
+    """label -> score (0-10) from an answer: the last score given for each label shown (a
+    score off the scale is none)."""
     shown = set(labels(count))
     found: dict[str, float] = {}
     for match in _SCORE.finditer(answer):
         label = match.group(1).upper()
         if label in shown:
-            found[label] = min(10.0, max(0.0, float(match.group(2))))
+            score = float(match.group(2))
+            if score <= 10.0:
+                found[label] = score
+            else:
+                found.pop(label, None)
     return found
 
 
@@ -132,9 +139,12 @@ class Critic:
             self.report.completion_tokens += completion.completion_tokens
             self.budget.add_tokens(completion.prompt_tokens, completion.completion_tokens)
             scored = parse_scores(completion.text, len(shown))
+            if len(scored) < len(shown):
+                self.report.failures.append(
+                    f"answer scored {len(scored)} of {len(shown)} candidates on the scale: left out")
+                continue
             for label, attempt in zip(labels(len(shown)), shown, strict=True):
-                if label in scored:
-                    sums.setdefault(attempt.attempt_id, []).append(scored[label])
+                sums.setdefault(attempt.attempt_id, []).append(scored[label])
         self.report.seconds += time.monotonic() - started
         self.report.scores = {k: sum(v) / len(v) for k, v in sums.items()}
         return dict(self.report.scores)

@@ -20,9 +20,11 @@ class Scorer:
 
     name = "judge"
 
-    def __init__(self, good: str, fail: bool = False) -> None:
+    def __init__(self, good: str, fail: bool = False, only_good: bool = False) -> None:
         self.good = good
         self.fail = fail
+        self.only_good = only_good
+        """Name only the candidate holding `good` (a partial answer, as a small model gives)."""
         self.prompts: list[str] = []
 
     def complete(self, messages: list[dict[str, str]], *, deadline: float,
@@ -33,7 +35,8 @@ class Scorer:
             raise TimeoutError("the endpoint did not answer")
         lines = []
         for block in text.split("## Candidate ")[1:]:
-            lines.append(f"Candidate {block[0]}: {9 if self.good in block else 1}")
+            if self.good in block or not self.only_good:
+                lines.append(f"Candidate {block[0]}: {9 if self.good in block else 1}")
         return Completion("thinking...\n" + "\n".join(lines), 100, 10)
 
 
@@ -51,7 +54,7 @@ def task() -> Task:
 
 def test_scores_parse_and_orders_cover_each_position() -> None:
     assert parse_scores("Candidate A: 3\nCandidate b = 7.5\nCandidate C: 12\nCandidate Z: 1", 3) \
-        == {"A": 3.0, "B": 7.5, "C": 10.0}
+        == {"A": 3.0, "B": 7.5}  # 12 is off the 0-10 scale: no score
     assert orders(3, 2) == [[0, 1, 2], [2, 1, 0]]
     assert orders(2, 5) == [[0, 1], [1, 0]]
 
@@ -90,3 +93,13 @@ def test_a_failing_critic_leaves_the_other_signals_to_decide() -> None:
     chosen, record = blind_select.choose([a, b], [a, b], critic, time.monotonic() + 30)
     assert chosen is a  # the larger diff
     assert record["critic"]["requests"] == 0 and len(record["critic"]["failures"]) == 2
+
+
+def test_an_answer_that_scores_only_some_finalists_is_left_out_whole() -> None:
+    a, b = attempt("r1c1", "+a\n+b\n"), attempt("r1c2", "+c\n")
+    critic = Critic(task(), Scorer("+c", only_good=True), Budget(60))
+    chosen, record = blind_select.choose([a, b], [a, b], critic, time.monotonic() + 30)
+    assert chosen is a  # the larger diff: naming one candidate alone does not make it win
+    assert record["critic"]["requests"] == 2 and record["critic"]["scores"] == {}
+    assert record["critic"]["failures"] == \
+        ["answer scored 1 of 2 candidates on the scale: left out"] * 2
