@@ -86,8 +86,23 @@ def _environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in AFTER_GET_CONFIG}
 
 
+_KNOWN_SHAPE = ("Path.cwd()", "consider_preparse(", "exclude_only=True", "import_plugin(spec)")
+"""What get_config's source says in every pytest from 6.2 to 9.2 (the invocation's directory is
+the current one, `-p no:` read, the built-in plugins imported): the ones `_taken` stands in for."""
+_shape_known: bool | None = None
+
+
 def _options(get_config: Any) -> dict[str, Any] | None:
     """The keyword arguments pytest.main passes get_config (None: a get_config not known)."""
+    global _shape_known
+    if _shape_known is None:
+        try:
+            source = inspect.getsource(get_config)
+        except (OSError, TypeError):
+            source = ""
+        _shape_known = all(part in source for part in _KNOWN_SHAPE)
+    if not _shape_known:
+        return None
     try:
         names = list(inspect.signature(get_config).parameters)
     except (TypeError, ValueError):
