@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ooda.verifiers.pytest_check.guard.snapshot import Fingerprint, changes, snapshot
+from ooda.verifiers.pytest_check.guard.snapshot import Fingerprint, changes, retaken, snapshot
 
 
 class _Marker:
@@ -115,3 +115,31 @@ def test_a_snapshot_reuses_only_namespaces_that_did_not_change(watched_class: ty
     del module.__dict__["_Marker"]
     module.__dict__[name] = watched_class
     assert owners()[module_name] is not first[module_name]
+
+
+def test_a_reference_is_retaken_only_when_a_snapshot_now_would_differ(watched_class: type) -> None:
+    """The guard's reference after pytest configured (retaken): the same snapshot when nothing
+    it watches changed, no watched module was imported and no watched module's namespace
+    gained or lost an entry; a new snapshot otherwise, which watches what was added."""
+    taken = snapshot()
+    assert retaken(taken, Fingerprint(taken).unchanged()) is taken
+    module = sys.modules[watched_class.__module__]
+
+    def added() -> int:
+        return 1
+
+    module.added = added  # type: ignore[attr-defined]
+    try:
+        assert Fingerprint(taken).unchanged()  # not a change of what it watches ...
+        again = retaken(taken, True)  # ... but a snapshot now watches it
+        assert again is not taken
+        assert any(o.module == module.__name__ and "added" in o.members for o in again)
+    finally:
+        del module.added
+    imported = types.ModuleType("unittest._ooda_fingerprint_imported")
+    sys.modules[imported.__name__] = imported
+    try:
+        assert retaken(taken, True) is not taken
+    finally:
+        del sys.modules[imported.__name__]
+    assert retaken(taken, False) is not taken  # a change it watches: snapshot() again

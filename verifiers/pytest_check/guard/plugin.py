@@ -23,7 +23,7 @@ import pytest
 from . import beforehand, doctests, probes, rebound, redecide
 from .hooks import HookWatch
 from .records import Records
-from .snapshot import Fingerprint, Owner, Snapshot, changes, snapshot
+from .snapshot import Fingerprint, Owner, Snapshot, changes, retaken
 from .trust import Judge, code_of, where_code
 
 _realpath = os.path.realpath  # saved before the code under test could replace them
@@ -389,9 +389,10 @@ class Guard:
             return not plugins if plugins is not None else (
                 self.judge.suspect_replacement(owner, name, value))
 
-        for name in changes(self.reference, suspect)[:5]:
+        unchanged = self._fingerprint.unchanged()
+        for name in ([] if unchanged else changes(self.reference, suspect))[:5]:
             self.problem(f"{name} was replaced or changed at run time", "while pytest configured")
-        self.reference = snapshot()
+        self.reference = retaken(self.reference, unchanged)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_plugin_registered(self, plugin: object, manager: Any) -> None:
@@ -412,9 +413,10 @@ class Guard:
                 code.co_filename != own
             )
 
-        for name in changes(self.baseline, suspect)[:5]:
+        unchanged = self._fingerprint.unchanged()  # (of the baseline still)
+        for name in ([] if unchanged else changes(self.baseline, suspect))[:5]:
             self.problem(f"{name} was replaced or changed at run time", "before conftest")
-        self.reference = snapshot()
+        self.reference = retaken(self.baseline, unchanged)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:

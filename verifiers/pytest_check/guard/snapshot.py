@@ -180,6 +180,33 @@ def snapshot() -> Snapshot:
     return found
 
 
+def retaken(before: Snapshot, unchanged: bool) -> Snapshot:
+    """A snapshot of now: `before` itself when nothing it watches changed (`unchanged`: its
+    Fingerprint says so), no watched module was imported since and every watched module's
+    namespace holds the very entries it held when taken (so no class or function was added to
+    one), else snapshot() again. (A class whose non-method entry became a method without
+    growing stays watched as taken: nothing of the toolchain's own changed.)"""
+    if not unchanged:
+        return snapshot()
+    owners = {o.module: o for o in before if not o.cls}
+    for module_name, module in list(sys.modules.items()):
+        if module is not None and module_name not in owners and watched(module_name):
+            return snapshot()
+    for owner in owners.values():
+        holder = owner.module_object
+        known = _taken.get((id(holder), owner.module, ""))
+        namespace: Any = owner.namespace
+        if (
+            known is None
+            or known[3] is not owner
+            or len(namespace) != len(known[1])
+            or not all(map(_is, namespace, known[1]))
+            or not all(map(_is, namespace.values(), known[2]))
+        ):
+            return snapshot()
+    return before
+
+
 _call_getter = operator.itemgetter.__call__  # bound now: the code under test may patch operator
 _chain = itertools.chain.from_iterable
 
