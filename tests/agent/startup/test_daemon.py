@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -556,6 +557,24 @@ def test_a_request_and_the_answers_cross_the_socket_as_sent() -> None:
         assert list(handoff._answers(near)) == [("pid", 42), ("exit", 3)]
     with pytest.raises(ValueError):
         handoff.decode_request(b"not marshal")
+
+
+def test_a_client_that_hung_up_is_not_watched_while_its_worker_tidies_up() -> None:
+    """Its connection reads EOF until the worker is reaped: the serving loop must not wait on
+    it (select would return at once every turn: a busy loop)."""
+    from ooda.agent.startup.daemon import Daemon
+
+    listener, _peer = socket.socketpair()
+    gone, gone_client = socket.socketpair()
+    live, _live_client = socket.socketpair()
+    daemon = Daemon(key="k", listener=listener, lock_fd=-1, files={},
+                    workers={1: gone, 2: live})
+    gone_client.close()
+    daemon.interrupted.add(1)  # as client_gone() marks it (which also sends the worker SIGINT)
+    assert daemon.watched() == [listener, live]
+    assert select.select(daemon.watched(), [], [], 0)[0] == []
+    for sock in (listener, _peer, gone, live, _live_client):
+        sock.close()
 
 
 def test_the_console_script_hands_over_on_built_in_modules() -> None:
