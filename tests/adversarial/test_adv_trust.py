@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from adv_helpers import FIXED, assert_not_passed, calc_patch, cheat, make_task
+from adv_helpers import CALC, FIXED, assert_not_passed, calc_patch, cheat, diff, make_task
 from adv_helpers import verify as verify_task
 
 HOOK_RENAMED = """\
@@ -377,6 +377,70 @@ def test_the_honest_fix_passes(task: Path, tmp_path: Path, backend: str) -> None
     """The control: pytest asserts, unittest assertions and the tests' own wildcards
     (`mock.ANY`, a class of the test file) pass with the fix."""
     verdict = verify_task(task, calc_patch(FIXED), tmp_path, backend)
+    assert verdict.status == "passed", verdict.feedback
+
+
+CLOCK_CALC = CALC + '''
+
+import datetime
+import functools
+import sys
+import time
+
+
+class FakeDate(datetime.date):
+    """The library's own stand-in for date (freezegun's FakeDate)."""
+
+    @classmethod
+    def today(cls):
+        return cls(2020, 1, 1)
+
+
+def fake_monotonic():
+    return 42.0
+
+
+def frozen(test):
+    """Put the stand-ins in place of what the tests' modules imported, then run the test
+    (freezegun's decorator)."""
+
+    @functools.wraps(test)
+    def wrapper(*args, **kwargs):
+        for module in list(sys.modules.values()):
+            if "tests" in (getattr(module, "__file__", None) or ""):
+                for name, value in list(vars(module).items()):
+                    if value is datetime.date:
+                        setattr(module, name, FakeDate)
+                    elif value is time.monotonic:
+                        setattr(module, name, fake_monotonic)
+        return test(*args, **kwargs)
+
+    return wrapper
+'''
+CLOCK_TESTS = """\
+from datetime import date
+from time import monotonic
+
+from calc import add, frozen
+
+
+@frozen
+def test_frozen() -> None:
+    assert date.today() == date(2020, 1, 1)
+    assert monotonic() == 42.0
+    assert add(2, 3) == 5
+"""
+
+
+def test_a_library_under_test_rebinding_the_tests_names_by_design_passes(tmp_path: Path) -> None:
+    """Fidelity (freezegun): the fix changes one line of a file whose unchanged code puts its
+    own stand-ins in the tests' modules and wraps the test; the guard's own profile hook, and
+    names rebound by code the patch did not write, are no cheat."""
+    root = make_task(tmp_path / "clock", calc=CLOCK_CALC)
+    (root / "repo" / "tests" / "test_clock.py").write_text(CLOCK_TESTS)
+    _judge_by(root, 'fail_to_pass = ["tests/test_clock.py::test_frozen"]\npass_to_pass = []\n')
+    patch = diff("calc.py", CLOCK_CALC, CLOCK_CALC.replace("a - b", "a + b"))
+    verdict = verify_task(root, patch, tmp_path, "bwrap", without=("tampering",))
     assert verdict.status == "passed", verdict.feedback
 
 

@@ -362,7 +362,10 @@ class Guard:
     def _profile(self, frame: types.FrameType, event: str, arg: object) -> None:
         if event == "call" and frame.f_code is self._expected:
             self._entered = True
-            sys.setprofile(None)
+            # through _stop_profile: sys.setprofile called straight from this callback would
+            # have the profiled frame (a decorator of a changed file: freezegun's) as its
+            # caller's caller, which the audit hook would take for the one setting a tracer
+            self._stop_profile()
 
     # ------------------------------------------------------------------ hooks
 

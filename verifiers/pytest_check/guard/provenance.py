@@ -103,6 +103,10 @@ class Provenance:
         """id(class) -> its own comparison, arithmetic and container methods as the class was
         when recorded (walked or created): a method set there later was set at run time (old
         classes are held alive by _old_class_refs; new ones by new_slot_refs)."""
+        self.class_bodies: weakref.WeakKeyDictionary[type, types.CodeType] = (
+            weakref.WeakKeyDictionary()
+        )
+        """class -> the code of its body, for classes made while the hook was on."""
         self.new_slot_refs: weakref.WeakKeyDictionary[type, dict[str, object]] = (
             weakref.WeakKeyDictionary()
         )
@@ -170,6 +174,7 @@ class Provenance:
             try:
                 origin = self.origins.get(id(func.__code__))
                 self.classes[cls] = origin is not None and origin.trusted
+                self.class_bodies[cls] = func.__code__
                 self.new_slot_refs[cls] = _slots_of(cls)
             except Exception:  # a class that cannot be weakly referenced: never trusted
                 pass
