@@ -122,7 +122,7 @@ def _parts(value: object, kind: type) -> Iterable[object]:
     """A builtin container's items, read through the builtin (not the subclass's methods)."""
     if issubclass(kind, dict):
         items: Iterable[tuple[object, object]] = dict.items(value)  # type: ignore[arg-type]
-        return [p for pair in itertools.islice(items, MAX_ITEMS) for p in pair]
+        return list(itertools.chain.from_iterable(itertools.islice(items, MAX_ITEMS)))
     if issubclass(kind, (list, tuple, set, frozenset)):
         base: Any = next(c for c in kind.__mro__ if c in (list, tuple, set, frozenset))
         return list(itertools.islice(base.__iter__(value), MAX_ITEMS))
@@ -148,7 +148,9 @@ def values_in(values: Iterable[object], max_values: int = MAX_VALUES) -> Iterato
         count += 1
         yield value
         if issubclass(kind, (dict, list, tuple, set, frozenset)):
-            stack.extend((p, depth) for p in _parts(value, kind))
+            parts = _parts(value, kind)
+            if not _SCALARS.issuperset(map(type, parts)):  # (a container of scalars: one C pass)
+                stack.extend([(p, depth) for p in parts if type(p) not in _SCALARS])
         elif (
             depth < MAX_OBJECT_DEPTH
             and not isinstance(value, (type, types.ModuleType))
