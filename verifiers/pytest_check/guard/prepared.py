@@ -4,17 +4,18 @@
 and pytest's built-in plugins imported and registered, each answering the historic hooks
 (their options added). None of it reads the workspace (conftest files, ini files, installed
 and named plugins, PYTEST_ADDOPTS come after it, in `pytest_cmdline_parse`): it is the same
-for every run of a task, and about a quarter of a short run in a forked child. The Docker
-sandbox's warm interpreter (agent/sandbox/docker/zygote.py) calls `prepare()` through the
-package's `__fresh__`, before any fork and after it froze its heap (the configuration's objects
-stay visible to the run's `gc.get_objects`, as a fresh one's are); a run forked from it uses that configuration once, in
-place of the one `get_config` would build, only when the inputs `get_config` reads are those it
-was made with: the same `-p no:NAME` arguments (read by pytest's own parsing), the same
-`prog`, the same environment (but for the variables pytest reads only after `get_config`),
-and the same pytest. Then it sets the invocation's arguments, plugins and directory, as
-`get_config` does. Everything after it (`pytest_cmdline_parse`: rootdir, ini files, conftest
-files, plugins, the arguments) runs from scratch in every run, so a candidate that changes a
-conftest file, pytest's configuration or a plugin is configured as a fresh pytest would be.
+for every run of a task (bench/failing_verification: 2-10 % of a failing run's container CPU).
+The Docker sandbox's warm interpreter (agent/sandbox/docker/zygote.py) calls `prepare()`
+through the package's `__fresh__`, before any fork and after it froze its heap (the
+configuration's objects stay visible to the run's `gc.get_objects`, as a fresh one's are); a
+run forked from it uses that configuration once, in place of the one `get_config` would
+build, only when the inputs `get_config` reads are those it was made with: the same `-p
+no:NAME` arguments (read by pytest's own parsing), the same `prog`, the same environment (but
+for the variables pytest reads only after `get_config`), and the same pytest. Then it sets
+the invocation's arguments, plugins and directory, as `get_config` does. Everything after it
+(`pytest_cmdline_parse`: rootdir, ini files, conftest files, plugins, the arguments) runs from
+scratch in every run, so a candidate that changes a conftest file, pytest's configuration or
+a plugin is configured as a fresh pytest would be.
 
 `main` runs pytest's own `main`, `_main` and `_prepareconfig` (their code objects, unchanged),
 with only `get_config` resolved to `_taken`; nothing of pytest is modified. Anywhere else (a
