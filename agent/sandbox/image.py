@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import os
 import platform
@@ -78,9 +79,27 @@ def _debian_arch() -> str:
 
 
 def recipe_hash() -> str:
-    """Short hash of everything that goes into the image; part of the tag and rootfs name."""
+    """Short hash of everything that goes into the image; part of the tag and rootfs name.
+    Reading the toolchain's versions costs milliseconds (each distribution's metadata parsed)
+    and a command asks several times: kept per process, and so in the daemon's workers, while
+    every import directory keeps its modification time (installing, upgrading or removing a
+    distribution adds or removes its .dist-info there)."""
+    return _recipe_hash(_import_dir_stamps())
+
+
+@functools.lru_cache(maxsize=4)
+def _recipe_hash(_stamps: tuple[tuple[str, int], ...]) -> str:
     parts = [RECIPE_VERSION, SUITE, PYTHON_VERSION, _arch(), *STDLIB_DEBS, *toolchain_pins()]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def _import_dir_stamps() -> tuple[tuple[str, int], ...]:
+    """(directory, mtime_ns) of every directory on sys.path (not "", the working directory)."""
+    stamps = []
+    for entry in filter(None, sys.path):
+        with contextlib.suppress(OSError):
+            stamps.append((entry, os.stat(entry).st_mtime_ns))
+    return tuple(stamps)
 
 
 def image_tag() -> str:

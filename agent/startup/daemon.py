@@ -567,6 +567,7 @@ def preload() -> None:
     from ooda.agent.cli import app as cli
     from ooda.agent.contracts.stages import STAGES
     from ooda.agent.models.http_client import exercise_http_client
+    from ooda.agent.sandbox import image as recipe
     from ooda.verifiers.runners import runners
 
     for stage in STAGES:  # the cascade builds its stages from the registry, lazily
@@ -575,6 +576,7 @@ def preload() -> None:
     runners()  # the test runners' table (imports each runner module)
     commands.register(cli.app)
     cli.warm_parsers(cli.click_command())
+    recipe.recipe_hash()  # the sandbox image's recipe (the toolchain's versions): kept per process
 
 
 def idle_exit_s() -> float:

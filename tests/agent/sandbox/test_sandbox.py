@@ -11,6 +11,7 @@ import contextlib
 import http.server
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -229,3 +230,25 @@ def test_doctor_reports_every_check(monkeypatch: pytest.MonkeyPatch) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_image_recipe_is_read_once_until_something_is_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The toolchain's versions (each distribution's metadata parsed) are read once per
+    process; a distribution installed or removed in an import directory changes its mtime,
+    and they are read again."""
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    monkeypatch.setattr(sys, "path", [str(site)])
+    pins = iter([["pytest==8.0"], ["pytest==8.1"]])
+    monkeypatch.setattr(image, "toolchain_pins", lambda: next(pins))
+    image._recipe_hash.cache_clear()
+    try:
+        first = image.recipe_hash()
+        assert image.recipe_hash() == first and image.image_tag() == f"ooda-sandbox:{first}"
+        (site / "pytest-8.1.dist-info").mkdir()
+        os.utime(site, ns=(1, 1))  # (the same second as before on a coarse filesystem)
+        assert image.recipe_hash() != first
+    finally:
+        image._recipe_hash.cache_clear()  # the real pins for the tests after this one
