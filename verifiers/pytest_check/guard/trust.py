@@ -54,6 +54,9 @@ class Judge:
         self.changed_lines: dict[str, list[tuple[int, int]]] = {}
         """Real path of a changed file -> the spans of lines its patch added or changed (a
         changed file absent here: all of it)."""
+        self._written: dict[int, tuple[types.CodeType, object, bool]] = {}
+        """id(code) -> (code, its origin then, lines_written's answer): the answer stands
+        while the code's origin is that very record (set once changed_lines is)."""
 
     def suspect_file(self, filename: str) -> bool:
         """The file-name rule: a changed file, a workspace file written since the start, or
@@ -182,6 +185,9 @@ class Judge:
         import machinery loaded from a changed file with known spans can be found unwritten
         (code made at run time counts as written, whatever file name it claims)."""
         origin = self.provenance.origin(code)
+        known = self._written.get(id(code))
+        if known is not None and known[0] is code and known[1] is origin:
+            return known[2]
         if origin is not None:
             path = origin.path  # the file the import machinery loaded it from ("": made)
         else:
@@ -193,7 +199,9 @@ class Judge:
         for _start, _end, line in _lines(code):
             if line is not None and line > last:
                 last = line
-        return any(a <= last and first <= b for a, b in spans)
+        written = any(a <= last and first <= b for a, b in spans)
+        self._written[id(code)] = (code, origin, written)
+        return written
 
 
 def _lines(code: types.CodeType) -> list[tuple[int, int, int | None]]:
