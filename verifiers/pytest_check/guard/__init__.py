@@ -25,7 +25,8 @@ toolchain's, and everything after is judged by where it came from when it appear
   wrote) is tampering (toolchain.py);
 - the functions, methods and classes of pytest, `_pytest`, pluggy, unittest, the standard-library
   modules that assertions go through and this guard are snapshotted (again once pytest's
-  legacypath plugin made its own changes, and once every plugin has configured itself) and
+  legacypath plugin made its own changes, and once every plugin has configured itself, when
+  anything watched changed or a watched module was imported or grew by then) and
   compared by identity before and after every test and at the end: one replaced, added or
   removed, or a watched module replaced in sys.modules, is caught whatever file the
   replacement claims to come from; only a replacement whose code really is one of the
