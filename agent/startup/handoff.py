@@ -38,8 +38,11 @@ else:
 
     try:
         from _sha256 import sha256  # (hashlib would load OpenSSL: ~5 ms)
-    except ImportError:  # Python 3.12 on
-        from _sha2 import sha256
+    except ImportError:
+        try:
+            from _sha2 import sha256  # Python 3.12 on
+        except ImportError:  # a Python built with OpenSSL's hashes only (Fedora's)
+            from hashlib import sha256
 
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 PACKAGES = ("agent", "verifiers", "tasks")
