@@ -120,6 +120,8 @@ def _slots_of(value: object) -> list[object]:
 
 def _parts(value: object, kind: type) -> Iterable[object]:
     """A builtin container's items, read through the builtin (not the subclass's methods)."""
+    if kind is list or kind is tuple:  # (the usual case: the builtin's own slicing)
+        return value[:MAX_ITEMS]  # type: ignore[index, no-any-return]
     if issubclass(kind, dict):
         items: Iterable[tuple[object, object]] = dict.items(value)  # type: ignore[arg-type]
         return list(itertools.chain.from_iterable(itertools.islice(items, MAX_ITEMS)))
