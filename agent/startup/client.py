@@ -150,8 +150,9 @@ def same_installation(status: dict[str, Any]) -> bool:
 
 def paths(key: str) -> dict[str, Path]:
     """The socket, lock, log and status files of the daemon with this key."""
-    base = runtime_dir()
-    return {kind: base / f"daemon-{key}.{kind}" for kind in ("sock", "lock", "log", "json")}
+    base = handoff.runtime_dir()
+    return {kind: Path(handoff.daemon_file(key, kind, base))
+            for kind in ("sock", "lock", "log", "json")}
 
 
 # --------------------------------------------------------------------------- messages

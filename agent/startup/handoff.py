@@ -144,9 +144,10 @@ def runtime_dir() -> str:
     return path
 
 
-def daemon_file(key: str, kind: str) -> str:
-    """The daemon's "sock", "lock", "log" or "json" (status) file for this key."""
-    return os.path.join(runtime_dir(), f"daemon-{key}.{kind}")
+def daemon_file(key: str, kind: str, directory: str | None = None) -> str:
+    """The daemon's "sock", "lock", "log" or "json" (status) file for this key, in `directory`
+    (default: runtime_dir())."""
+    return os.path.join(directory or runtime_dir(), f"daemon-{key}.{kind}")
 
 
 # --------------------------------------------------------------------------- messages
@@ -186,8 +187,8 @@ def run_in_daemon(argv: list[str], wait_start_s: float = START_WAIT_S) -> int:
     or it drops the command before starting it). A daemon still importing is waited for up
     to `wait_start_s`: sooner ready than this process would be on its own."""
     try:
-        key = daemon_key()
-        sock = _connect(daemon_file(key, "sock"), daemon_file(key, "lock"),
+        key, directory = daemon_key(), runtime_dir()
+        sock = _connect(daemon_file(key, "sock", directory), daemon_file(key, "lock", directory),
                         time.monotonic() + wait_start_s)
     except OSError as exc:
         raise NoDaemon(str(exc)) from None
