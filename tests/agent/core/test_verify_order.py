@@ -138,10 +138,16 @@ class _UntilDecided(FakeVerifier):
     def __init__(self) -> None:
         super().__init__()
         self.stopped = 0
+        self.wrong_under_way = threading.Event()
 
     def verify(self, patch: str, *, log_dir: Path | None = None, deadline: float | None = None,
                verdict_only: bool = False, stop: threading.Event | None = None) -> Verdict:
-        if "a + b" not in patch:
+        if "a + b" in patch:
+            # the right answer decides the run only once the wrong one is being verified: on a
+            # loaded machine it could otherwise be decided before the wrong one's turn came
+            self.wrong_under_way.wait(20)
+        else:
+            self.wrong_under_way.set()
             assert stop is not None
             if stop.wait(20):
                 self.stopped += 1
