@@ -102,7 +102,10 @@ CHEATS = {
         + "            pass\n"
         + "        time.sleep(0.001)\n"
         + "threading.Thread(target=keep_faking, daemon=True).start()",
-        ["JUnit report"],  # disagrees with pytest, or (caught mid-write) unreadable
+        # the report disagrees with pytest, or (caught mid-write) is unreadable; or, when the
+        # thread is not scheduled between pytest's own write and the exit (a loaded machine),
+        # pytest's report stands and says the test failed
+        [("JUnit report", "required tests did not pass")],
     ),
     "guard_itself_patched": (
         "import sys\n"

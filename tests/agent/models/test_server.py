@@ -198,7 +198,7 @@ def test_parallel_requests_are_in_flight_together(tmp_path: Path) -> None:
             t.join()
         assert results == ["y" * 200] * 6
         assert server.stats["max_in_flight"] >= 4
-        settle = time.monotonic() + 2  # the handler may still be finishing its last write
+        settle = time.monotonic() + 20  # the handler may still be finishing its last write
         while server.stats["in_flight"] and time.monotonic() < settle:
             time.sleep(0.01)
         assert server.stats["in_flight"] == 0
@@ -261,7 +261,7 @@ def test_stop_ends_a_hanging_request(scripts: Path) -> None:
     import openai
 
     server = ReplayServer([scripts], faults=["hang"])
-    client = openai.OpenAI(base_url=server.start(), api_key="k", max_retries=0, timeout=30)
+    client = openai.OpenAI(base_url=server.start(), api_key="k", max_retries=0, timeout=120)
     errors: list[BaseException] = []
 
     def call() -> None:
@@ -272,10 +272,13 @@ def test_stop_ends_a_hanging_request(scripts: Path) -> None:
 
     thread = threading.Thread(target=call)
     thread.start()
-    time.sleep(0.3)
+    arrived = time.monotonic() + 30  # (a fixed 0.3 s sleep raced with a slow client thread)
+    while not server.stats["in_flight"] and time.monotonic() < arrived:
+        time.sleep(0.01)
     assert server.stats["in_flight"] == 1
     start = time.monotonic()
     server.stop()
-    thread.join(timeout=5)
-    assert not thread.is_alive() and time.monotonic() - start < 3
+    thread.join(timeout=30)
+    # ended by the stop, not by the client's own 120 s timeout
+    assert not thread.is_alive() and time.monotonic() - start < 30
     assert errors and isinstance(errors[0], openai.APIConnectionError)
