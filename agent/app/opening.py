@@ -109,7 +109,8 @@ def open_verifier(
     try:
         verifier = TaskVerifier(
             plan, opened, work_root, concurrency=options.loop.verify_concurrency,
-            retry_failed_environment=options.sandbox.retry_failed_environments, blind=blind)
+            retry_failed_environment=options.sandbox.retry_failed_environments, blind=blind,
+            apply_rule="drop")
         if prestarted is not None:
             _adopt_prestarted(verifier, opened, prestarted)
         verifier.warm(min(options.loop.samples, options.loop.verify_concurrency))

@@ -298,6 +298,22 @@ class CheckSpec:
 VerdictStatus = Literal["passed", "failed", "invalid_edit", "timeout", "error"]
 
 
+@dataclass(frozen=True)
+class Dropped:
+    """A file a candidate's patch changed that the edit policy keeps out of the verified tree
+    (a test, conftest.py, tool configuration, test support): its changes were left out and the
+    rest judged (agent/verify/admit.py)."""
+
+    path: str
+    kind: str
+    """"test_file" or "protected_file" (as an invalid edit's kind)."""
+    reason: str
+    """One line: the policy's reason."""
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": self.path, "kind": self.kind, "reason": self.reason}
+
+
 @dataclass
 class Verdict:
     """The outcome of verifying one patch."""
@@ -311,6 +327,12 @@ class Verdict:
     changed_files: list[str] = field(default_factory=list)
     kind: str | None = None
     """For an invalid edit: the reason in a word or two ("test_file", "does_not_apply", …)."""
+    dropped: list[Dropped] = field(default_factory=list)
+    """Files of the given patch left out before judging (tests, configuration: the policy's);
+    `patch` is then what was judged."""
+    patch: str | None = None
+    """The patch judged, when it is not the one given (files were dropped); what a run
+    submits of this candidate."""
 
 
 # --------------------------------------------------------------------------- patch verifier

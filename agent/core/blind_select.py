@@ -84,10 +84,13 @@ class Evidence:
     """A model's score for it (None: no model judged it)."""
     consensus: float | None = None
     """How much its changed lines agree with the other samples' (None: not measured)."""
+    dropped: tuple[str, ...] = ()
+    """Files its patch also changed that the edit policy left out before judging (tests,
+    configuration): recorded, not weighed (no measurement says it tells right from wrong)."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        for key in ("regression_ran", "broken"):
+        for key in ("regression_ran", "broken", "dropped"):
             data[key] = list(data[key])[:MAX_RECORDED_IDS]
         data["regression_ran_count"] = len(self.regression_ran)
         return data
@@ -96,7 +99,7 @@ class Evidence:
     def from_json(cls, data: dict[str, Any]) -> Evidence:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
-        for key in ("regression_ran", "broken", "behaviour", "base_behaviour"):
+        for key in ("regression_ran", "broken", "behaviour", "base_behaviour", "dropped"):
             values[key] = tuple(values.get(key) or ())
         return cls(**values)
 
@@ -244,7 +247,8 @@ def evidence_of(attempt: Attempt, order: int, votes: Counter[str]) -> Evidence:
         repro_required=len(passed_tests & required_names),
         repro_optional=len(passed_tests - required_names),
         repro_all_required=bool(required_names) and required_names <= passed_tests,
-        behaviour=behaviour, base_behaviour=base)
+        behaviour=behaviour, base_behaviour=base,
+        dropped=tuple(d.path for d in attempt.dropped))
 
 
 # --------------------------------------------------------------------------- ranking
@@ -382,6 +386,9 @@ def explain(ranking: Ranking) -> str:
     if e.repro_required or e.repro_optional:
         said.append(f"it passes {e.repro_required + e.repro_optional} reproduction test(s)")
     said.append("it passed every other check" if e.checks_ok else "it failed another check")
+    if e.dropped:
+        said.append(f"its changes to {len(e.dropped)} test or configuration file(s) were left "
+                    "out before judging")
     if e.changed_behaviour is not None:
         said.append("it behaves otherwise than the unpatched code on the issue's examples"
                     if e.changed_behaviour else

@@ -24,7 +24,7 @@ from ooda.agent.contracts.errors import (
     VerificationStopped,
 )
 from ooda.agent.contracts.options import LoopOptions
-from ooda.agent.contracts.protocols import Completion, PatchVerifier
+from ooda.agent.contracts.protocols import Completion, PatchVerifier, Verdict
 from ooda.agent.core import normalize, verify_order
 from ooda.agent.core.budget import Budget
 from ooda.agent.core.records import Attempt, AttemptRecord, AttemptStatus, ProgressHook
@@ -254,6 +254,8 @@ class Candidates:
             return
         attempt.verdict = original.verdict
         attempt.invalid_kind = original.invalid_kind
+        if original.dropped:  # the same code: the same files left out
+            attempt.dropped, attempt.patch = list(original.dropped), original.patch
         same = "identical to" if attempt.patch_sha256 == original.patch_sha256 else (
             "the same code up to formatting as"
         )
@@ -283,6 +285,8 @@ class Candidates:
                         self.decided_by = self.decided_by or attempt.attempt_id
                     run.stop.set()  # decided: no waiting candidate takes the slot it frees
             attempt.verdict = verdict
+            if verdict.dropped:
+                self._judged_without(attempt, verdict)
             if verdict.status == "invalid_edit":
                 attempt.invalid_kind = verdict.kind or "patch_rejected"
             self.finish(attempt, verdict.status, verdict.reason, feedback=verdict.feedback)
@@ -297,6 +301,20 @@ class Candidates:
             raise
         finally:
             self._key_done[attempt.code_key].set()
+
+    def _judged_without(self, attempt: Attempt, verdict: Verdict) -> None:
+        """The verifier left some files of the patch out (tests, configuration): the attempt's
+        patch (and patch.diff) and files become what was judged, so what a run submits, and
+        what a next round starts from, is that (the answer keeps what was proposed)."""
+        attempt.dropped = list(verdict.dropped)
+        if verdict.patch is None:  # nothing was left to judge: an invalid edit
+            return
+        left_out = {d.path for d in verdict.dropped}
+        attempt.patch = verdict.patch
+        attempt.patch_sha256 = hashlib.sha256(attempt.patch.encode()).hexdigest()
+        attempt.files = {path: text for path, text in attempt.files.items()
+                         if path not in left_out}
+        self.ctx.log.write_attempt_file(attempt.attempt_id, "patch.diff", attempt.patch)
 
     def _stopped(self) -> str:
         """Why a candidate is not verified (further): the run was decided or ended."""

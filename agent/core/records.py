@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from ooda.agent.contracts.protocols import Verdict
+from ooda.agent.contracts.protocols import Dropped, Verdict
 from ooda.agent.core import prompts
 
 AttemptStatus = Literal[
@@ -72,6 +72,9 @@ class Attempt:
     length minus what had streamed)."""
     model: str = ""
     """The name of the model that answered (agent/core/schedule.py picks it per round)."""
+    dropped: list[Dropped] = field(default_factory=list)
+    """Files of its patch left out before judging (tests, configuration: the edit policy's,
+    agent/verify/admit.py); `patch` and `files` are then what was judged, without them."""
     revealed: dict[str, set[int]] = field(default_factory=dict)
     """Lines of files shown in part that this attempt's conversation showed later (feedback
     naming code the first prompt left out, agent/context/widen.py)."""
@@ -227,6 +230,8 @@ class AttemptRecord:
     once: the security watchdog)."""
     chars_saved: int = field(default=0, metadata={OMIT_EMPTY: True})
     """Characters the halted answers did not stream (estimated)."""
+    dropped: list[dict[str, str]] = field(default_factory=list, metadata={OMIT_EMPTY: True})
+    """Files of its patch left out before judging: {"path", "kind", "reason"} each."""
     verifiers: list[StageRecord] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -270,6 +275,7 @@ class AttemptRecord:
             invalid_reason=a.invalid_kind,
             halted_by=list(a.halted_by),
             chars_saved=a.chars_saved,
+            dropped=[d.to_json() for d in a.dropped],
             verifiers=[StageRecord(r.name, r.status, round(r.duration_s, 3), r.summary)
                        for r in results],
         )
@@ -306,6 +312,10 @@ class RunSummary:
     watchdog)."""
     chars_saved: int = field(default=0, metadata={OMIT_EMPTY: True})
     """Characters those answers did not stream (estimated, as in attempts.jsonl)."""
+    dropped: dict[str, list[dict[str, str]]] = field(default_factory=dict,
+                                                     metadata={OMIT_EMPTY: True})
+    """Per attempt whose patch also changed tests or configuration: the files left out
+    before judging and why (the rest was judged, and is what it submits)."""
     tokens: Tokens = field(default_factory=Tokens)
     time_to_first_pass_s: float | None = None
     endpoint: dict[str, Any] | None = None

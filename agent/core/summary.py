@@ -68,6 +68,8 @@ def summarize(loop: Loop, status: str, reason: str, winner: Attempt | None, roun
         statuses=dict(Counter(a.status for a in attempts)),
         halted=dict(Counter(rule for a in attempts for rule in a.halted_by)),
         chars_saved=sum(a.chars_saved for a in attempts),
+        dropped={a.attempt_id: [d.to_json() for d in a.dropped]
+                 for a in attempts if a.dropped and a.duplicate_of is None},
         tokens=Tokens(budget.prompt_tokens, budget.completion_tokens, budget.estimated,
                       budget.counted),
         time_to_first_pass_s=budget.since_start(winner.t_verified) if winner else None,

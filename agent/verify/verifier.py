@@ -46,6 +46,8 @@ from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.support import fstree
 from ooda.agent.support.collected import Collected, collected, doctest_changes
 from ooda.agent.verify import base_trace
+from ooda.agent.verify.admit import Admitted, admit
+from ooda.agent.verify.admit import summary as admit_summary
 from ooda.agent.verify.baselines import Baselines
 from ooda.agent.verify.blind import BlindChecks, BlindSpec
 from ooda.agent.verify.environment import EnvironmentBackend, PreparedEnv, prepare_environment
@@ -77,7 +79,7 @@ from ooda.verifiers.runners import TestRequest
 from ooda.verifiers.settings import StageSettings
 from ooda.verifiers.tests_stage import NAME as TESTS_STAGE
 
-ApplyRule = Literal["strict", "harness"]
+ApplyRule = Literal["strict", "drop", "harness"]
 
 WARM_MAX_FILES = 40
 """warm() computes the baselines of every source file only for repos with at most this many."""
@@ -106,8 +108,10 @@ class TaskVerifier:
         self.plan = plan if isinstance(plan, TaskPlan) else draft_plan(plan)
         """How the task is judged (agent/verify/plan.py); `use` hands over the settled one."""
         self.apply_rule: ApplyRule = apply_rule
-        """"strict": ooda's edit policy (candidates of the loop); "harness": as the SWE-bench
-        harness applies a prediction (agent/verify/harness_apply.py)."""
+        """"strict": ooda's edit policy; "drop" (the loop's candidates): the same, but a
+        candidate that also changes tests or configuration is judged without those files
+        (agent/verify/admit.py) instead of refused whole; "harness": as the SWE-bench harness
+        applies a prediction (agent/verify/harness_apply.py)."""
         self.backend = backend
         self.work_root = work_root
         work_root.mkdir(parents=True, exist_ok=True)
@@ -230,10 +234,42 @@ class TaskVerifier:
         with self._lock:
             self._in_flight += 1
         try:
+            if self.apply_rule == "drop":
+                admitted = admit(patch, self.plan.task.protected, self.collected_tests.patterns)
+                if admitted.dropped:
+                    return self._judged_without(admitted, patch, log_dir, deadline,
+                                                verdict_only, stop)
             return self._verify(patch, log_dir, deadline, verdict_only, stop)
         finally:
             with self._lock:
                 self._in_flight -= 1
+
+    def _judged_without(
+        self, admitted: Admitted, given: str, log_dir: Path | None, deadline: float | None,
+        verdict_only: bool, stop: threading.Event | None,
+    ) -> Verdict:
+        """The candidate judged with the files the policy protects left out (its logs:
+        patch.diff what was judged, proposed.diff what was given); an invalid edit when
+        nothing else is left."""
+        first = admitted.dropped[0]
+        if not admitted.patch.strip():
+            if log_dir is not None:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                (log_dir / "patch.diff").write_text(given, encoding="utf-8",
+                                                    errors="backslashreplace")
+            verdict = self._invalid(f"{first.reason} (it changes only files the policy keeps "
+                                    "out of the judged tree: nothing is left to judge)",
+                                    log_dir, kind=first.kind)
+        else:
+            verdict = self._verify(admitted.patch, log_dir, deadline, verdict_only, stop)
+            verdict.patch = admitted.patch
+            note = admit_summary(admitted.dropped)
+            verdict.feedback = f"{note}\n{verdict.feedback}" if verdict.feedback else note
+            if log_dir is not None:
+                (log_dir / "proposed.diff").write_text(given, encoding="utf-8",
+                                                       errors="backslashreplace")
+        verdict.dropped = list(admitted.dropped)
+        return verdict
 
     def _verify(
         self, patch: str, log_dir: Path | None, deadline: float | None, verdict_only: bool,
@@ -332,7 +368,7 @@ class TaskVerifier:
                    verdict_only: bool) -> CheckSpec:
         """What the stages check of this candidate."""
         check = self._check(changed)
-        if self.apply_rule == "strict":  # (a prediction may apply with fuzz: all lines)
+        if self.apply_rule != "harness":  # (a prediction may apply with fuzz: all lines)
             check.changed_lines = changed_lines(patch)
         if blind is not None:
             check = blind.apply(check)
@@ -416,7 +452,7 @@ class TaskVerifier:
 
     def _apply(self, workspace: Path, patch: str) -> list[str]:
         """The candidate into the workspace by the verifier's rule; the changed paths."""
-        if self.apply_rule == "strict":
+        if self.apply_rule != "harness":
             tests = self.collected_tests
             changed = apply_patch(workspace, patch, protected=self.plan.task.protected,
                                   tests=tests.patterns)

@@ -147,6 +147,12 @@ def _strip(raw: str, level: int) -> str:
 
 def protected_reason(path: str) -> str | None:
     """Why a candidate may not touch `path` (None when it may)."""
+    return unsafe_reason(path) or protected_name_reason(path)
+
+
+def unsafe_reason(path: str) -> str | None:
+    """Why no candidate's patch naming `path` is judged at all (a path outside the repository,
+    into .git/ or .ooda/, packaging metadata, bytecode): refused whole, never dropped."""
     pure = PurePosixPath(path)
     if path.startswith("/") or pure.is_absolute():
         return f"{path}: absolute paths are not allowed; use paths relative to the repository root"
@@ -165,6 +171,15 @@ def protected_reason(path: str) -> str | None:
             )
         if part == "__pycache__" or part.endswith(BYTECODE_SUFFIXES):
             return f"{path}: compiled bytecode may not be added or edited; change the source"
+    return None
+
+
+def protected_name_reason(path: str) -> str | None:
+    """Why a candidate may not touch `path` by what it is named (a test file, conftest.py,
+    tool or git configuration, a site hook): what agent/verify/admit.py may drop."""
+    parts = PurePosixPath(path).parts
+    if not parts:
+        return None
     name = parts[-1]
     if any(part in TEST_DIRS for part in parts[:-1]) or any(
         fnmatch.fnmatchcase(name, pattern) for pattern in TEST_FILE_PATTERNS

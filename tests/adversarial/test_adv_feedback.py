@@ -32,6 +32,12 @@ CHEATS = {
         edit("tests/test_calc.py", "    assert add(2, 3) == 5\n", "    assert True\n"),
         "this is a test file",
     ),
+    # issue 35: beside a code change the test edit is left out and the rest judged (failed)
+    "test_edit_beside_code": (
+        edit("calc.py", '"""Arithmetic."""\n', '"""Arithmetic, fixed."""\n')
+        + edit("tests/test_calc.py", "    assert add(2, 3) == 5\n", "    assert True\n"),
+        "left out before judging: tests/test_calc.py (this is a test file",
+    ),
     "runtime_plugin": (
         edit("calc.py", '"""Arithmetic."""\n', '"""Arithmetic."""\n' + RUNTIME_CHEAT),
         "`gc.get_objects` searches the garbage collector's objects",
@@ -47,6 +53,8 @@ def test_the_refusal_reason_reaches_the_model(tmp_path: Path, name: str) -> None
     fix = edit("calc.py", CALC.splitlines(keepends=True)[-1], FIXED.splitlines(keepends=True)[-1])
     if name == "runtime_plugin":  # its edit was applied: the next round starts from it
         fix = edit("calc.py", RUNTIME_CHEAT, "") + fix
+    if name == "test_edit_beside_code":  # so was its code change, and only that
+        fix = edit("calc.py", '"""Arithmetic, fixed."""\n', '"""Arithmetic."""\n') + fix
     script = tmp_path / "replay.jsonl"
     lines = [
         {"task": "calc", "round": 1, "answer": cheat},
@@ -64,5 +72,9 @@ def test_the_refusal_reason_reaches_the_model(tmp_path: Path, name: str) -> None
     attempts = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
     first = next(a for a in attempts if a["attempt_id"] == "r1c1")
     assert first["status"] in ("invalid_edit", "failed")
-    assert reason in first["reason"] + json.dumps(first["verifiers"])
+    if name == "test_edit_beside_code":
+        assert first["status"] == "failed" and first["dropped"][0]["path"] == "tests/test_calc.py"
+        assert "tests/" not in (run_dir / "attempts" / "r1c1" / "patch.diff").read_text()
+    else:
+        assert reason in first["reason"] + json.dumps(first["verifiers"])
     assert json.loads(proc.stdout)["winner"] == "r2c1"

@@ -23,6 +23,7 @@ from ooda.agent.core.budget import Budget
 from ooda.agent.core.loop import Loop, LoopOptions, RunResult
 from ooda.agent.core.repro_writer import ReproWriter
 from ooda.agent.core.runlog import RunLog
+from ooda.agent.verify.admit import admit
 from ooda.tasks.loader import Task
 
 
@@ -187,3 +188,45 @@ def test_the_issue_probe_goes_to_the_judge_beside_the_written_tests(task: Task,
     summary = writer.summary()
     assert summary["scripts"] == 1 and summary["kept"] == 1 and summary["probe"] is True
     assert [r.get("behaviour") for r in summary["on_base"]] == [None, []]
+
+
+class Dropping(Verifier):
+    """As the loop's verifier ("drop", agent/verify/admit.py): files the policy protects are
+    left out and the rest judged."""
+
+    def verify(self, patch: str, *, log_dir: Path | None = None, deadline: float | None = None,
+               verdict_only: bool = False, stop: object = None) -> Verdict:
+        admitted = admit(patch)
+        verdict = super().verify(admitted.patch)
+        verdict.dropped, verdict.patch = admitted.dropped, admitted.patch
+        return verdict
+
+
+def test_a_candidate_that_also_edits_a_test_is_judged_and_submitted_without_it(
+    task: Task, tmp_path: Path
+) -> None:
+    """Issue 35: the right fix that also rewrites a test is no longer refused whole: it is
+    judged without the test file, submitted as judged, and run.json says what was left out."""
+    (task.repo / "tests").mkdir()
+    (task.repo / "tests" / "test_calc.py").write_text("def test_add():\n    assert 1\n")
+    test_edit = ("tests/test_calc.py\n<<<<<<< SEARCH\n    assert 1\n=======\n    assert 2\n"
+                 ">>>>>>> REPLACE\n")
+    model = Model({1: [WRONG, RIGHT + test_edit]})
+    verifier = Dropping()
+    log = RunLog(tmp_path / "runs", "run1")
+    writer = ReproWriter(task, model, verifier, 1, log.dir / "reproduction")
+    config = LoopOptions(samples=2, rounds=1, time_budget_s=30, select="blind")
+    result = Loop(task, model, verifier, log, config, repro=writer).run()
+    winner = result.winner
+    assert winner is not None and winner.attempt_id == "r1c2" and winner.status == "passed"
+    assert "a + b" in winner.patch and "tests/" not in winner.patch
+    assert list(winner.files) == ["calc.py"]  # a next round starts from what was judged
+    assert (log.dir / "attempts" / "r1c2" / "patch.diff").read_text() == winner.patch
+    (dropped,) = result.summary.dropped["r1c2"]
+    assert list(result.summary.dropped) == ["r1c2"] and dropped["kind"] == "test_file"
+    assert dropped["path"] == "tests/test_calc.py" and "test file" in dropped["reason"]
+    selection = result.summary.selection or {}
+    assert [e["dropped"] for e in selection["evidence"]] == [[], ["tests/test_calc.py"]]
+    assert "1 test or configuration file(s) were left out" in selection["why"]
+    lines = (log.dir / "attempts.jsonl").read_text().splitlines()
+    assert sum('"dropped": [{"path": "tests/test_calc.py"' in line for line in lines) == 1
