@@ -87,7 +87,11 @@ def test_a_free_slot_goes_to_the_most_promising_waiter_then_the_earliest() -> No
             thread = threading.Thread(target=wait_for, args=(name, key))
             thread.start()
             started.append(thread)
-            time.sleep(0.05)  # each is waiting before the next comes
+            # each is waiting before the next comes (a fixed 0.05 s sleep raced under load)
+            deadline = time.monotonic() + 30
+            while len(slots._waiting) < len(started) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert len(slots._waiting) == len(started)
     for thread in started:
         thread.join(5)
     assert order == ["live1", "live2", "inert"]
