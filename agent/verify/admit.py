@@ -13,7 +13,9 @@ into .git/ or .ooda/, packaging metadata or bytecode (unsafe_reason), a binary o
 a diff that cannot be read. What remains is checked by the full policy again when it is applied
 (git's own reading of the paths included): a diff whose pieces unidiff and git read differently
 is refused whole, not trimmed. When every file is dropped nothing is left to judge: the
-candidate is an invalid edit with the first dropped file's reason, as before.
+candidate is an invalid edit with the first dropped file's reason, as before. Files are left
+out whole, so the kept files' hunks never depend on them: a remainder that does not apply is
+the candidate's own `does_not_apply`, as for any patch.
 """
 
 from __future__ import annotations
