@@ -11,6 +11,9 @@ sandbox runs as its own unprivileged host uid (leased with a lock file) that app
 inside; paths under root-only directories (e.g. /root/.cache/ooda) are first bind-mounted to
 /run/ooda-stage in a private mount namespace so that uid can reach them. Timeouts kill the
 bwrap process; --die-with-parent and the pid namespace take every descendant down with it.
+A command whose script sits beside a byte-identical copy of a package held warm (the pytest
+guard) gets that package's bytecode, compiled once per interpreter and version, bound read-only
+over the copy's `__pycache__` (agent/sandbox/bytecode.py; Docker's PID 1 imports it instead).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from typing import IO
 
 from ooda.agent.contracts.errors import InfraError
 from ooda.agent.contracts.protocols import ExecResult
-from ooda.agent.sandbox import fidelity, image
+from ooda.agent.sandbox import fidelity, image, warm
+from ooda.agent.sandbox.bytecode import COMPILE_TIMEOUT_S, Bytecode, Runner
 from ooda.agent.sandbox.cgroup import MemoryCgroup
 from ooda.agent.sandbox.limits import DiskWatch, Limits, configured, disk_note, memory_note
 from ooda.agent.sandbox.output import DEFAULT_CAP_BYTES
@@ -43,6 +47,8 @@ ADDRESS_SPACE_LIMIT = 3 << 30
 Docker's 2 GiB of resident memory (with a cgroup it is left unlimited: a threaded suite
 reserves 8 MiB of stack per thread, an allocator arenas per thread, none of it resident)."""
 FILE_SIZE_LIMIT = 1 << 30
+COMPILE_CAP_BYTES = 8 << 20
+"""Output kept of a bytecode compile run (its .pyc files, compressed, on one line)."""
 UID_COUNT = 1024
 
 
@@ -58,11 +64,12 @@ INTERRUPTED = "[interrupted: the run was decided]"
 """The line a command interrupt() ended gets (its result is never a verdict)."""
 
 STAGE_SCRIPT = """
-mount --bind "$1" "$5/root"
-mount --bind "$2" "$5/work"
-if [ -n "$3" ]; then mount --bind "$3" "$5/reqs"; fi
-mount --bind "$4" "$5/site"
-shift 5
+mount --bind "$1" "$6/root"
+mount --bind "$2" "$6/work"
+if [ -n "$3" ]; then mount --bind "$3" "$6/reqs"; fi
+mount --bind "$4" "$6/site"
+if [ -n "$5" ]; then mount --bind "$5" "$6/bytecode"; fi
+shift 6
 exec "$@"
 """
 
@@ -266,9 +273,11 @@ class BwrapSandbox:
         self._uid: UidLease | None = None
         self._env = fidelity.base_env(env, requirements=requirements is not None)
         self._site = fidelity.site_dir()
+        self._bytecode: Bytecode | None = None
+        """Made at the first command naming a script (agent/sandbox/bytecode.py)."""
         if self.as_root:
             self._uid = UidLease()
-            for sub in ("root", "work", "reqs", "site"):
+            for sub in ("root", "work", "reqs", "site", "bytecode"):
                 (STAGE / sub).mkdir(mode=0o755, parents=True, exist_ok=True)
             self._lease = Lease(workspace, self._uid.uid, self._uid.uid)
             self._cgroup = MemoryCgroup.create(self.limits.memory)[0]
@@ -285,18 +294,24 @@ class BwrapSandbox:
         (agent/sandbox/overlay.py shares a repository only with a sandbox that names one)."""
         return (self._uid.uid, self._uid.uid) if self._uid is not None else None
 
-    def _argv(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    def _argv(self, argv: Sequence[str], env: Mapping[str, str],
+              bytecode: Sequence[tuple[Path, str]] = ()) -> list[str]:
+        """The host argv running `argv` in a fresh sandbox; `bytecode`: (a directory under the
+        bytecode cache, where it is bound read-only)."""
         root, work = str(self.rootfs), str(self.workspace.resolve())
         reqs = str(self.requirements) if self.requirements else ""
         site = str(self._site)
+        cache = str(self._bytecode.root) if bytecode and self._bytecode else ""
+        sources = [str(path) for path, _ in bytecode]
         prefix: list[str] = self._cgroup.enter_argv() if self._cgroup else []
         bound_as = self._cgroup is None
         if self.as_root and self._uid is not None:
             stage = str(STAGE)
             prefix += [_tool("unshare"), "--mount", "--propagation", "private", "--", "/bin/sh",
-                      "-ec", STAGE_SCRIPT, "ooda-stage", root, work, reqs, site, stage]
+                      "-ec", STAGE_SCRIPT, "ooda-stage", root, work, reqs, site, cache, stage]
             root, work, site = f"{stage}/root", f"{stage}/work", f"{stage}/site"
             reqs = f"{stage}/reqs" if reqs else ""
+            sources = [f"{stage}/bytecode/{os.path.relpath(p, cache)}" for p in sources]
             launcher = _launcher(True, self._uid.uid, self.limits.pids, address_space=bound_as)
         else:
             launcher = _launcher(False, 0, _user_process_count() + self.limits.pids,
@@ -310,6 +325,8 @@ class BwrapSandbox:
                  "--bind", work, self.workdir]
         if reqs:
             binds += ["--ro-bind", reqs, image.REQS_MOUNT]
+        for source, (_, target) in zip(sources, bytecode, strict=True):
+            binds += ["--ro-bind", source, target]
         binds += ["--chdir", self.workdir]
         for key, value in {**self._env, **env}.items():
             binds += ["--setenv", key, value]
@@ -326,36 +343,75 @@ class BwrapSandbox:
         with self._one_at_a_time:
             if self._closed:
                 return ExecResult(125, "sandbox unusable: it was closed", 0.0)
-            disk = DiskWatch(self.workspace, self.limits.disk)
-            ooms = self._cgroup.oom_kills() if self._cgroup else 0
-            hit: list[str] = []
             interrupted = self._running = threading.Event()
+            env = env or {}
 
-            def over_disk() -> str | None:
-                if interrupted.is_set():
-                    return INTERRUPTED
-                if disk.exceeded():
-                    hit.append(disk_note(disk.limit))
-                    return hit[-1]
-                return None
+            def compile_run(words: list[str]) -> ExecResult | None:
+                result = self._run_now(words, env, COMPILE_TIMEOUT_S, COMPILE_CAP_BYTES, (),
+                                       interrupted)
+                return None if interrupted.is_set() else result
 
             try:
-                result = run_process(
-                    self._argv(argv, env or {}), cwd="/", env=HOST_ENV, timeout_s=timeout_s,
-                    cap_bytes=cap_bytes, check=over_disk, umask=fidelity.UMASK,
-                )
+                bytecode = self._bytecode_binds(argv, env, compile_run)
+                return self._run_now(argv, env, timeout_s, cap_bytes, bytecode, interrupted)
             finally:
                 self._running = None
-            if hit and not result.timed_out:
-                result = dataclasses.replace(result, limit=hit[0])
-            if self._uid is not None:
-                _sweep_uid(self._uid.uid)
-            if self._cgroup and self._cgroup.oom_kills() > ooms and not result.timed_out:
-                note = memory_note(self.limits.memory)
-                code = result.exit_code if result.exit_code else 137
-                result = ExecResult(code, f"{result.output.rstrip()}\n{note}\n".lstrip(),
-                                    result.duration_s, limit=result.limit or note)
-            return result
+
+    def _bytecode_binds(self, argv: Sequence[str], env: Mapping[str, str],
+                        compile_run: Runner) -> list[tuple[Path, str]]:
+        """The read-only binds of precompiled bytecode for argv (agent/sandbox/bytecode.py);
+        none when argv names no script or its PATH is not the sandbox's own."""
+        if not any(word.endswith(".py") for word in argv):
+            return []
+        path = self._env.get("PATH", "")
+        if env.get("PATH", path) != path:
+            return []
+        try:
+            if self._bytecode is None:
+                marker = self.rootfs / image.MARKER
+                stamp = str(marker.stat().st_mtime_ns) if marker.is_file() else ""
+                self._bytecode = Bytecode([str(self.rootfs.resolve()), stamp, path],
+                                          warm.held(), self._site)
+            return self._bytecode.binds(argv, self.workspace, self.workdir, compile_run)
+        except OSError:
+            return []  # the cache cannot be written: the command compiles as before
+
+    def _run_now(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        timeout_s: float,
+        cap_bytes: int,
+        bytecode: Sequence[tuple[Path, str]],
+        interrupted: threading.Event,
+    ) -> ExecResult:
+        """One command in a fresh sandbox (the lock held): limits watched, the uid swept."""
+        disk = DiskWatch(self.workspace, self.limits.disk)
+        ooms = self._cgroup.oom_kills() if self._cgroup else 0
+        hit: list[str] = []
+
+        def over_disk() -> str | None:
+            if interrupted.is_set():
+                return INTERRUPTED
+            if disk.exceeded():
+                hit.append(disk_note(disk.limit))
+                return hit[-1]
+            return None
+
+        result = run_process(
+            self._argv(argv, env, bytecode), cwd="/", env=HOST_ENV, timeout_s=timeout_s,
+            cap_bytes=cap_bytes, check=over_disk, umask=fidelity.UMASK,
+        )
+        if hit and not result.timed_out:
+            result = dataclasses.replace(result, limit=hit[0])
+        if self._uid is not None:
+            _sweep_uid(self._uid.uid)
+        if self._cgroup and self._cgroup.oom_kills() > ooms and not result.timed_out:
+            note = memory_note(self.limits.memory)
+            code = result.exit_code if result.exit_code else 137
+            result = ExecResult(code, f"{result.output.rstrip()}\n{note}\n".lstrip(),
+                                result.duration_s, limit=result.limit or note)
+        return result
 
     def interrupt(self) -> None:
         """End the command running now, if one is (another thread's call: the run it is part

@@ -230,6 +230,11 @@ ISOLATION_SENSITIVE = [
 @pytest.mark.parametrize("name", ISOLATION_SENSITIVE)
 def test_cheat_is_not_passed_in_bwrap(task: Path, tmp_path: Path, name: str) -> None:
     prelude, words = CHEATS[name]
+    if name == "report_dir_replaced_by_a_link_mid_run":
+        # on bwrap the guard's bytecode is a read-only mount inside the report directory
+        # (agent/sandbox/bytecode.py): the directory cannot be removed, so the link is never
+        # made; what the cheat did remove is the guard's record
+        words = ["record of the run is missing"]
     verdict = verify(task, cheat(prelude), tmp_path, "bwrap", without=GUARD_ALONE)
     assert_not_passed(verdict, "failed", *words)
 

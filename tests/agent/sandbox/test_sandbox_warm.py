@@ -1,7 +1,9 @@
 """Warm packages (agent/sandbox/warm.py): a package the host holds is imported once by the Docker
 sandbox's PID 1, from the sources given at launch, and its `__warm__` called before any fork; a
 script run beside a byte-identical copy uses that import, one beside any other copy (or none)
-gets what a fresh interpreter gets. A real container; the file checks also on the host."""
+gets what a fresh interpreter gets. A real container; the file checks also on the host. On
+bwrap (no warm interpreter) the same copy runs on bytecode compiled once and bound read-only
+(agent/sandbox/bytecode.py)."""
 
 from __future__ import annotations
 
@@ -78,6 +80,73 @@ def test_a_script_beside_the_identical_copy_uses_the_warm_import(
         assert probe() == "False False held"  # a link is not the warm copy
     finally:
         box.close()
+
+
+def test_on_bwrap_the_identical_copy_runs_on_bytecode_made_once_and_read_only(
+    tmp_path: Path, held: None
+) -> None:
+    """bwrap has no warm interpreter: the held package's bytecode, compiled once by the sandbox's
+    own Python, is bound read-only over the identical copy's `__pycache__` and used; a copy
+    that differs by one byte, or holds one file more, compiles from source as before."""
+    backend = backend_or_skip("bwrap")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    probe = (f"import errno, os\nimport {PACKAGE}.mod as mod\n"
+             "cache = os.path.join(os.path.dirname(mod.__file__), '__pycache__')\n"
+             "try:\n    open(os.path.join(cache, 'planted.pyc'), 'wb').close()\n"
+             "    print('WROTE')\nexcept OSError as exc:\n    print('REFUSED', errno.errorcode[exc.errno])\n")
+    box = backend.open(workspace)
+    try:
+        seen, hook = [], []
+        for files in (SOURCES, {**SOURCES, "mod.py": 'VALUE = "held" \n'},
+                      {**SOURCES, "extra.py": ""}, SOURCES):
+            _lay_out(workspace, files)
+            (workspace / "tool" / "probe.py").write_text(probe)
+            result = box.run(["python3", "-s", "-B", "-v", "tool/probe.py"], timeout_s=60)
+            lines = result.output.splitlines()
+            loaded = [line.rsplit("/", 1)[-1].strip("'") for line in lines  # python -v
+                      if line.startswith("# code object from") and f"/{PACKAGE}/" in line
+                      and line.rsplit("/", 1)[-1].startswith("mod.")]
+            seen.append((loaded, [line for line in lines if line.startswith(("REF", "WRO"))]))
+            hook.append(any(line.startswith("# code object from '/run/ooda-site/__pycache__/")
+                            for line in lines))
+        assert seen[0][0] and seen[0][0][0].endswith(".pyc"), seen
+        assert hook == [True] * 4  # the start-up hook's bytecode, made by the same compile
+        assert seen[0][1] == ["REFUSED EROFS"], seen  # the bytecode is read-only
+        assert seen[1][0] == seen[2][0] == ["mod.py"], seen  # compiled from the copy's source
+        assert seen[3] == seen[0], seen
+    finally:
+        box.close()
+
+
+def test_a_compile_run_is_accepted_only_for_the_hosts_sources() -> None:
+    import base64
+    import hashlib
+    import zlib
+
+    from ooda.agent.contracts.protocols import ExecResult
+    from ooda.agent.sandbox.bytecode import MARK, _accepted
+
+    wanted = {"/work/p/mod.py": 'VALUE = "held"\n'}
+    sha = hashlib.sha256(wanted["/work/p/mod.py"].encode()).hexdigest()
+
+    def output(sha: str = sha, name: str = "mod.cpython-311.pyc", flags: bytes = b"\x03\0\0\0",
+               path: str = "/work/p/mod.py") -> ExecResult:
+        pyc = base64.b64encode(zlib.compress(b"MAGI" + flags + b"H" * 8 + b"code")).decode()
+        line = MARK + json.dumps([[path, sha, name, pyc]])
+        return ExecResult(0, f"noise\n{line}\n", 0.1)
+
+    import json
+
+    assert _accepted(output(), wanted) == {
+        "/work/p/mod.py": ("mod.cpython-311.pyc", b"MAGI\x03\0\0\0HHHHHHHHcode")}
+    assert _accepted(output(sha="0" * 64), wanted) is None  # compiled something else
+    assert _accepted(output(flags=b"\x01\0\0\0"), wanted) is None  # unchecked hash
+    assert _accepted(output(flags=b"\0\0\0\0"), wanted) is None  # timestamp pyc
+    assert _accepted(output(name="../mod.cpython-311.pyc"), wanted) is None
+    assert _accepted(output(name="other.cpython-311.pyc"), wanted) is None
+    assert _accepted(output(path="/work/p/other.py"), wanted) is None
+    assert _accepted(ExecResult(1, output().output, 0.1), wanted) is None
 
 
 def test_the_folder_comparison_is_exact(tmp_path: Path) -> None:
