@@ -81,24 +81,36 @@ def test_resolve_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
 # --------------------------------------------------------------------------- happy path
 
 
-def test_complete_streams_text_usage_and_timings(scripts: Path) -> None:
+def test_complete_streams_text_usage_and_timings(tmp_path: Path) -> None:
+    # unpaced, the server sends 16 tokens a piece: 42 tokens are three pieces whatever the
+    # load (paced, a server thread stalled a few ms sent a short answer in one piece)
+    answer = ANSWER * 3
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "replay.jsonl").write_text(json.dumps({"answer": answer}) + "\n")
     seen: list[str] = []
-    with ReplayServer([scripts], tokens_per_s=2000) as server:
+    with ReplayServer([tmp_path]) as server:
         start = time.monotonic()
         done = complete(model_for(server.base_url), on_text=lambda t: seen.append(t) or True)
-    assert done.text == ANSWER and done.finish_reason == "stop" and done.attempts == 1
-    assert done.completion_tokens == 14 and done.prompt_tokens == 5  # ~4 chars a token
+    assert done.text == answer and done.finish_reason == "stop" and done.attempts == 1
+    assert done.completion_tokens == 42 and done.prompt_tokens == 5  # ~4 chars a token
     assert not done.tokens_estimated and not done.stopped_early
     assert done.t_first_token is not None and done.t_done is not None
     assert start < done.t_first_token <= done.t_done
-    assert len(seen) > 1 and seen[-1] == ANSWER
+    assert len(seen) == 3 and seen[-1] == answer
 
 
-def test_on_text_false_stops_the_stream_early(scripts: Path) -> None:
-    with ReplayServer([scripts], tokens_per_s=1000) as server:
+def test_on_text_false_stops_the_stream_early(tmp_path: Path) -> None:
+    # a long tail after the marker: the server sends every token already due in one piece, so
+    # with a short answer a server thread stalled a few ms (a loaded machine) sent the rest
+    # with the marker, and nothing was left to stop (the ~5 s tail here is never streamed)
+    answer = ANSWER + "The tail nobody reads. " * 170
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "replay.jsonl").write_text(json.dumps({"answer": answer}) + "\n")
+    with ReplayServer([tmp_path], tokens_per_s=200) as server:
         done = complete(model_for(server.base_url), on_text=lambda t: "=======" not in t)
     assert done.stopped_early and done.finish_reason is None and done.tokens_estimated
-    assert "=======" in done.text and done.text != ANSWER and ANSWER.startswith(done.text)
+    assert "=======" in done.text and answer.startswith(done.text)
+    assert len(done.text) < len(answer) // 2  # the tail never came
 
 
 def test_endpoint_without_stream_options_support(scripts: Path) -> None:
