@@ -126,6 +126,12 @@ class TestsVerifier:
             result = self._graded(run, check)
         else:
             result = self._all_graded(run, check)
+        if run.stopped_at is not None and result.status == "passed":
+            # a run ended early carries no signed record: it can only ever fail a candidate
+            summary = (f"the test run ended at {run.stopped_at} without the guard's record, "
+                       "yet its report shows every required test passed: not trusted")
+            result = VerifierResult(self.name, "failed", run.duration_s, summary,
+                                    run_log(run, [summary]), result.details)
         if note and result.status == "failed":
             result.summary = clip(f"{result.summary}\n{note}", SUMMARY_LIMIT)
         return result

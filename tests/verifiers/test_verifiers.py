@@ -3,6 +3,7 @@ run through LocalSandbox (no isolation)."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import textwrap
 import time
@@ -18,11 +19,13 @@ from ooda.verifiers import Baseline, Diagnostic, new_diagnostics
 from ooda.verifiers.cascade import default_verifiers, run_cascade
 from ooda.verifiers.mypy_check import MypyVerifier
 from ooda.verifiers.pytest_check import (
+    TestRun,
     TestRunError,
     match_id,
     pytest_command,
     split_outcomes,
 )
+from ooda.verifiers.pytest_check.run import Watched, run_pytest_ids
 from ooda.verifiers.ruff_check import RuffVerifier
 from ooda.verifiers.runners.pytest_runner import run_tests
 from ooda.verifiers.syntax import SyntaxVerifier
@@ -81,10 +84,12 @@ def ids(*names: str) -> list[str]:
 
 
 def pytest_check(
-    repo: Path, f2p: Sequence[str], p2p: Sequence[str] = (), timeout: float = 30.0
+    repo: Path, f2p: Sequence[str], p2p: Sequence[str] = (), timeout: float = 30.0,
+    verdict_only: bool = False,
 ) -> VerifierResult:
     check = CheckSpec(
-        changed_files=[], fail_to_pass=list(f2p), pass_to_pass=list(p2p), timeout_s=timeout
+        changed_files=[], fail_to_pass=list(f2p), pass_to_pass=list(p2p), timeout_s=timeout,
+        verdict_only=verdict_only,
     )
     return TestsVerifier().verify(LocalSandbox(repo), check)
 
@@ -200,6 +205,66 @@ def test_pytest_failure_summary_names_the_test_and_the_assertion(repo: Path) -> 
     assert "test_param[1-1]" in result.summary
     assert "test_method" not in result.summary  # 1 - 0 == 1 still passes
     assert len(result.summary) <= 2000
+
+
+def test_a_verdict_only_run_ends_at_its_first_failure(repo: Path) -> None:
+    """With only the verdict needed (-x), the guard ends the run right after the first failure
+    (guard/early.py): unsigned, graded from the JUnit report written then, and failed."""
+    (repo / "calc.py").write_text("def add(a: int, b: int) -> int:\n    return a - b\n")
+    result = pytest_check(repo, ids("test_add", "test_param[1-1]"), ids("TestGroup::test_method"),
+                          verdict_only=True)
+    assert result.status == "failed"
+    assert "FAILED tests/test_calc.py::test_add" in result.summary
+    assert "add is wrong" in result.summary
+    assert "stopped at the first failure (tests/test_calc.py::test_add)" in result.log
+    assert "record of the run is missing" not in result.summary
+    outcomes = result.details["outcomes"]
+    assert isinstance(outcomes, dict)
+    assert outcomes == {"tests/test_calc.py::test_add": "failed"}  # nothing ran after it
+    # the hidden test files the candidate's code read by then are said, as in a signed record
+    (repo / "calc.py").write_text(
+        "def add(a: int, b: int) -> int:\n"
+        "    open('tests/test_calc.py').read()\n"
+        "    return a - b\n"
+    )
+    run = run_pytest_ids(LocalSandbox(repo), ids("test_add", "test_param"), 30.0, ["-x"],
+                         watched=Watched(changed_files=["calc.py"],
+                                         hidden_files=["tests/test_calc.py"]))
+    assert run.stopped_at == "tests/test_calc.py::test_add"
+    assert run.hidden_reads == ["tests/test_calc.py"]
+    assert not run.tampered
+    # the code under test ending the process itself is still a run without a record
+    (repo / "calc.py").write_text(
+        "import os\n\ndef add(a: int, b: int) -> int:\n    os._exit(1)\n"
+    )
+    result = pytest_check(repo, ids("test_add"), verdict_only=True)
+    assert result.status == "failed"
+    assert "stopped at the first failure" not in result.log
+
+
+def test_a_run_stopped_early_is_never_judged_passed() -> None:
+    """Whoever wrote the early stop's marker (the code under test can), such a run only fails,
+    even where exit code 1 is otherwise accepted (whole test files, as SWE-bench runs them)."""
+    run = TestRun(outcomes={"t.py::test_a": "passed", "t.py::test_other": "failed"},
+                  exit_code=1, report_found=True, stopped_at="t.py::test_other")
+
+    class Forged:
+        kind = "pytest"
+        id_format = "path::name"
+        exit_status_checked = True
+        stops_at_first_failure = True
+
+        def run(self, sandbox: Sandbox, request: object) -> TestRun:
+            return dataclasses.replace(run)
+
+    check = CheckSpec(changed_files=[], fail_to_pass=["t.py::test_a"], verdict_only=True,
+                      whole_files=True)
+    verifier = TestsVerifier(Forged())  # type: ignore[arg-type]
+    result = verifier.verify(LocalSandbox(Path(".")), check)
+    assert result.status == "failed"
+    assert "without the guard's record" in result.summary
+    run.stopped_at = None  # the same run, signed: the control
+    assert verifier.verify(LocalSandbox(Path(".")), check).status == "passed"
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,9 @@ class TestRun:
     record): the feedback then says which tests failed, not how."""
     limit: str | None = None
     """The sandbox killed the run for a resource limit: its one-line note (ExecResult.limit)."""
+    stopped_at: str | None = None
+    """A verdict-only run the guard ended at its first failure, this test's (guard/early.py):
+    no signed record, so it is always judged failed."""
 
 
 def _outcome(case: TestCase) -> tuple[str, str]:

@@ -190,12 +190,14 @@ def run_pytest(
     known_files: Sequence[str] = (),
     pre_test: Sequence[str] = (),
     watched: Watched = Watched(),
+    stop_at_failure: bool = False,
 ) -> TestRun:
     """Run pytest under the guard with `<report flags> <args>` in the sandbox, read its
     report and check the run for tampering (`watched.changed_files`: what the candidate
     changed); the task's `pre_test` commands run first, in the same shell (PreTestFailed when
     one fails). The guard reports which of `watched.hidden_files` (the task's hidden tests) the
-    candidate's code read (TestRun.hidden_reads)."""
+    candidate's code read (TestRun.hidden_reads). `stop_at_failure` (with -x, verdict only):
+    the guard may end the run at its first failure, unsigned (TestRun.stopped_at)."""
     before = integrity.manifest(sandbox.workspace, known_files)
     directory = _report_dir(sandbox.workspace)
     nonce = uuid.uuid4().hex
@@ -209,7 +211,7 @@ def run_pytest(
     key = secrets.token_bytes(32)
     config = {"changed_files": list(watched.changed_files),
               "hidden_files": list(watched.hidden_files),
-              "changed_lines": lines, "key": key.hex()}
+              "changed_lines": lines, "key": key.hex(), "stop_at_failure": stop_at_failure}
     (directory / f"guard-{nonce}.json").write_text(json.dumps(config), encoding="utf-8")
     args = list(args)
     if len(args) > ARGS_FILE_THRESHOLD:
@@ -254,11 +256,16 @@ def run_pytest(
         run.pytest_exit_code = record["exit_code"] if record is not None else None
         if record is not None:
             run.hidden_reads = [str(p) for p in record.get("hidden_reads", [])][:10]
+        elif stop_at_failure:
+            stop = stopped_at(read_report(sandbox.workspace, stopped_name(name)), run)
+            if stop is not None:
+                run.stopped_at, reads = stop
+                run.hidden_reads = reads
         changes = integrity.changed_files(
             before, integrity.manifest(sandbox.workspace, known_files))
         if changes:
             run.tampered.append(integrity.describe_files(changes))
-        if run.report_found:
+        if run.report_found and run.stopped_at is None:
             run.tampered += integrity.cross_check(record, run.cases, result.exit_code)
         elif record is not None and record["exit_code"] in SESSION_RAN:
             run.tampered.append(
@@ -267,6 +274,32 @@ def run_pytest(
             )
     _reset_report_dir(sandbox.workspace)
     return run
+
+
+def stopped_name(junit_name: str) -> str:
+    """The guard's early-stop marker beside the JUnit report `NAME.xml`: `stopped-NAME.json`
+    (guard/early.py's `marker_path`)."""
+    return f"stopped-{junit_name.removesuffix('.xml')}.json"
+
+
+def stopped_at(marker: bytes | None, run: TestRun) -> tuple[str, list[str]] | None:
+    """The test a run ended at by the guard's early stop (guard/early.py) and the hidden test
+    files read by then, when its marker names a test the JUnit report has failing and the
+    process exited 1 as pytest -x does; None otherwise (the missing record is then tampering).
+    Whoever wrote the marker, it can only fail the run: a run stopped early is never judged
+    passed (tests_stage.py)."""
+    if marker is None or not run.report_found or run.exit_code != 1:
+        return None
+    try:
+        found = json.loads(marker.decode("utf-8"))
+        node, reads = found.get("nodeid"), found.get("hidden_reads", [])
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return None
+    if not isinstance(node, str) or run.outcomes.get(node) not in ("failed", "error"):
+        return None
+    if not isinstance(reads, list):
+        return None
+    return node, [str(p) for p in reads][:10]
 
 
 def run_pytest_ids(
@@ -304,6 +337,7 @@ def run_pytest_ids(
             known_files=known,
             pre_test=pre_test,
             watched=watched,
+            stop_at_failure="-x" in options,
         )
         commands += run.commands
         if run.timed_out or run.exit_code != 4 or run.pytest_exit_code != 4 or run.tampered:

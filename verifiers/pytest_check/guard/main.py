@@ -17,7 +17,7 @@ from typing import NoReturn
 
 import pytest
 
-from . import prepared, redecide, stores, toolchain
+from . import early, prepared, redecide, stores, toolchain
 from .legacy import LegacyGuard
 from .plugin import NEW_WRAPPERS, Guard
 from .provenance import Provenance
@@ -75,8 +75,13 @@ def main(argv: list[str]) -> NoReturn:
         # pytest says a preloaded plugin's asserts cannot be rewritten; a suite with
         # `filterwarnings = error` (astropy) would make that an error before any test
         pytest_args = ["-W", REWRITE_NOTICE, *pytest_args]
+    # a verdict-only run (-x) may end at its first failure, unsigned: the host then always
+    # judges it failed (early.py)
+    registered: list[object] = [guard]
+    if config.get("stop_at_failure"):
+        registered.append(early.StopAtFailure(provenance.hidden_reads))
     try:
-        exit_code = int(prepared.main(pytest_args, [guard]))
+        exit_code = int(prepared.main(pytest_args, registered))
     except BaseException as exc:  # SystemExit & co. escaping pytest: the run did not finish
         guard.problem(f"the test run was ended by {type(exc).__name__} from the code under test")
         exit_code = 3
