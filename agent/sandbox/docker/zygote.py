@@ -53,11 +53,13 @@ WIPED = ("/tmp", "/home/ooda", "/dev/shm", "/dev/mqueue")
 TOOLS = ("pytest", "mypy", "ruff")
 """Imported while idle, in this order (verify runs pytest before mypy)."""
 WITH_PYTEST = ("faulthandler", "pdb", "unittest.mock", "importlib.metadata", "email.parser",
-               "xml.sax.saxutils")
+               "xml.sax.saxutils", "readline")
 """Standard library modules a guarded pytest run imports before any test whatever the
 repository (the faulthandler and debugging plugins, the guard's toolchain check and its
-`mock.ANY`), imported with pytest so that each run does not (module objects of the image,
-loaded before any workspace code, exactly as the run itself would load them)."""
+`mock.ANY`, the capture plugin's readline, loaded before any conftest file: ~1.4 ms of a
+shared library and its set-up), imported with pytest so that each run does not (module
+objects of the image, loaded before any workspace code, exactly as the run itself would load
+them)."""
 IDLE_S = 0.05
 """Quiet time before a tool is imported ahead of need: the host's next command usually follows
 within milliseconds, and an import (~0.1 s) cannot be interrupted for it."""
