@@ -115,6 +115,17 @@ def test_on_bwrap_the_identical_copy_runs_on_bytecode_made_once_and_read_only(
         assert seen[0][1] == ["REFUSED EROFS"], seen  # the bytecode is read-only
         assert seen[1][0] == seen[2][0] == ["mod.py"], seen  # compiled from the copy's source
         assert seen[3] == seen[0], seen
+        # the guard itself (held by every sandbox): a guarded run imports it from bytecode, and
+        # the heap it set up is out of the collector's way (gc.freeze), as in Docker's fork
+        from ooda.verifiers.pytest_check import GUARD_PACKAGE, run_pytest
+
+        (workspace / "test_cold.py").write_text(
+            "import gc, os, sys\n\n\ndef test_cold():\n"
+            f"    main = sys.modules[{GUARD_PACKAGE!r} + '.main']\n"
+            "    print('GUARD', os.path.isfile(main.__cached__), gc.get_freeze_count() > 0)\n")
+        run = run_pytest(box, ["-s", "test_cold.py"], 60, known_files=["test_cold.py"])
+        assert run.tampered == [] and list(run.cases.values()) == ["passed"], run.output
+        assert "GUARD True True" in run.output, run.output
     finally:
         box.close()
 

@@ -7,6 +7,7 @@ repository code runs), to a file created before the run, and end the process wit
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import hmac
 import json
@@ -80,6 +81,12 @@ def main(argv: list[str]) -> NoReturn:
     registered: list[object] = [guard]
     if config.get("stop_at_failure"):
         registered.append(early.StopAtFailure(provenance.hidden_reads))
+    if not gc.get_freeze_count():
+        # a cold run (bwrap, local): what exists now (the standard library's, pytest's and this
+        # guard's objects) is left out of the collector, as Docker's warm interpreter froze it
+        # before forking; pytest 8.4+ collects at cleanup and at unconfigure, each collection
+        # otherwise walking the guard's records of the whole toolchain (click: ~0.1 s a run)
+        gc.freeze()
     try:
         exit_code = int(prepared.main(pytest_args, registered))
     except BaseException as exc:  # SystemExit & co. escaping pytest: the run did not finish
