@@ -118,8 +118,10 @@ def test_feedback_solves_a_task_whose_first_answers_are_all_wrong(
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
+# each kind of fault, two in a row (the backoff grows), then an answer: five in a row (was)
+# made one candidate back off ~13 s of the test's 20 s; streaks are tests/agent/models' part
 @pytest.mark.parametrize(
-    "server", [{"faults": ["429", "500", "drop", "ok", "500", "drop"]}], indirect=True
+    "server", [{"faults": ["429", "500", "ok", "drop", "ok"]}], indirect=True
 )
 def test_endpoint_faults_are_survived(
     server: ReplayServer, median: Path, tmp_path: Path
