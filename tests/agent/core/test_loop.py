@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -96,10 +97,33 @@ def test_identical_patches_are_verified_once(task: Task, tmp_path: Path) -> None
     assert len(dups) == 3 and all(line["status"] == "failed" for line in dups)
 
 
+class _Gathering(FakeModel):
+    """Each answer is given only once `n` are being generated at once (at most 30 s): four in
+    flight together is then shown by the run, not by four 0.3 s sleeps happening to overlap
+    (a thread started late on a loaded machine)."""
+
+    def __init__(self, answers: dict[int, list[str]], n: int) -> None:
+        super().__init__(answers)
+        self.together = threading.Barrier(n, timeout=30)
+
+    def complete(self, messages: list[dict[str, str]], *, deadline: float,
+                 on_text: Callable[[str], bool] | None = None) -> Completion:
+        with self.lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            self.together.wait()
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+        return super().complete(messages, deadline=deadline, on_text=on_text)
+
+
 def test_candidates_generate_in_parallel(task: Task, tmp_path: Path) -> None:
-    model = FakeModel({1: [WRONG]}, delay_s=0.3)
-    run_loop(task, model, FakeVerifier(), tmp_path, samples=4, rounds=1)
-    assert model.max_in_flight == 4
+    model = _Gathering({1: [WRONG]}, 4)
+    result, lines, _, _ = run_loop(task, model, FakeVerifier(), tmp_path, samples=4, rounds=1)
+    assert model.max_in_flight == 4 and not model.together.broken
+    assert len(lines) == 4 and all(line["status"] == "failed" for line in lines)
 
 
 def test_budget_ends_the_run(task: Task, tmp_path: Path) -> None:

@@ -35,8 +35,11 @@ from ooda.agent.startup import handoff
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "tasks" / "examples"
 OODA = Path(sys.executable).parent / "ooda"
-IDLE_S = "60"
-"""Idle exit of the tests' daemons: a safety net should a test's teardown miss one."""
+IDLE_S = "600"
+"""Idle exit of the tests' daemons: a safety net should a test's teardown miss one. Longer than
+any command a test runs beside a daemon it asks about afterwards: a status request is no
+activity, so a daemon left idle through a slow unserved `ooda run` (another environment's) on a
+loaded machine had exited by the time the test asked whether it served it (60 s before)."""
 
 
 def alive(pid: int) -> bool:
