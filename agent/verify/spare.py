@@ -7,9 +7,11 @@ a second sandbox idle and nobody waits for one (a single candidate, the end of a
 `SpareLane` takes it at once, fills it the same way (the same fill: repository, patch, hidden
 tests, mypy cache) and runs those stages there while the tests run in the first sandbox. Their
 results count only when every earlier stage passed, appended in the cascade's one order (the
-first stage that does not pass decides, as before); otherwise they are dropped. The verifier
-starts a lane only after the syntax and tampering stages passed, so nothing of the candidate's
-is looked at by a tool in a sandbox before they did, as before.
+first stage that does not pass decides, as before); otherwise they are dropped: the command the
+lane is running is interrupted then (as when the run is decided), so that the sandbox goes back
+to the pool at once for the candidates waiting, not after mypy finished for nothing. The
+verifier starts a lane only after the syntax and tampering stages passed, so nothing of the
+candidate's is looked at by a tool in a sandbox before they did, as before.
 """
 
 from __future__ import annotations
@@ -23,6 +25,16 @@ from ooda.agent.contracts.protocols import CheckSpec, Verifier, VerifierResult
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.verify.watched import Watched
 from ooda.verifiers.cascade import run_cascade
+
+
+class Either:
+    """Set once any of its events is (None: never), as Watched reads a stop."""
+
+    def __init__(self, *events: threading.Event | None) -> None:
+        self.events = [event for event in events if event is not None]
+
+    def is_set(self) -> bool:
+        return any(event.is_set() for event in self.events)
 
 
 class SpareLane:
@@ -44,6 +56,7 @@ class SpareLane:
         self._late = list(late)
         self._deadline = deadline
         self._stop = stop
+        self._dropped = threading.Event()
         self._results: list[VerifierResult] | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="ooda-after-tests", daemon=True)
@@ -57,8 +70,8 @@ class SpareLane:
             sandbox, _ = taken
             try:
                 self._results = run_cascade(
-                    Watched(sandbox, self._stop), self._check, self._late,
-                    deadline=self._deadline
+                    Watched(sandbox, Either(self._stop, self._dropped)), self._check,
+                    self._late, deadline=self._deadline
                 )
             finally:
                 self._pool.release(sandbox)
@@ -74,8 +87,10 @@ class SpareLane:
         return self._results
 
     def drop(self) -> None:
-        """Its results are not needed (an earlier stage did not pass): the lane finishes on its
-        own and gives its sandbox back; nothing it found or raised is reported."""
+        """Its results are not needed (an earlier stage did not pass): the command it runs is
+        interrupted, no other starts, and it gives its sandbox back; nothing it found or raised
+        is reported."""
+        self._dropped.set()
         self._results = None
 
     def running(self) -> bool:

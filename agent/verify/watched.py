@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from ooda.agent.contracts.errors import SandboxBroken, VerificationStopped
 from ooda.agent.contracts.protocols import (
@@ -38,10 +39,16 @@ STOP_POLL_S = 0.01
 """How often a running command looks at the run's stop event."""
 
 
+class Stop(Protocol):
+    """What ends a verification: the run's stop event (or several, agent/verify/spare.py)."""
+
+    def is_set(self) -> bool: ...
+
+
 class Watched:
     """A sandbox whose breakage is reported in one line that names the backend."""
 
-    def __init__(self, inner: Sandbox, stop: threading.Event | None = None) -> None:
+    def __init__(self, inner: Sandbox, stop: Stop | None = None) -> None:
         self.inner = inner
         self.backend = inner.backend
         self.workspace = inner.workspace
@@ -88,7 +95,7 @@ class Watched:
         self.inner.close()
 
 
-def _interrupt_on(stop: threading.Event, done: threading.Event,
+def _interrupt_on(stop: Stop, done: threading.Event,
                   interrupt: Callable[[], None]) -> None:
     """While a command runs (until `done`, which wakes it at once: run() joins it before it
     returns, so no later command can be interrupted): once `stop` is set, interrupt it."""

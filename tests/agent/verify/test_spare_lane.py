@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from sandbox_helpers import RecordingBackend, backend_or_skip
 
+from ooda.agent.contracts.protocols import VerifierResult
 from ooda.agent.sandbox.pool import SandboxPool
 from ooda.agent.verify.verifier import TaskVerifier
 from ooda.tasks.loader import Task, VerifierOptions
@@ -94,6 +95,25 @@ def test_late_stages_beside_the_tests_give_the_same_verdicts(verifier: Any) -> N
     assert [r.name for r in verdict.results][:4] == ["syntax", "tampering", "pytest", "ruff"]
     assert verdict.status == "failed" and verdict.reason.startswith("ruff"), verdict.reason
     assert verifier.lanes == [True, True, True, True]
+    # the tests failed while the lane's mypy ran: its command is interrupted, so that the
+    # sandbox goes back to the pool for the candidates waiting, not once mypy finished
+    verifier.verifiers = [SlowMypy() if v.name == "mypy" else v for v in verifier.verifiers]
+    _both_idle(verifier.pool)
+    verdict = verifier.verify(calc_patch(CALC + "\n"), verdict_only=True)
+    assert verdict.status == "failed" and verdict.results[-1].name == "pytest", verdict.reason
+    assert verifier.lanes == [True] * 5
+    deadline = time.monotonic() + 20  # (the sleep would hold it 30 s)
+    while len(verifier.pool._idle) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(verifier.pool._idle) == 2
+
+
+class SlowMypy:
+    name = "mypy"
+
+    def verify(self, sandbox: Any, check: Any) -> VerifierResult:
+        sandbox.run(["sleep", "30"], timeout_s=60)
+        return VerifierResult(self.name, "passed", 0.0, "", "")
 
 
 def test_without_an_idle_sandbox_the_late_stages_follow_the_tests(verifier: Any) -> None:
