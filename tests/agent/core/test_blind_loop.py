@@ -218,15 +218,20 @@ def test_a_candidate_that_also_edits_a_test_is_judged_and_submitted_without_it(
     config = LoopOptions(samples=2, rounds=1, time_budget_s=30, select="blind")
     result = Loop(task, model, verifier, log, config, repro=writer).run()
     winner = result.winner
-    assert winner is not None and winner.attempt_id == "r1c2" and winner.status == "passed"
+    assert winner is not None and winner.status == "passed"
     assert "a + b" in winner.patch and "tests/" not in winner.patch
+    # which sample got which answer is the order their requests came in (generated at once:
+    # either on a loaded machine), so the right answer's id is read, not assumed
+    right = winner.attempt_id
+    (other,) = {"r1c1", "r1c2"} - {right}
     assert list(winner.files) == ["calc.py"]  # a next round starts from what was judged
-    assert (log.dir / "attempts" / "r1c2" / "patch.diff").read_text() == winner.patch
-    (dropped,) = result.summary.dropped["r1c2"]
-    assert list(result.summary.dropped) == ["r1c2"] and dropped["kind"] == "test_file"
+    assert (log.dir / "attempts" / right / "patch.diff").read_text() == winner.patch
+    (dropped,) = result.summary.dropped[right]
+    assert list(result.summary.dropped) == [right] and dropped["kind"] == "test_file"
     assert dropped["path"] == "tests/test_calc.py" and "test file" in dropped["reason"]
     selection = result.summary.selection or {}
-    assert [e["dropped"] for e in selection["evidence"]] == [[], ["tests/test_calc.py"]]
+    assert {e["attempt_id"]: e["dropped"] for e in selection["evidence"]} == {
+        other: [], right: ["tests/test_calc.py"]}
     assert "1 test or configuration file(s) were left out" in selection["why"]
     lines = (log.dir / "attempts.jsonl").read_text().splitlines()
     assert sum('"dropped": [{"path": "tests/test_calc.py"' in line for line in lines) == 1
