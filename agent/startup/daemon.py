@@ -3,12 +3,15 @@ worker per command.
 
 `python -m ooda.agent.startup.daemon KEY` (started in the background by agent/startup/entry.py after a command ran
 without one) imports everything `ooda run` needs, starts WARM_CONTAINERS Docker sandbox
-containers for the image used last (one per loop turn, so a command is never kept waiting for
-more than one start), binds its socket and waits. Each command that agent/startup/client.py
+containers for the image used last (one at a time, each started by a forked process while the
+loop goes on serving), binds its socket and waits. Each command that agent/startup/client.py
 hands over gets a forked worker: the client's stdin/stdout/stderr, working directory,
 environment, umask and argv, and the waiting containers that are ready, then the ordinary
 `ooda` command line runs in it (a run's pool adopts them: with two, a single candidate's
-after-tests stages run beside its tests, agent/verify/spare.py).
+after-tests stages run beside its tests, agent/verify/spare.py). A warm container is started
+by a short-lived forked process (the Docker API's create and start take 0.3-0.5 s), so the
+serving loop never blocks on it: a command arriving meanwhile is forked at once, with the
+containers that are ready.
 The daemon reaps the worker and sends its exit code back; a client that goes away gets its
 worker interrupted (SIGINT, as Ctrl-C would).
 
@@ -42,7 +45,7 @@ from typing import NoReturn
 
 from ooda.agent.contracts.errors import UsageError
 from ooda.agent.sandbox.docker import image
-from ooda.agent.sandbox.docker.launch import Launched, SdkEngine, launch_on_last_image
+from ooda.agent.sandbox.docker.launch import Launched, SdkEngine, prepare_on_last_image
 from ooda.agent.sandbox.registry import cleanup_leftovers
 from ooda.agent.startup import client, commands, entry, handoff
 from ooda.agent.support import phases
@@ -76,13 +79,17 @@ def log(message: str) -> None:
 
 @dataclass
 class WarmContainer:
-    """A started sandbox container nobody has taken yet, and the directory holding its slot."""
+    """A started sandbox container nobody has taken yet, and the directory holding its slot;
+    `starting`: while a forked process starts it (its pid, and the pipe its id comes through)."""
 
     work: Path
     launched: Launched
+    starting: tuple[int, int] | None = None
 
     def ready(self) -> bool:
         """Its PID 1 has connected (a command can use it without waiting)."""
+        if self.starting is not None:  # its id not known yet
+            return False
         if self.launched.connected is not None:  # handed back by a command
             return not self.gone()
         assert self.launched.listener is not None
@@ -105,6 +112,25 @@ class WarmContainer:
         for sock in (self.launched.listener, self.launched.connected):
             if sock is not None:
                 sock.close()
+        if self.starting is not None:
+            os.close(self.starting[1])
+            self.starting = None
+
+    def started(self) -> str | None:
+        """Read what the process starting it said (its pipe is readable): None when the
+        container runs (its id kept), else why not."""
+        assert self.starting is not None
+        pipe = self.starting[1]
+        try:
+            said = os.read(pipe, 4096).decode(errors="replace")
+        finally:
+            os.close(pipe)
+            self.starting = None
+        kind, _, rest = said.partition(" ")
+        if kind == "id" and rest:
+            self.launched.container_id = rest.strip()
+            return None
+        return rest or "the process starting it died"
 
 
 def handed_back(info: dict[str, object], fds: list[int]) -> WarmContainer:
@@ -159,10 +185,48 @@ containers it is giving back (the usual wait: milliseconds; a container started 
 ~0.5 s and its tools as long again)."""
 
 
-def start_warm(engine: SdkEngine) -> WarmContainer | None:
-    """A container on the image used last, for tasks without requirements (None: no image)."""
-    started = launch_on_last_image(engine, "ooda-daemon-")
-    return WarmContainer(*started) if started is not None else None
+def start_warm(clean_leftovers: bool, not_inherited: list[int]) -> WarmContainer | None:
+    """A container on the image used last, for tasks without requirements (None: no image),
+    being started by a forked process (WarmContainer.starting) that first removes what dead
+    processes left behind when `clean_leftovers`; `not_inherited`: descriptors that process
+    closes (the daemon's listener and clients)."""
+    prepared = prepare_on_last_image("ooda-daemon-")  # here: the daemon owns the container
+    if prepared is None:
+        return None
+    work, launched, config = prepared
+    try:
+        pipe, said = os.pipe()
+        pid = os.fork()
+    except BaseException:
+        launched.release()
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    if pid == 0:
+        os.close(pipe)
+        for fd in not_inherited:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _start_container(said, config, clean_leftovers)
+    os.close(said)
+    return WarmContainer(work, launched, (pid, pipe))
+
+
+def _start_container(said: int, config: dict[str, object], clean_leftovers: bool) -> NoReturn:
+    """In the forked process: start the container of `config`, write "id ID" (or "error
+    WHY") to the pipe `said`, exit."""
+    message = "error the container was not started"
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon's Ctrl-C is not for this
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if clean_leftovers:
+            cleanup_leftovers()
+        message = "id " + SdkEngine.connect(timeout_s=5.0).start(config)
+    except BaseException as exc:  # noqa: BLE001 - said to the daemon, which logs it
+        message = f"error {exc}"[:4000]
+    finally:
+        with contextlib.suppress(OSError):
+            os.write(said, message.encode())
+        os._exit(0)
 
 
 # --------------------------------------------------------------------------- the server
@@ -180,7 +244,8 @@ class Daemon:
     workers: dict[int, socket.socket] = field(default_factory=dict)
     interrupted: set[int] = field(default_factory=set)
     warm: list[WarmContainer] = field(default_factory=list)
-    engine: SdkEngine | None = None
+    starters: set[int] = field(default_factory=set)
+    """Processes that started a warm container, not yet reaped."""
     next_warm_try: float = 0.0
     served: int = 0
     returned: int = 0
@@ -214,14 +279,18 @@ class Daemon:
                         return
                     self.keep_warm()
                 self.start_pending()
-                readable, _, _ = select.select(self.watched(), [], [], self._turn_s())
+                pipes = [w.starting[1] for w in self.warm if w.starting is not None]
+                watched: list[socket.socket | int] = [*self.watched(), *pipes]
+                readable, _, _ = select.select(watched, [], [], self._turn_s())
                 # hang-ups first: a client that got its exit code and the next command's
                 # connection arrive together when commands run back to back
-                for sock in sorted(readable, key=lambda sock: sock is self.listener):
-                    if sock is self.listener:
+                for ready in sorted(readable, key=lambda ready: ready is self.listener):
+                    if isinstance(ready, int):
+                        self.warm_started(ready)
+                    elif ready is self.listener:
                         self.accept()
                     else:
-                        self.client_gone(sock)
+                        self.client_gone(ready)
         finally:
             self.shutdown()
 
@@ -235,37 +304,54 @@ class Daemon:
         return waiting + [conn for pid, conn in self.workers.items() if pid not in self.interrupted]
 
     def _turn_s(self) -> float:
-        """How long a loop turn waits for a connection: not at all while another warm
-        container is to be started (accepting a waiting client between two starts)."""
+        """How long a loop turn waits for a connection (or a warm container's start): not at
+        all when another warm container is to be started."""
         if self.pending:
             return 0.005
         if self.workers:
             return 0.05
-        starting = (not self.stopping and len(self.warm) < WARM_CONTAINERS
-                    and self.engine is not None and image.last_tag() is not None)
-        return 0.0 if starting and time.monotonic() >= self.next_warm_try else 1.0
+        return 0.0 if self.to_start() else 1.0
+
+    def to_start(self) -> bool:
+        """Whether keep_warm would start a container now."""
+        return (not self.stopping and len(self.warm) < WARM_CONTAINERS
+                and all(w.starting is None for w in self.warm)
+                and time.monotonic() >= self.next_warm_try and image.last_tag() is not None)
 
     def keep_warm(self) -> None:
-        """Start one more warm container while fewer than WARM_CONTAINERS wait (and the
-        image used last is known)."""
+        """Begin one more warm container's start while fewer than WARM_CONTAINERS wait, none is
+        being started and the image used last is known."""
         tag = image.last_tag()
-        for stale in [w for w in self.warm if w.launched.tag != tag or w.gone()]:
+        for stale in [w for w in self.warm
+                      if w.starting is None and (w.launched.tag != tag or w.gone())]:
             stale.discard()  # `ooda sandbox build` made a new image, or the engine killed it
             self.warm.remove(stale)
-        if len(self.warm) >= WARM_CONTAINERS or time.monotonic() < self.next_warm_try:
+        if not self.to_start():
             return
+        clients = [*self.workers.values(), *(conn for conn, *_ in self.pending)]
         try:
-            if self.engine is None:
-                self.engine = SdkEngine.connect(timeout_s=5.0)
-            if not self.warm:
-                cleanup_leftovers()  # what killed workers or earlier processes left behind
-            started = start_warm(self.engine)
-            if started is not None:  # else no image yet
-                self.warm.append(started)
-        except Exception as exc:  # no engine now: commands start their own; try again later
+            # first, what killed workers or earlier processes left behind
+            started = start_warm(clean_leftovers=not self.warm, not_inherited=[
+                self.listener.fileno(), *(conn.fileno() for conn in clients)])
+        except Exception as exc:  # noqa: BLE001 - commands start their own; try again later
             log(f"no warm container: {exc}")
-            self.engine = None
             self.next_warm_try = time.monotonic() + 30.0
+            return
+        if started is not None:  # else no image yet
+            self.warm.append(started)
+            assert started.starting is not None
+            self.starters.add(started.starting[0])
+
+    def warm_started(self, pipe: int) -> None:
+        """The process starting a warm container said how it went (its pipe is readable)."""
+        warm = next(w for w in self.warm if w.starting is not None and w.starting[1] == pipe)
+        problem = warm.started()
+        if problem is not None:  # no engine now: commands start their own; try again later
+            log(f"no warm container: {problem}")
+            self.next_warm_try = time.monotonic() + 30.0
+        if problem is not None or len(self.warm) > WARM_CONTAINERS:  # (containers came back)
+            self.warm.remove(warm)
+            warm.discard()
 
     def accept(self) -> None:
         conn, _ = self.listener.accept()
@@ -375,7 +461,8 @@ class Daemon:
         """A worker hands back a container it was given, reset: kept warm for the next
         command while fewer than WARM_CONTAINERS wait (on the image used last), else ended."""
         info = request.get("container")
-        taken = (not self.stopping and len(self.warm) < WARM_CONTAINERS and len(fds) == 1
+        kept = sum(1 for w in self.warm if w.starting is None)  # one being started: extra
+        taken = (not self.stopping and kept < WARM_CONTAINERS and len(fds) == 1
                  and isinstance(info, dict) and info.get("tag") == image.last_tag())
         worker = int(str(request.get("worker", 0)))
         if worker in self.lent:
@@ -400,13 +487,16 @@ class Daemon:
                 os.kill(pid, signal.SIGINT)
 
     def reap(self) -> None:
-        while self.workers:
+        while self.workers or self.starters:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
+            if pid in self.starters:
+                self.starters.discard(pid)
+                continue
             conn = self.workers.pop(pid, None)
             self.interrupted.discard(pid)
             self.lent.pop(pid, None)
@@ -427,10 +517,14 @@ class Daemon:
                 self.files["sock"].unlink()
 
     def status(self) -> dict[str, object]:
+        """What `ooda daemon status` says (warm containers: those started; ready: those whose
+        PID 1 has connected, what the next command is given)."""
+        started = sum(1 for w in self.warm if w.starting is None)
         return {
             "pid": os.getpid(), "key": self.key, "served": self.served,
             "running": len(self.workers), "started": self.started, "idle_exit_s": idle_exit_s(),
-            "warm_container": bool(self.warm), "warm_containers": len(self.warm),
+            "warm_container": started > 0, "warm_containers": started,
+            "ready_containers": sum(1 for w in self.warm if w.ready()),
             "handed_back": self.returned,
             "stopping": self.stopping,
             **client.fingerprint(),

@@ -150,6 +150,23 @@ def launch(
 ) -> Launched:
     """Listen once on a fresh control socket, then start the container (InfraError if not);
     `extra_env`: more of the container's own environment (a task environment's settings)."""
+    launched, config = prepare(tag, workspace, with_requirements=with_requirements,
+                               extra_env=extra_env)
+    try:
+        launched.container_id = engine.start(config)
+    except BaseException:
+        launched.release()
+        raise
+    return launched
+
+
+def prepare(
+    tag: str, workspace: Path, *, with_requirements: bool,
+    extra_env: dict[str, str] | None = None,
+) -> tuple[Launched, dict[str, Any]]:
+    """A fresh control socket listening once, and the create body of the container that will
+    connect to it (not started: its id is ""). Separate from the start so that the daemon can
+    start it in another process while it serves commands (agent/startup/daemon.py)."""
     env = fidelity.base_env(extra_env, requirements=with_requirements)
     uid, gid = sandbox_user()
     control = Path(tempfile.mkdtemp(prefix="ooda-ctl-"))
@@ -165,11 +182,10 @@ def launch(
         path.chmod(0o600)
         write_warm(control / zygote.WARM_NAME, warm.held())
         config = container_config(tag, workspace, control, env, uid, gid)
-        launched.container_id = engine.start(config)
     except BaseException:
         launched.release()
         raise
-    return launched
+    return launched, config
 
 
 def write_warm(path: Path, packages: dict[str, dict[str, str]]) -> None:
@@ -181,16 +197,32 @@ def write_warm(path: Path, packages: dict[str, dict[str, str]]) -> None:
 
 
 def launch_on_last_image(engine: Engine, prefix: str) -> tuple[Path, Launched] | None:
-    """Start a container ahead of need (agent/startup/prestart.py, agent/startup/daemon.py): on the image the
-    Docker backend used last, for a task without requirements, its slot in a fresh directory
-    named `prefix`… that the caller then owns. None when no image was built yet."""
+    """Start a container ahead of need (agent/startup/prestart.py): on the image the Docker
+    backend used last, for a task without requirements, its slot in a fresh directory named
+    `prefix`… that the caller then owns. None when no image was built yet."""
+    prepared = prepare_on_last_image(prefix)
+    if prepared is None:
+        return None
+    work, launched, config = prepared
+    try:
+        launched.container_id = engine.start(config)
+    except BaseException:
+        launched.release()
+        fstree.remove_tree(work)
+        raise
+    return work, launched
+
+
+def prepare_on_last_image(prefix: str) -> tuple[Path, Launched, dict[str, Any]] | None:
+    """launch_on_last_image() up to the start: its directory, the container listened for and
+    its create body (agent/startup/daemon.py starts it in another process)."""
     tag = docker_image.last_tag()  # checked against the backend's image before adoption
     if tag is None:
         return None
     work = Path(tempfile.mkdtemp(prefix=prefix))
     slot = Path(tempfile.mkdtemp(prefix="slot-", dir=work))
     try:
-        return work, launch(engine, tag, slot, with_requirements=False)
+        return (work, *prepare(tag, slot, with_requirements=False))
     except BaseException:
         fstree.remove_tree(work)
         raise

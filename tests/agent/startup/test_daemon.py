@@ -57,12 +57,21 @@ def parent_of(pid: int) -> int | None:
 
 
 def children_of(pid: int) -> list[int]:
-    """The live processes whose parent is `pid` (a daemon's workers)."""
+    """A daemon's workers: the live processes whose parent is `pid` and that lead their own
+    process group (as a worker does; not the short-lived process starting a warm container)."""
     return [
         int(entry.name)
         for entry in Path("/proc").iterdir()
         if entry.name.isdigit() and parent_of(int(entry.name)) == pid
+        and leads_its_group(int(entry.name))
     ]
+
+
+def leads_its_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False
 
 
 def daemons_in(directory: Path) -> list[int]:
@@ -210,10 +219,10 @@ def test_runs_are_served_by_the_daemon_with_its_warm_containers_given_back(
     assert before["served"] == 0 and before["running"] == 0
     pid = int(before["pid"])
 
-    def warm_count() -> int:
-        return int((daemons.status(cache) or {}).get("warm_containers", 0))
+    def warm_count(kind: str = "warm_containers") -> int:
+        return int((daemons.status(cache) or {}).get(kind, 0))
 
-    wait_for(lambda: warm_count() == 2, 60, "two warm containers")
+    wait_for(lambda: warm_count("ready_containers") == 2, 60, "two warm containers ready")
     warm = set(containers_of(pid))
     assert len(warm) == 2
     runs = daemons.tmp / "runs"
@@ -586,6 +595,70 @@ def test_a_client_that_hung_up_is_not_watched_while_its_worker_tidies_up() -> No
     assert select.select(daemon.watched(), [], [], 0)[0] == []
     for sock in (listener, _peer, gone, live, _live_client):
         sock.close()
+
+
+def test_a_warm_container_is_started_by_another_process_while_the_daemon_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """keep_warm() returns before the Docker API has started the container (a forked process
+    starts it and says its id through a pipe): the serving loop is never held by a start
+    (0.3-0.5 s), a command arriving meanwhile gets the containers that are ready. A start
+    that fails is said, logged, and tried again later."""
+    from ooda.agent.sandbox.docker.launch import Launched
+    from ooda.agent.startup import daemon as daemon_mod
+
+    go = tmp_path / "go"
+
+    class Engine:  # in the forked process: waits for the test's go, as a slow start would
+        def start(self, config: dict[str, Any]) -> str:
+            deadline = time.monotonic() + 10
+            while not go.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if config["fail"] or not go.exists():
+                raise RuntimeError("no engine")
+            return "c0ffee"
+
+    def prepared(prefix: str) -> tuple[Path, Launched, dict[str, Any]]:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(tmp_path / f"pid1-{len(made)}.sock"))
+        listener.listen(1)
+        launched = Launched("", "tag", listener, None, tmp_path, {}, 0, 0)
+        made.append(launched)
+        return tmp_path / f"work{len(made)}", launched, {"fail": len(made) > 1}
+
+    made: list[Launched] = []
+    monkeypatch.setattr(daemon_mod, "prepare_on_last_image", prepared)
+    monkeypatch.setattr(daemon_mod.SdkEngine, "connect", lambda timeout_s: Engine())
+    monkeypatch.setattr(daemon_mod.image, "last_tag", lambda: "tag")
+    monkeypatch.setattr(daemon_mod, "cleanup_leftovers", lambda: 0)
+    listener, peer = socket.socketpair()
+    daemon = daemon_mod.Daemon(key="k", listener=listener, lock_fd=-1, files={})
+    try:
+        daemon.keep_warm()  # returned while the start waits for `go`
+        (warm,) = daemon.warm
+        assert warm.starting is not None and not warm.ready() and daemon.starters
+        assert not daemon.to_start()  # one start at a time
+        pipe = warm.starting[1]
+        go.touch()
+        assert select.select([pipe], [], [], 10)[0] == [pipe]
+        daemon.warm_started(pipe)
+        assert warm.starting is None and warm.launched.container_id == "c0ffee"
+        assert not warm.ready()  # its PID 1 has not connected yet
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as pid1:
+            pid1.connect(str(tmp_path / "pid1-0.sock"))
+            assert warm.ready()
+            daemon.keep_warm()  # the second: its start fails
+            failing = daemon.warm[1]
+            assert failing.starting is not None
+            assert select.select([failing.starting[1]], [], [], 10)[0]
+            daemon.warm_started(failing.starting[1])
+            assert daemon.warm == [warm] and not daemon.to_start()  # tried again in 30 s
+        wait_for(lambda: (daemon.reap(), not daemon.starters)[1], 10, "the starters reaped")
+    finally:
+        for kept in daemon.warm:
+            kept.give_away()
+        listener.close()
+        peer.close()
 
 
 def test_the_console_script_hands_over_on_built_in_modules() -> None:
