@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from ooda.agent.sandbox.docker.launch import Launched
 
 # The imports below in functions run in this module's threads, while typer parses: at module
-# top they would cost every command (`ooda --help` included) the SDKs' import time.
+# top they would cost every command (`ooda --help` included) the SDKs' import time. A thread
+# imports no module of ooda's packages whose __init__ imports their own modules (core.sources,
+# context, models, edits, ...): begin() imports what a thread uses first (_import_for_threads).
 
 
 class Prestart:
@@ -142,16 +144,34 @@ def _model_values(argv: Sequence[str]) -> set[str]:
     return found | {a.split("=", 1)[1] for a in argv if a.startswith("--model=")}
 
 
-def _import_openai(models: set[str]) -> None:
-    """Import the model client's SDK, unless a --model named is a source that asks no endpoint
-    (agent/core/sources: looked up here, in the background)."""
+def _asks_endpoint(models: set[str]) -> bool:
+    """Whether the run asks an endpoint: no --model named is a source that asks none
+    (agent/core/sources)."""
+    from ooda.agent.core.sources import source_kind
+
+    return all(source_kind(name).asks_endpoint for name in models)
+
+
+def _import_for_threads() -> None:
+    """Import here, in the calling thread, the ooda modules begin()'s threads use. Two threads
+    importing one package by different entries (the package, and a module its __init__
+    imports) each hold the lock the other waits for; Python then gives one of them the module
+    half made: a cold `ooda run` failed now and then with "cannot import name ... from
+    partially initialized module 'ooda.agent.context.index'" (exit 3) when the thread looked up
+    the --model source while the command imported its run. The run imports these anyway; the
+    threads keep only the SDKs' imports (entered by their top package) and the engine's I/O."""
+    import ooda.agent.core.sources
+    import ooda.agent.models.http_client
+    import ooda.agent.sandbox.docker.image
+    import ooda.agent.sandbox.docker.launch
+    import ooda.agent.sandbox.registry  # noqa: F401
+
+
+def _import_openai() -> None:
+    """Import the model client's SDK (about a second)."""
+    from ooda.agent.models.http_client import warm_http_client
+
     try:
-        from ooda.agent.core.sources import source_kind
-
-        if any(not source_kind(name).asks_endpoint for name in models):
-            return
-        from ooda.agent.models.openai_model import warm_http_client
-
         warm_http_client()
     except ImportError:
         pass
@@ -185,8 +205,9 @@ def begin(
     if command[:1] != ["run"] or {"-h", "--help"} & set(argv):
         return started
     args = command[1:]
-    threading.Thread(target=_import_openai, args=(_model_values(args),),
-                     name="ooda-import-openai", daemon=True).start()
+    _import_for_threads()
+    if _asks_endpoint(_model_values(args)):
+        threading.Thread(target=_import_openai, name="ooda-import-openai", daemon=True).start()
     name = guess_sandbox(args)
     if name == "local":
         return started

@@ -673,6 +673,30 @@ def test_the_console_script_hands_over_on_built_in_modules() -> None:
     assert not added & heavy, added & heavy
 
 
+def test_start_up_threads_import_none_of_the_packages_the_command_imports() -> None:
+    """prestart.begin()'s threads (the openai SDK's import, the backend, the first container)
+    import no module of ooda's packages whose __init__ imports their own modules: two threads
+    entering one such package by different modules can each hold the import lock the other
+    waits for, and Python then hands one a half-made module (a cold `ooda run` failed with
+    ImportError "partially initialized module 'ooda.agent.context.index'", exit 3)."""
+    code = (
+        "import sys, threading\n"
+        "import ooda.agent.cli.app\n"
+        "from ooda.agent.startup import prestart\n"
+        "prestart.begin(['run', '/nonexistent', '--model', 'm', '--sandbox', 'local'])\n"
+        "before = set(sys.modules)\n"
+        "for t in threading.enumerate():\n"
+        "    if t is not threading.main_thread(): t.join()\n"
+        "print(' '.join(sorted(set(sys.modules) - before)))\n"
+    )
+    added = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert "openai" in added  # the thread ran
+    packages = ("ooda.agent.core", "ooda.agent.context", "ooda.agent.models", "ooda.agent.edits",
+                "ooda.verifiers", "ooda.tasks", "ooda.agent.app")
+    assert not [name for name in added if name.startswith(packages)]
+
+
 def test_runtime_dir_must_be_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fresh = tmp_path / "fresh" / "dir"
     monkeypatch.setenv("OODA_DAEMON_DIR", str(fresh))
