@@ -27,6 +27,7 @@ from source as before.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -95,8 +96,8 @@ class Bytecode:
         found: list[tuple[Path, str]] = []
         for name, folder, inside in self._beside(argv, workspace, workdir):
             made = self._bytecode(name, folder, inside, run)
-            if made is None:
-                continue
+            if made is None or not made.is_dir():  # (a cache emptied meanwhile: bound, not
+                continue                           # found, bwrap would fail the command)
             try:  # the mount point, made here: the sandbox's user may not write the folder
                 (folder / "__pycache__").mkdir(mode=0o755, exist_ok=True)
             except OSError:
@@ -158,12 +159,18 @@ class Bytecode:
             # held against it: not a timeout or a killed run)
             self._made[key] = None
             if result.exit_code == 1:
-                _write_one(self.root, f"{key}.failed", result.output[-2000:].encode())
+                with contextlib.suppress(OSError):
+                    _write_one(self.root, f"{key}.failed", result.output[-2000:].encode())
             return None
         site_made = made.pop(SITE_HOOK, None)
-        cache = self._store(key, {path.rsplit("/", 1)[-1]: pyc for path, pyc in made.items()})
-        if site_made is not None and self.site is not None:
-            _write_one(self.site / "__pycache__", *site_made)
+        try:
+            cache = self._store(key, {path.rsplit("/", 1)[-1]: pyc
+                                      for path, pyc in made.items()})
+            if site_made is not None and self.site is not None:
+                _write_one(self.site / "__pycache__", *site_made)
+        except OSError:  # a cache that cannot be written: this sandbox compiles as before
+            self._made[key] = None
+            return None
         self._made[key] = cache
         return cache
 
@@ -187,9 +194,12 @@ class Bytecode:
         staging.chmod(0o755)
         try:
             staging.rename(self.root / key)
-        except OSError:
+        except OSError:  # (another maker's identical copy won)
             shutil.rmtree(staging, ignore_errors=True)
-        return self.root / key / "__pycache__"
+        cache = self.root / key / "__pycache__"
+        if not cache.is_dir():
+            raise OSError(f"no bytecode directory {cache}")
+        return cache
 
 
 def _holds_exactly(workspace: Path, folder: Path, files: Sources) -> bool:

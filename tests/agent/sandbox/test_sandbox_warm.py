@@ -130,6 +130,52 @@ def test_on_bwrap_the_identical_copy_runs_on_bytecode_made_once_and_read_only(
         box.close()
 
 
+def test_bytecode_is_compiled_once_and_a_cache_that_cannot_be_written_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """The compile runs once per key (a second sandbox finds it on disk); an interpreter that
+    cannot compile is not asked again; a cache that cannot be written gives no bind (the
+    command then compiles from source), never an error. The sandbox is a stand-in here: the
+    compile program runs on the host's Python, over the workspace's files."""
+    import subprocess
+    import sys
+
+    from ooda.agent.contracts.protocols import ExecResult
+    from ooda.agent.sandbox.bytecode import Bytecode
+
+    workspace = tmp_path / "ws"
+    _lay_out(workspace, SOURCES)
+    argv = ["python3", "-s", "-B", "tool/probe.py"]
+    calls: list[list[str]] = []
+
+    def run(words: list[str], status: int = 0) -> ExecResult:
+        calls.append(words)
+        paths = [str(workspace / w.removeprefix("/work/")) for w in words[5:]]
+        done = subprocess.run([sys.executable, *words[1:5], *paths], capture_output=True,
+                              text=True, check=True)
+        return ExecResult(status, done.stdout.replace(str(workspace), "/work"), 0.1)
+
+    home = tmp_path / "home"
+    first = Bytecode(["rootfs", "PATH"], {PACKAGE: SOURCES}, None, home=home)
+    binds = first.binds(argv, workspace, "/work", run)
+    assert [target for _, target in binds] == [f"/work/tool/{PACKAGE}/__pycache__"]
+    assert sorted(p.name.split(".")[0] for p in binds[0][0].iterdir()) == ["__init__", "mod"]
+    assert first.binds(argv, workspace, "/work", run) == binds and len(calls) == 1
+    again = Bytecode(["rootfs", "PATH"], {PACKAGE: SOURCES}, None, home=home)
+    assert again.binds(argv, workspace, "/work", run) == binds and len(calls) == 1
+    assert calls[0][:4] == ["python3", "-I", "-S", "-c"]  # isolated, no site
+
+    failing = Bytecode(["other"], {PACKAGE: SOURCES}, None, home=home)
+    assert failing.binds(argv, workspace, "/work", lambda w: run(w, 1)) == []
+    assert Bytecode(["other"], {PACKAGE: SOURCES}, None, home=home).binds(
+        argv, workspace, "/work", run) == [] and len(calls) == 2  # not asked again
+
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache directory would go")
+    unwritable = Bytecode(["third"], {PACKAGE: SOURCES}, None, home=blocked)
+    assert unwritable.binds(argv, workspace, "/work", run) == []
+
+
 def test_a_compile_run_is_accepted_only_for_the_hosts_sources() -> None:
     import base64
     import hashlib
