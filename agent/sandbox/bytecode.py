@@ -121,11 +121,11 @@ class Bytecode:
             relative = script.parent.relative_to(root)
             for name, files in self.held.items():
                 inside = str(root / relative / name)
-                if inside in seen:
+                if inside in seen:  # (each folder looked at once: argv may name many files)
                     continue
+                seen.add(inside)
                 folder = workspace / relative / name
-                if _holds_exactly(workspace, folder, files):
-                    seen.add(inside)
+                if os.path.isdir(folder) and _holds_exactly(workspace, folder, files):
                     found.append((name, folder, inside))
         return found
 
