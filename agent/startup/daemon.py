@@ -662,6 +662,7 @@ def preload() -> None:
     from ooda.agent.contracts.stages import STAGES
     from ooda.agent.models.http_client import exercise_http_client
     from ooda.agent.sandbox import image as recipe
+    from ooda.agent.verify import basecache
     from ooda.verifiers.runners import runners
 
     for stage in STAGES:  # the cascade builds its stages from the registry, lazily
@@ -671,6 +672,7 @@ def preload() -> None:
     commands.register(cli.app)
     cli.warm_parsers(cli.click_command())
     recipe.recipe_hash()  # the sandbox image's recipe (the toolchain's versions): kept per process
+    basecache.own_code()  # ooda's files, in the base cache's keys (a walk of ~350 files)
 
 
 def idle_exit_s() -> float:

@@ -86,7 +86,7 @@ def base_digest(plan: TaskPlan, backend: str | None) -> str | None:
     tests = plan.tests
     parts: dict[str, Any] = {
         "format": FORMAT,
-        "ooda": _own_code(),
+        "ooda": own_code(),
         "repo": repo,
         "requirements": requirements,
         "environment": plan.environment_table,
@@ -178,8 +178,11 @@ def store(key: str, facts: BaseFacts) -> None:
 
 
 @functools.lru_cache(maxsize=1)
-def _own_code() -> str:
-    """ooda's files by path, size and modification time (a changed file makes new keys)."""
+def own_code() -> str:
+    """ooda's files by path, size and modification time (a changed file makes new keys). Kept
+    per process: the daemon (agent/startup/daemon.py) works it out before it forks its
+    workers; it serves no command once a .py file of ooda changed (its key), and the data
+    files that decide a verdict (environment overrides) reach the key through the plan."""
     digest = hashlib.sha256()
     for package in PACKAGES:
         for directory, dirs, files in os.walk(PACKAGE_ROOT / package):
