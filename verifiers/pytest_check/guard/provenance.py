@@ -84,6 +84,13 @@ _LRU_WRAPPER = type(functools.lru_cache()(lambda: None))
 _WRAPPERS = (_LRU_WRAPPER, functools.partial, functools.partialmethod, functools.cached_property)
 """Wrapper types (matched by type, never by attribute lookups on arbitrary objects) whose
 wrapped function is recorded with the toolchain."""
+_NOT_FUNCTIONS = frozenset({
+    type(None), bool, int, float, complex, str, bytes, tuple, list, dict, set, frozenset,
+    types.ModuleType, types.BuiltinFunctionType, types.MethodDescriptorType,
+    types.WrapperDescriptorType, types.GetSetDescriptorType, types.MemberDescriptorType,
+})  # fmt: skip
+"""Types (exactly these) of namespace values that neither are nor wrap a function with code:
+passed over in one set lookup by the toolchain walk, which meets tens of thousands."""
 
 
 class Provenance:
@@ -209,6 +216,14 @@ class Provenance:
             frame = frame.f_back
 
     def _add_function(self, value: object, depth: int = 0) -> None:
+        kind = type(value)
+        if kind is types.FunctionType:  # (the usual case first: the checks below say the same)
+            code = value.__code__  # type: ignore[attr-defined]
+            if type(code) is types.CodeType:
+                self._add(code, True, code.co_filename)
+            return
+        if kind in _NOT_FUNCTIONS:  # (a constant, a module...: exactly these types, no subclass)
+            return
         if isinstance(value, (staticmethod, classmethod)):
             value = value.__func__
         if isinstance(value, property):
