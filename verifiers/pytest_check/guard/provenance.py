@@ -84,6 +84,7 @@ _LRU_WRAPPER = type(functools.lru_cache()(lambda: None))
 _WRAPPERS = (_LRU_WRAPPER, functools.partial, functools.partialmethod, functools.cached_property)
 """Wrapper types (matched by type, never by attribute lookups on arbitrary objects) whose
 wrapped function is recorded with the toolchain."""
+_CODE = types.CodeType
 _NOT_FUNCTIONS = frozenset({
     type(None), bool, int, float, complex, str, bytes, tuple, list, dict, set, frozenset,
     types.ModuleType, types.BuiltinFunctionType, types.MethodDescriptorType,
@@ -250,7 +251,8 @@ class Provenance:
             if known is not None and not (force and known.trusted):
                 continue
             self.origins[id(current)] = Origin(current, trusted, path)
-            stack.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
+            # (a code object's type cannot be subclassed: `type(c) is` says what isinstance says)
+            stack += [c for c in current.co_consts if type(c) is _CODE]
 
     # ------------------------------------------------------------------ queries
 
