@@ -446,7 +446,7 @@ class Daemon:
             offer.give_away()
             self.warm.remove(offer)
         self.workers[pid] = conn
-        if offers:
+        if offers and REUSE:  # (OODA_DAEMON_REUSE=0: none comes back, none is waited for)
             self.lent[pid] = len(offers)
         self.served += 1
         self.last_activity = time.monotonic()
