@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import openai  # noqa: F401 - imported at collection: no test's deadline pays for it
 import pytest
 
 from ooda.agent.contracts.errors import InfraError, UsageError
@@ -43,7 +44,7 @@ def model_for(base_url: str, **options: Any) -> OpenAIModel:
     return OpenAIModel(ModelConfig(name="replay", base_url=base_url, **options))
 
 
-def complete(model: OpenAIModel, timeout: float = 10.0, **kwargs: Any) -> ModelCompletion:
+def complete(model: OpenAIModel, timeout: float = 60.0, **kwargs: Any) -> ModelCompletion:
     return model.complete(MESSAGES, deadline=time.monotonic() + timeout, **kwargs)
 
 
