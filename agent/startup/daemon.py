@@ -546,6 +546,10 @@ class Daemon:
                 os.close(fd)
         self.pending.clear()
         for warm in self.warm:
+            # a start under way ends first: were its directories removed before, the engine
+            # would make them again (a bind's missing source) and leave them behind
+            if warm.starting is not None and select.select([warm.starting[1]], [], [], 10)[0]:
+                warm.started()
             warm.discard()
         with contextlib.suppress(FileNotFoundError):
             self.files["json"].unlink()
