@@ -23,18 +23,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from unidiff.errors import UnidiffParseError
-from unidiff.patch import PatchedFile, PatchSet
+from unidiff.patch import PatchedFile
 
 from ooda.agent.contracts.protocols import Dropped
-from ooda.agent.support.testsupport import support_reason
 from ooda.agent.verify.workspace import (
     SYMLINK_MODE,
     PatchError,
-    collected_reason,
-    parse_paths,
-    path_kind,
-    protected_name_reason,
+    droppable_reason,
+    parse_patch,
+    policy_kind,
+    strip_path,
     unsafe_reason,
     with_final_newline,
 )
@@ -54,9 +52,8 @@ def admit(patch: str, protected: Sequence[str] = (), tests: Sequence[str] = ()) 
     patterns; `tests`: the patterns of the files the repository's pytest collects)."""
     text = with_final_newline(patch)
     try:
-        patchset = PatchSet(text)
-        _paths, strip = parse_paths(text)
-    except (UnidiffParseError, PatchError):  # the policy says why when it is applied
+        patchset, _paths, strip = parse_patch(text)
+    except PatchError:  # the policy says why when it is applied
         return Admitted(patch)
     kept: list[PatchedFile] = []
     dropped: list[Dropped] = []
@@ -79,21 +76,15 @@ def _dropped(pfile: PatchedFile, strip: int, protected: Sequence[str],
     if pfile.is_binary_file or "GIT binary patch" in info or any(
             line.split()[-1:] == [SYMLINK_MODE] for line in info.splitlines()):
         return None  # binary or symlink: refused whole
-    paths = [_stripped(raw, strip) for raw in (pfile.source_file, pfile.target_file)
+    paths = [strip_path(raw, strip) for raw in (pfile.source_file, pfile.target_file)
              if raw is not None and raw != "/dev/null"]
     if not paths or any(unsafe_reason(path) for path in paths):
         return None
     for path in paths:  # a rename is dropped when either of its names is protected
-        reason = (protected_name_reason(path) or collected_reason(path, tests)
-                  or support_reason(path, protected))
+        reason = droppable_reason(path, protected, tests)
         if reason:
-            kind = "test_file" if collected_reason(path, tests) else path_kind(path)
-            return Dropped(path, kind, reason)
+            return Dropped(path, policy_kind(path, tests), reason)
     return None
-
-
-def _stripped(raw: str, level: int) -> str:
-    return raw.split("/", level)[-1] if level else raw
 
 
 def summary(dropped: Sequence[Dropped]) -> str:

@@ -102,7 +102,7 @@ def with_final_newline(patch: str) -> str:
 def parse_paths(patch: str) -> tuple[list[str], int]:
     """(the repo-relative paths a unified diff touches, its strip level -p); PatchError when
     unidiff cannot parse it."""
-    _, paths, strip = _parse(patch)
+    _, paths, strip = parse_patch(patch)
     return paths, strip
 
 
@@ -110,11 +110,12 @@ def patch_paths(patch: str) -> list[str]:
     """Repo-relative paths a unified diff touches (sources and targets), in order, deduplicated.
 
     Raises PatchError when the text is not a diff unidiff can parse."""
-    return _parse(patch)[1]
+    return parse_patch(patch)[1]
 
 
-def _parse(patch: str) -> tuple[PatchSet, list[str], int]:
-    """Parse the diff; return the set, the stripped paths and the strip level (-p)."""
+def parse_patch(patch: str) -> tuple[PatchSet, list[str], int]:
+    """Parse the diff; return the set, the stripped paths and the strip level (-p) (PatchError
+    when unidiff cannot parse it)."""
     try:
         patchset = PatchSet(patch)
     except UnidiffParseError as exc:
@@ -124,7 +125,7 @@ def _parse(patch: str) -> tuple[PatchSet, list[str], int]:
     for pfile in patchset:
         for raw in (pfile.source_file, pfile.target_file):
             if raw is not None and raw != "/dev/null":
-                seen[_strip(raw, strip)] = None
+                seen[strip_path(raw, strip)] = None
     return patchset, list(seen), strip
 
 
@@ -141,13 +142,33 @@ def _strip_level(patchset: PatchSet) -> int:
     return 0
 
 
-def _strip(raw: str, level: int) -> str:
+def strip_path(raw: str, level: int) -> str:
+    """A diff header's path without its first `level` components (git's -p)."""
     return raw.split("/", level)[-1] if level else raw
 
 
 def protected_reason(path: str) -> str | None:
     """Why a candidate may not touch `path` (None when it may)."""
     return unsafe_reason(path) or protected_name_reason(path)
+
+
+def policy_reason(path: str, protected: Sequence[str], tests: Sequence[str]) -> str | None:
+    """Why the edit policy refuses a candidate's change to `path` (None when it may): an unsafe
+    path, or one protected by name, by the task's `protected` patterns or by being collected by
+    the repository's pytest (`tests`)."""
+    return unsafe_reason(path) or droppable_reason(path, protected, tests)
+
+
+def droppable_reason(path: str, protected: Sequence[str], tests: Sequence[str]) -> str | None:
+    """Why the policy keeps `path` out of the judged tree by what it is (a test, conftest.py,
+    configuration, test support, a collected file): what agent/verify/admit.py may leave out."""
+    return (protected_name_reason(path) or collected_reason(path, tests)
+            or support_reason(path, protected))
+
+
+def policy_kind(path: str, tests: Sequence[str]) -> str:
+    """The invalid edit's kind for a refused `path` ("test_file" for a collected one)."""
+    return "test_file" if collected_reason(path, tests) else path_kind(path)
 
 
 def unsafe_reason(path: str) -> str | None:
@@ -238,7 +259,7 @@ def check_patch_policy(
         raise PatchError(
             "the patch is not text (it holds NUL bytes or characters no file can hold)"
         )
-    patchset, paths, strip = _parse(patch)
+    patchset, paths, strip = parse_patch(patch)
     if len(patchset) == 0:
         raise PatchError("no file changes found: the text holds no '--- a/... +++ b/...' diff")
     for pfile in patchset:
@@ -247,19 +268,13 @@ def check_patch_policy(
         if _creates_symlink(str(pfile.patch_info or "")):
             raise PatchError(f"{pfile.path}: creating symbolic links is not allowed")
         if pfile.is_added_file or pfile.is_rename:
-            reason = _shadow_reason(_strip(pfile.target_file, strip))
+            reason = _shadow_reason(strip_path(pfile.target_file, strip))
             if reason:
                 raise PatchError(reason)
     for path in paths:
-        reason = (
-            protected_reason(path)
-            or collected_reason(path, tests)
-            or support_reason(path, protected)
-            or _depth_reason(path)
-        )
+        reason = policy_reason(path, protected, tests) or _depth_reason(path)
         if reason:
-            kind = "test_file" if collected_reason(path, tests) else path_kind(path)
-            raise PatchError(reason, kind)
+            raise PatchError(reason, policy_kind(path, tests))
 
 
 def _depth_reason(path: str) -> str | None:
@@ -344,16 +359,14 @@ def apply_patch(
         return []
     if not trusted:
         check_patch_policy(patch, protected, tests)
-    _, paths, strip = _parse(patch)
+    _, paths, strip = parse_patch(patch)
     touched = git_numstat(workspace, patch, strip)
     changed = list(dict.fromkeys(paths + touched))
     for path in changed:
         reason = (
             path_safety(path)
             if trusted
-            else protected_reason(path)
-            or collected_reason(path, tests)
-            or support_reason(path, protected)
+            else policy_reason(path, protected, tests)
         )
         if reason:
             raise PatchError(reason, path_kind(path))
@@ -376,14 +389,14 @@ def changed_lines(patch: str) -> dict[str, list[tuple[int, int]]]:
     """Per file a patch changes, the (first, last) line spans of its new version that the
     patch added or changed ({} when the patch cannot be read: every line then counts)."""
     try:
-        patchset, _paths, strip = _parse(with_final_newline(patch))
+        patchset, _paths, strip = parse_patch(with_final_newline(patch))
     except PatchError:
         return {}
     found: dict[str, list[tuple[int, int]]] = {}
     for pfile in patchset:
         if pfile.is_removed_file:
             continue
-        path = _strip(pfile.target_file, strip)
+        path = strip_path(pfile.target_file, strip)
         spans: list[tuple[int, int]] = []
         for hunk in pfile:
             for line in hunk:
@@ -406,13 +419,9 @@ def check_applies(
     given up front (`ooda verify --patch`) is judged so before the base's tests run."""
     patch = with_final_newline(patch)
     check_patch_policy(patch, protected, tests)
-    _, paths, strip = _parse(patch)
+    _, paths, strip = parse_patch(patch)
     for path in dict.fromkeys(paths + git_numstat(repo, patch, strip)):
-        reason = (
-            protected_reason(path)
-            or collected_reason(path, tests)
-            or support_reason(path, protected)
-        )
+        reason = policy_reason(path, protected, tests)
         if reason:
             raise PatchError(reason, path_kind(path))
     _git(repo, ["apply", "--check", "--whitespace=nowarn", f"-p{strip}", "-"], patch)
